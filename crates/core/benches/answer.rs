@@ -1,0 +1,86 @@
+//! Answer cost of the pure core: flat in the number of managed domains, and the snapshot
+//! rebuild time for a large node set.
+//!
+//! Run: `cargo bench -p httpdns-core --bench answer`
+
+use std::hint::black_box;
+use std::net::IpAddr;
+
+use criterion::{criterion_group, criterion_main, BatchSize, Criterion};
+use httpdns_core::model::{DomainSpec, NodeSpec};
+use httpdns_core::snapshot::{client_seed, AllUp, Model, Policy};
+use httpdns_core::{ClientView, DomainName, Family, Snapshot, Token};
+
+const ISPS: [&str; 4] = ["telecom", "unicom", "mobile", "cernet"];
+const REGIONS: [&str; 8] =
+    ["beijing", "shanghai", "guangdong", "zhejiang", "jiangsu", "sichuan", "hubei", "shandong"];
+
+fn model(domains: usize, nodes: usize, pools: usize) -> Model {
+    let tok = |s: &str| Token::parse(s).unwrap();
+    let nodes = (0..nodes)
+        .map(|i| {
+            let ip = IpAddr::from([1 + (i >> 24) as u8 % 100, (i >> 16) as u8, (i >> 8) as u8, i as u8 | 1]);
+            (
+                format!("node-{i}"),
+                NodeSpec {
+                    ip,
+                    pool: tok(&format!("pool{}", i % pools)),
+                    isp: tok(ISPS[i % ISPS.len()]),
+                    region: tok(REGIONS[(i / 4) % REGIONS.len()]),
+                    bandwidth_mbps: 100.0 + (i % 900) as f64,
+                    load_pct: (i % 100) as f64,
+                    latency_ms: (i % 200) as f64,
+                    enabled: i % 17 != 0,
+                },
+            )
+        })
+        .collect();
+    let domains = (0..domains)
+        .map(|i| {
+            (
+                DomainName::parse(&format!("d{i}.example.com")).unwrap(),
+                DomainSpec { pool: tok(&format!("pool{}", i % pools)), ttl: 60, max_answers: 4 },
+            )
+        })
+        .collect();
+    Model { nodes, domains, ..Model::default() }
+}
+
+fn answer(c: &mut Criterion) {
+    let view = ClientView {
+        isp: Some(Token::parse("unicom").unwrap()),
+        region: Some(Token::parse("shanghai").unwrap()),
+    };
+    let seed = client_seed("203.0.113.7".parse().unwrap());
+    let mut group = c.benchmark_group("resolve");
+    for domains in [1_000usize, 1_000_000] {
+        let snap = Snapshot::build(model(domains, 2_000, 50), Policy::default(), 1);
+        let names: Vec<DomainName> = (0..1024)
+            .map(|i| DomainName::parse(&format!("d{}.example.com", (i * 7919) % domains)).unwrap())
+            .collect();
+        let mut i = 0usize;
+        group.bench_function(format!("{domains}_domains"), |b| {
+            b.iter(|| {
+                i = (i + 1) & 1023;
+                black_box(snap.resolve(&names[i], Family::V4, &view, seed, &AllUp))
+            })
+        });
+    }
+    group.finish();
+}
+
+fn rebuild(c: &mut Criterion) {
+    let mut group = c.benchmark_group("snapshot_build");
+    group.sample_size(10);
+    group.bench_function("100k_nodes_10k_domains", |b| {
+        b.iter_batched(
+            || model(10_000, 100_000, 500),
+            |m| black_box(Snapshot::build(m, Policy::default(), 1)),
+            BatchSize::LargeInput,
+        )
+    });
+    group.finish();
+}
+
+criterion_group!(benches, answer, rebuild);
+criterion_main!(benches);

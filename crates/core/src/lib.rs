@@ -1,0 +1,26 @@
+//! Pure domain logic of httpdns.
+//!
+//! Nothing in this crate does IO, awaits, or knows about HTTP, SQL or files, so the scheduling
+//! rules can be tested exhaustively and benchmarked alone.
+//!
+//! # Layout
+//!
+//! * [`name`]: [`DomainName`], validated and normalised once at the edge.
+//! * [`token`]: lowercase tokens for ISPs, regions and pools.
+//! * [`ip`]: which addresses may ever be served.
+//! * [`model`]: the operator-facing specs of networks, nodes, pools and domains.
+//! * [`cidr`]: longest-prefix match for operator networks.
+//! * [`score`]: the 40/30/20/10 node score.
+//! * [`snapshot`]: the immutable answering snapshot and the answer choice.
+
+pub mod cidr;
+pub mod ip;
+pub mod model;
+pub mod name;
+pub mod score;
+pub mod snapshot;
+pub mod token;
+
+pub use name::DomainName;
+pub use snapshot::{ClientView, Family, Snapshot};
+pub use token::Token;

@@ -1,0 +1,344 @@
+//! The scheduling model as operators write it: networks, nodes, pools and managed domains.
+//!
+//! These `*Spec` types are the stored and wire form of each admin resource (the resource's
+//! name lives in the URL, not in the body). Deserialising checks shapes and types; `validate`
+//! checks everything that serde cannot (ranges, address classes) and names the offending field.
+
+use std::net::IpAddr;
+
+use serde::{Deserialize, Serialize};
+
+use crate::ip::{classify, IpClass};
+use crate::token::Token;
+
+/// A validation failure that names the field at fault.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{field}: {message}")]
+pub struct FieldError {
+    pub field: String,
+    pub message: String,
+}
+
+impl FieldError {
+    pub fn new(field: impl Into<String>, message: impl Into<String>) -> Self {
+        Self { field: field.into(), message: message.into() }
+    }
+}
+
+/// An operator CIDR: overrides GeoIP for addresses inside it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NetworkSpec {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub isp: Option<Token>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub region: Option<Token>,
+}
+
+impl NetworkSpec {
+    pub fn validate(&self) -> Result<(), FieldError> {
+        if self.isp.is_none() && self.region.is_none() {
+            return Err(FieldError::new("isp", "a network needs an isp, a region or both"));
+        }
+        Ok(())
+    }
+}
+
+/// Defaults for a node whose operator did not measure it yet. They sit mid-scale on purpose,
+/// so that an unmeasured node neither beats measured good nodes nor loses to measured bad ones.
+pub mod node_defaults {
+    pub const LATENCY_MS: f64 = 100.0;
+    pub const BANDWIDTH_MBPS: f64 = 100.0;
+    pub const LOAD_PCT: f64 = 50.0;
+}
+
+/// An edge server that answers can point at.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NodeSpec {
+    pub ip: IpAddr,
+    pub pool: Token,
+    pub isp: Token,
+    pub region: Token,
+    #[serde(default = "default_bandwidth")]
+    pub bandwidth_mbps: f64,
+    #[serde(default = "default_load")]
+    pub load_pct: f64,
+    #[serde(default = "default_latency")]
+    pub latency_ms: f64,
+    #[serde(default = "default_true")]
+    pub enabled: bool,
+}
+
+fn default_bandwidth() -> f64 {
+    node_defaults::BANDWIDTH_MBPS
+}
+fn default_load() -> f64 {
+    node_defaults::LOAD_PCT
+}
+fn default_latency() -> f64 {
+    node_defaults::LATENCY_MS
+}
+fn default_true() -> bool {
+    true
+}
+
+/// Upper bounds that catch unit mistakes (seconds typed as milliseconds, bits as megabits).
+pub const MAX_LATENCY_MS: f64 = 600_000.0;
+pub const MAX_BANDWIDTH_MBPS: f64 = 10_000_000.0;
+
+impl NodeSpec {
+    /// Checks ranges and the address class. `allow_private` admits private and loopback
+    /// addresses for intranet deployments and tests; unspecified, multicast, documentation and
+    /// reserved addresses are refused always.
+    pub fn validate(&self, allow_private: bool) -> Result<(), FieldError> {
+        match classify(self.ip) {
+            IpClass::Public => {}
+            IpClass::Private if allow_private => {}
+            IpClass::Private => {
+                return Err(FieldError::new(
+                    "ip",
+                    format!(
+                        "{} is a private, loopback or link-local address; \
+                         set HTTPDNS_ALLOW_PRIVATE_NODE_IPS=true for intranet deployments",
+                        self.ip
+                    ),
+                ))
+            }
+            IpClass::Invalid => {
+                return Err(FieldError::new(
+                    "ip",
+                    format!(
+                        "{} is not a usable unicast address (unspecified, multicast, \
+                         documentation or reserved range)",
+                        self.ip
+                    ),
+                ))
+            }
+        }
+        check_range("bandwidth_mbps", self.bandwidth_mbps, 0.0, MAX_BANDWIDTH_MBPS)?;
+        check_range("load_pct", self.load_pct, 0.0, 100.0)?;
+        check_range("latency_ms", self.latency_ms, 0.0, MAX_LATENCY_MS)?;
+        Ok(())
+    }
+}
+
+fn check_range(field: &str, value: f64, min: f64, max: f64) -> Result<(), FieldError> {
+    if value.is_finite() && value >= min && value <= max {
+        Ok(())
+    } else {
+        Err(FieldError::new(field, format!("must be a number from {min} to {max}")))
+    }
+}
+
+/// Options of a node pool. A pool exists as soon as a node or domain names it; this only
+/// carries its settings.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PoolSpec {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub health_check: Option<HealthCheckSpec>,
+}
+
+/// How the server probes the nodes of a pool.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HealthCheckSpec {
+    pub kind: HealthCheckKind,
+    pub port: u16,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
+    #[serde(default = "default_interval_ms")]
+    pub interval_ms: u64,
+    #[serde(default = "default_timeout_ms")]
+    pub timeout_ms: u64,
+    #[serde(default = "default_healthy_threshold")]
+    pub healthy_threshold: u32,
+    #[serde(default = "default_unhealthy_threshold")]
+    pub unhealthy_threshold: u32,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum HealthCheckKind {
+    Tcp,
+    Http,
+    Https,
+}
+
+fn default_interval_ms() -> u64 {
+    2000
+}
+fn default_timeout_ms() -> u64 {
+    1000
+}
+fn default_healthy_threshold() -> u32 {
+    2
+}
+fn default_unhealthy_threshold() -> u32 {
+    3
+}
+
+impl PoolSpec {
+    pub fn validate(&self) -> Result<(), FieldError> {
+        let Some(hc) = &self.health_check else { return Ok(()) };
+        if hc.port == 0 {
+            return Err(FieldError::new("health_check.port", "must be 1 to 65535"));
+        }
+        match (&hc.kind, &hc.path) {
+            (HealthCheckKind::Tcp, Some(_)) => {
+                return Err(FieldError::new("health_check.path", "a tcp check has no path"))
+            }
+            (HealthCheckKind::Http | HealthCheckKind::Https, Some(p))
+                if !p.starts_with('/') || p.len() > 1024 || p.chars().any(char::is_control) =>
+            {
+                return Err(FieldError::new(
+                    "health_check.path",
+                    "must start with '/' and hold no control characters (at most 1024)",
+                ))
+            }
+            _ => {}
+        }
+        if !(100..=3_600_000).contains(&hc.interval_ms) {
+            return Err(FieldError::new("health_check.interval_ms", "must be 100 to 3600000"));
+        }
+        if hc.timeout_ms < 10 || hc.timeout_ms > hc.interval_ms {
+            return Err(FieldError::new(
+                "health_check.timeout_ms",
+                "must be at least 10 and at most interval_ms",
+            ));
+        }
+        if !(1..=100).contains(&hc.healthy_threshold) {
+            return Err(FieldError::new("health_check.healthy_threshold", "must be 1 to 100"));
+        }
+        if !(1..=100).contains(&hc.unhealthy_threshold) {
+            return Err(FieldError::new("health_check.unhealthy_threshold", "must be 1 to 100"));
+        }
+        Ok(())
+    }
+}
+
+/// Largest TTL a managed domain may carry: one day. Mobile SDKs cap far lower anyway
+/// (Tencent's `MAX_DEFAULT_TTL` is 6000 s).
+pub const MAX_TTL: u32 = 86_400;
+/// Largest number of addresses in one answer.
+pub const MAX_ANSWERS: u32 = 32;
+
+/// A managed domain: answered from a node pool instead of upstream DNS.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DomainSpec {
+    pub pool: Token,
+    #[serde(default = "default_ttl")]
+    pub ttl: u32,
+    #[serde(default = "default_max_answers")]
+    pub max_answers: u32,
+}
+
+fn default_ttl() -> u32 {
+    60
+}
+fn default_max_answers() -> u32 {
+    4
+}
+
+impl DomainSpec {
+    pub fn validate(&self) -> Result<(), FieldError> {
+        if !(1..=MAX_TTL).contains(&self.ttl) {
+            return Err(FieldError::new("ttl", format!("must be 1 to {MAX_TTL} seconds")));
+        }
+        if !(1..=MAX_ANSWERS).contains(&self.max_answers) {
+            return Err(FieldError::new("max_answers", format!("must be 1 to {MAX_ANSWERS}")));
+        }
+        Ok(())
+    }
+}
+
+/// The name of a node or other free-form resource: 1..=128 characters of ASCII letters,
+/// digits, `.`, `-` and `_`. Keeps ids safe to echo into URLs, logs and file names.
+pub fn validate_resource_id(id: &str) -> Result<(), FieldError> {
+    let ok = !id.is_empty()
+        && id.len() <= 128
+        && id.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-' | b'_'))
+        && id != "."
+        && id != "..";
+    if ok {
+        Ok(())
+    } else {
+        Err(FieldError::new(
+            "id",
+            "must be 1 to 128 characters of letters, digits, '.', '-' or '_'",
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn node(json: &str) -> NodeSpec {
+        serde_json::from_str(json).unwrap()
+    }
+
+    #[test]
+    fn node_defaults_apply() {
+        let n = node(r#"{"ip":"1.2.3.4","pool":"edge","isp":"telecom","region":"beijing"}"#);
+        assert!(n.enabled);
+        assert_eq!(n.latency_ms, node_defaults::LATENCY_MS);
+        n.validate(false).unwrap();
+    }
+
+    #[test]
+    fn node_rejects_bad_addresses_and_ranges() {
+        let base = r#""pool":"edge","isp":"telecom","region":"beijing""#;
+        for ip in ["0.0.0.0", "224.0.0.1", "192.0.2.1", "::"] {
+            let n = node(&format!(r#"{{"ip":"{ip}",{base}}}"#));
+            assert_eq!(n.validate(true).unwrap_err().field, "ip", "{ip}");
+        }
+        let lo = node(&format!(r#"{{"ip":"127.0.0.1",{base}}}"#));
+        assert_eq!(lo.validate(false).unwrap_err().field, "ip");
+        lo.validate(true).unwrap();
+        let load = node(&format!(r#"{{"ip":"1.2.3.4",{base},"load_pct":101}}"#));
+        assert_eq!(load.validate(false).unwrap_err().field, "load_pct");
+        let lat = node(&format!(r#"{{"ip":"1.2.3.4",{base},"latency_ms":-1}}"#));
+        assert_eq!(lat.validate(false).unwrap_err().field, "latency_ms");
+    }
+
+    #[test]
+    fn unknown_fields_are_refused() {
+        let err = serde_json::from_str::<DomainSpec>(r#"{"pool":"edge","tll":5}"#).unwrap_err();
+        assert!(err.to_string().contains("tll"));
+    }
+
+    #[test]
+    fn domain_ranges() {
+        let d: DomainSpec = serde_json::from_str(r#"{"pool":"edge"}"#).unwrap();
+        assert_eq!((d.ttl, d.max_answers), (60, 4));
+        let d: DomainSpec = serde_json::from_str(r#"{"pool":"edge","ttl":0}"#).unwrap();
+        assert_eq!(d.validate().unwrap_err().field, "ttl");
+        let d: DomainSpec = serde_json::from_str(r#"{"pool":"edge","max_answers":33}"#).unwrap();
+        assert_eq!(d.validate().unwrap_err().field, "max_answers");
+    }
+
+    #[test]
+    fn pool_health_check_validation() {
+        let p: PoolSpec = serde_json::from_str(
+            r#"{"health_check":{"kind":"http","port":80,"path":"/health","interval_ms":2000,
+                "timeout_ms":1000,"healthy_threshold":2,"unhealthy_threshold":3}}"#,
+        )
+        .unwrap();
+        p.validate().unwrap();
+        let p: PoolSpec =
+            serde_json::from_str(r#"{"health_check":{"kind":"tcp","port":80,"timeout_ms":5000}}"#)
+                .unwrap();
+        assert_eq!(p.validate().unwrap_err().field, "health_check.timeout_ms");
+    }
+
+    #[test]
+    fn resource_ids() {
+        validate_resource_id("bj-telecom-1").unwrap();
+        for bad in ["", "..", "a/b", "a b", &"x".repeat(129)] {
+            assert!(validate_resource_id(bad).is_err(), "{bad:?}");
+        }
+    }
+}

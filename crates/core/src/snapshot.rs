@@ -1,0 +1,507 @@
+//! The immutable answering snapshot and the answer choice.
+//!
+//! A [`Snapshot`] is built from the whole model (every network, node, pool and domain) and is
+//! never changed afterwards; a data change builds a new one and swaps it in. Everything the
+//! answer path needs is precomputed or computed once per snapshot:
+//!
+//! * disabled nodes and nodes whose address may not be served are dropped at build time;
+//! * the nodes of each pool are split by address family;
+//! * the ranking of a pool's nodes for one kind of client, a pair (ISP, region) reduced to the
+//!   ISPs and regions that the pool's nodes actually have, is computed on first use and cached
+//!   in a `OnceLock`, so steady-state answers only walk a ready sorted list.
+//!
+//! # Answer choice
+//!
+//! 1. ISP first: if the pool has nodes of the client's ISP that are up, only they are
+//!    candidates; otherwise every node of the pool is.
+//! 2. Candidates are ranked by [`crate::score`] (higher first, ties by node id).
+//! 3. Load spreading: the ranked list is cut into *tiers*. A tier starts at the best remaining
+//!    node and takes every following node whose score is within `band` of that first score.
+//!    Inside a tier the order is rotated by a seed derived from the client address, so clients
+//!    spread evenly over near-equal nodes while each client keeps a stable answer.
+//! 4. Up to `max_answers` addresses are taken in that order.
+//! 5. Fail open: when no node of the pool is up, the nodes are answered as if all were up
+//!    (like Envoy's panic threshold), since an answer pointing at possibly-dead nodes beats
+//!    sending every client to LocalDNS at once.
+
+use std::collections::HashMap;
+use std::net::IpAddr;
+use std::sync::OnceLock;
+
+use ipnet::IpNet;
+
+use crate::cidr::CidrTable;
+use crate::model::{DomainSpec, NetworkSpec, NodeSpec, PoolSpec};
+use crate::name::DomainName;
+use crate::score::{score, ScoreInput, Weights};
+use crate::token::Token;
+
+/// Address family of an answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Family {
+    V4,
+    V6,
+}
+
+impl Family {
+    pub fn of(ip: IpAddr) -> Self {
+        match ip {
+            IpAddr::V4(_) => Self::V4,
+            IpAddr::V6(_) => Self::V6,
+        }
+    }
+}
+
+/// What is known of a client: its carrier and region, each possibly unknown.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
+pub struct ClientView {
+    pub isp: Option<Token>,
+    pub region: Option<Token>,
+}
+
+/// Tells whether a node is up. Node indices are those of the snapshot asked.
+pub trait NodeHealth {
+    fn is_up(&self, node: u32) -> bool;
+}
+
+/// Every node is up (no health checking configured).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct AllUp;
+
+impl NodeHealth for AllUp {
+    fn is_up(&self, _node: u32) -> bool {
+        true
+    }
+}
+
+/// The rules that decide answers, from configuration.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Policy {
+    pub weights: Weights,
+    /// Score band inside which answers are rotated per client to spread load (see module docs).
+    pub band: f64,
+    /// Serve private and loopback node addresses (intranet deployments, tests).
+    pub allow_private: bool,
+}
+
+impl Default for Policy {
+    fn default() -> Self {
+        Self { weights: Weights::default(), band: 0.01, allow_private: false }
+    }
+}
+
+/// The whole model, as loaded from the store.
+#[derive(Debug, Clone, Default)]
+pub struct Model {
+    pub networks: Vec<(IpNet, NetworkSpec)>,
+    pub nodes: Vec<(String, NodeSpec)>,
+    pub pools: Vec<(Token, PoolSpec)>,
+    pub domains: Vec<(DomainName, DomainSpec)>,
+}
+
+/// The result of resolving one name for one family.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Resolution {
+    /// The name is not a managed domain; it is for upstream DNS.
+    NotManaged,
+    /// The name is managed.
+    Managed(ManagedAnswer),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ManagedAnswer {
+    pub ttl: u32,
+    pub ips: Vec<IpAddr>,
+    pub status: AnswerStatus,
+}
+
+/// Why a managed answer holds what it holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AnswerStatus {
+    /// Addresses of up nodes.
+    Ok,
+    /// No node of the pool was up; the addresses are answered anyway (fail open).
+    FailOpen,
+    /// The pool has usable nodes, but none of this address family (NODATA).
+    NoRecord,
+    /// The pool has no usable node at all: all disabled, none added, or none servable.
+    NoHealthyNode,
+}
+
+/// Counts describing a snapshot, for metrics and `/readyz`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SnapshotStats {
+    pub networks: usize,
+    pub nodes: usize,
+    pub usable_nodes: usize,
+    pub unservable_nodes: usize,
+    pub pools: usize,
+    pub domains: usize,
+}
+
+/// One node as the snapshot sees it.
+#[derive(Debug, Clone)]
+pub struct NodeEntry {
+    pub id: Box<str>,
+    pub spec: NodeSpec,
+    /// Enabled and its address may be served under the policy.
+    pub usable: bool,
+}
+
+/// The immutable answering snapshot.
+#[derive(Debug)]
+pub struct Snapshot {
+    revision: i64,
+    policy: Policy,
+    networks: CidrTable<NetworkSpec>,
+    nodes: Vec<NodeEntry>,
+    pools: Vec<PoolEntry>,
+    pool_index: HashMap<Token, u32>,
+    domains: HashMap<DomainName, DomainEntry>,
+    stats: SnapshotStats,
+}
+
+#[derive(Debug)]
+struct DomainEntry {
+    spec: DomainSpec,
+    pool: u32,
+}
+
+#[derive(Debug)]
+struct PoolEntry {
+    name: Token,
+    spec: PoolSpec,
+    v4: FamilyNodes,
+    v6: FamilyNodes,
+}
+
+/// The usable nodes of one pool and family, with per-client-kind rankings.
+#[derive(Debug, Default)]
+struct FamilyNodes {
+    nodes: Vec<u32>,
+    /// Distinct ISPs and regions of `nodes`, sorted, so a client's ISP or region reduces to an
+    /// index, or to "none of these", which ranks the same as any other foreign value.
+    isps: Vec<Token>,
+    regions: Vec<Token>,
+    /// Index `(isp_slot * (regions.len() + 1) + region_slot)`, slot 0 meaning "none".
+    rankings: Box<[OnceLock<Ranking>]>,
+}
+
+#[derive(Debug)]
+struct Ranking {
+    same_isp: Ranked,
+    all: Ranked,
+}
+
+#[derive(Debug, Default)]
+struct Ranked {
+    /// (node index, score), best first.
+    entries: Vec<(u32, f64)>,
+    /// Exclusive end index of each tier in `entries`.
+    tier_ends: Vec<u32>,
+}
+
+impl Snapshot {
+    /// Builds a snapshot of `model` under `policy`. Never fails: the store only holds validated
+    /// specs, and anything that is still unusable (a node address not servable under this
+    /// policy, a domain naming a pool without nodes) simply answers nothing.
+    pub fn build(model: Model, policy: Policy, revision: i64) -> Self {
+        let mut stats = SnapshotStats {
+            networks: model.networks.len(),
+            nodes: model.nodes.len(),
+            domains: model.domains.len(),
+            ..SnapshotStats::default()
+        };
+        let networks = CidrTable::new(model.networks);
+
+        let mut pool_index: HashMap<Token, u32> = HashMap::new();
+        let mut pools: Vec<PoolEntry> = Vec::new();
+        let mut pool_of = |name: &Token, pools: &mut Vec<PoolEntry>| -> u32 {
+            *pool_index.entry(name.clone()).or_insert_with(|| {
+                pools.push(PoolEntry {
+                    name: name.clone(),
+                    spec: PoolSpec::default(),
+                    v4: FamilyNodes::default(),
+                    v6: FamilyNodes::default(),
+                });
+                (pools.len() - 1) as u32
+            })
+        };
+        for (name, spec) in model.pools {
+            let idx = pool_of(&name, &mut pools);
+            pools[idx as usize].spec = spec;
+        }
+
+        let mut nodes = Vec::with_capacity(model.nodes.len());
+        for (id, spec) in model.nodes {
+            let servable = crate::ip::servable(spec.ip, policy.allow_private);
+            if !servable {
+                stats.unservable_nodes += 1;
+            }
+            let usable = spec.enabled && servable;
+            let idx = nodes.len() as u32;
+            let pool = pool_of(&spec.pool, &mut pools) as usize;
+            if usable {
+                stats.usable_nodes += 1;
+                match Family::of(spec.ip) {
+                    Family::V4 => pools[pool].v4.nodes.push(idx),
+                    Family::V6 => pools[pool].v6.nodes.push(idx),
+                }
+            }
+            nodes.push(NodeEntry { id: id.into_boxed_str(), spec, usable });
+        }
+
+        let mut domains = HashMap::with_capacity(model.domains.len());
+        for (name, spec) in model.domains {
+            let pool = pool_of(&spec.pool, &mut pools);
+            domains.insert(name, DomainEntry { spec, pool });
+        }
+
+        for pool in &mut pools {
+            pool.v4.index(&nodes);
+            pool.v6.index(&nodes);
+        }
+        stats.pools = pools.len();
+
+        Self { revision, policy, networks, nodes, pools, pool_index, domains, stats }
+    }
+
+    /// An empty snapshot (no data loaded yet).
+    pub fn empty(policy: Policy) -> Self {
+        Self::build(Model::default(), policy, 0)
+    }
+
+    /// The store revision this snapshot reflects.
+    pub fn revision(&self) -> i64 {
+        self.revision
+    }
+
+    pub fn stats(&self) -> SnapshotStats {
+        self.stats
+    }
+
+    pub fn policy(&self) -> &Policy {
+        &self.policy
+    }
+
+    /// The operator network containing `ip`, if any (longest prefix).
+    pub fn network(&self, ip: IpAddr) -> Option<&NetworkSpec> {
+        self.networks.lookup(ip)
+    }
+
+    /// Whether `name` is a managed domain.
+    pub fn is_managed(&self, name: &DomainName) -> bool {
+        self.domains.contains_key(name)
+    }
+
+    /// The spec of a managed domain.
+    pub fn domain(&self, name: &DomainName) -> Option<&DomainSpec> {
+        self.domains.get(name).map(|d| &d.spec)
+    }
+
+    /// Every node, usable or not, by snapshot index.
+    pub fn nodes(&self) -> &[NodeEntry] {
+        &self.nodes
+    }
+
+    /// The pool names, for metrics and listings.
+    pub fn pool_names(&self) -> impl Iterator<Item = &Token> {
+        self.pools.iter().map(|p| &p.name)
+    }
+
+    /// The options of a pool.
+    pub fn pool(&self, name: &Token) -> Option<&PoolSpec> {
+        self.pool_index.get(name).map(|&i| &self.pools[i as usize].spec)
+    }
+
+    /// Resolves `name` for `family` and a client. `seed` spreads load inside a score band and
+    /// should be stable per client (see [`client_seed`]).
+    pub fn resolve(
+        &self,
+        name: &DomainName,
+        family: Family,
+        client: &ClientView,
+        seed: u64,
+        health: &impl NodeHealth,
+    ) -> Resolution {
+        let Some(domain) = self.domains.get(name) else { return Resolution::NotManaged };
+        let pool = &self.pools[domain.pool as usize];
+        let fam = match family {
+            Family::V4 => &pool.v4,
+            Family::V6 => &pool.v6,
+        };
+        let ttl = domain.spec.ttl;
+        if fam.nodes.is_empty() {
+            let other = match family {
+                Family::V4 => &pool.v6,
+                Family::V6 => &pool.v4,
+            };
+            let status =
+                if other.nodes.is_empty() { AnswerStatus::NoHealthyNode } else { AnswerStatus::NoRecord };
+            return Resolution::Managed(ManagedAnswer { ttl, ips: Vec::new(), status });
+        }
+
+        let ranking = fam.ranking(client, &self.nodes, &self.policy);
+        let max = domain.spec.max_answers as usize;
+        let mut ips = Vec::with_capacity(max.min(fam.nodes.len()));
+        let up = |n: u32| health.is_up(n);
+        let status = if ranking.same_isp.any_up(&up) {
+            ranking.same_isp.pick(max, seed, &up, &self.nodes, &mut ips);
+            AnswerStatus::Ok
+        } else if ranking.all.any_up(&up) {
+            ranking.all.pick(max, seed, &up, &self.nodes, &mut ips);
+            AnswerStatus::Ok
+        } else {
+            let list = if ranking.same_isp.entries.is_empty() { &ranking.all } else { &ranking.same_isp };
+            list.pick(max, seed, &|_| true, &self.nodes, &mut ips);
+            AnswerStatus::FailOpen
+        };
+        Resolution::Managed(ManagedAnswer { ttl, ips, status })
+    }
+
+    /// Every usable node of `name`'s pool and family with its score for `client`, best first,
+    /// for explaining answers. `None` when the name is not managed.
+    pub fn ranked_candidates(
+        &self,
+        name: &DomainName,
+        family: Family,
+        client: &ClientView,
+    ) -> Option<Vec<(u32, f64, bool)>> {
+        let domain = self.domains.get(name)?;
+        let pool = &self.pools[domain.pool as usize];
+        let fam = match family {
+            Family::V4 => &pool.v4,
+            Family::V6 => &pool.v6,
+        };
+        if fam.nodes.is_empty() {
+            return Some(Vec::new());
+        }
+        let ranking = fam.ranking(client, &self.nodes, &self.policy);
+        let same: std::collections::HashSet<u32> =
+            ranking.same_isp.entries.iter().map(|e| e.0).collect();
+        Some(ranking.all.entries.iter().map(|&(n, s)| (n, s, same.contains(&n))).collect())
+    }
+}
+
+impl FamilyNodes {
+    fn index(&mut self, nodes: &[NodeEntry]) {
+        let mut isps: Vec<Token> = self.nodes.iter().map(|&n| nodes[n as usize].spec.isp.clone()).collect();
+        isps.sort();
+        isps.dedup();
+        let mut regions: Vec<Token> =
+            self.nodes.iter().map(|&n| nodes[n as usize].spec.region.clone()).collect();
+        regions.sort();
+        regions.dedup();
+        let slots = (isps.len() + 1) * (regions.len() + 1);
+        self.rankings = (0..slots).map(|_| OnceLock::new()).collect();
+        self.isps = isps;
+        self.regions = regions;
+    }
+
+    fn slot(list: &[Token], value: Option<&Token>) -> usize {
+        value.and_then(|v| list.binary_search(v).ok()).map_or(0, |i| i + 1)
+    }
+
+    fn ranking(&self, client: &ClientView, nodes: &[NodeEntry], policy: &Policy) -> &Ranking {
+        let isp_slot = Self::slot(&self.isps, client.isp.as_ref());
+        let region_slot = Self::slot(&self.regions, client.region.as_ref());
+        let slot = isp_slot * (self.regions.len() + 1) + region_slot;
+        self.rankings[slot].get_or_init(|| {
+            let isp = (isp_slot > 0).then(|| &self.isps[isp_slot - 1]);
+            let region = (region_slot > 0).then(|| &self.regions[region_slot - 1]);
+            self.rank(isp, region, nodes, policy)
+        })
+    }
+
+    fn rank(&self, isp: Option<&Token>, region: Option<&Token>, nodes: &[NodeEntry], policy: &Policy) -> Ranking {
+        let mut all: Vec<(u32, f64)> = self
+            .nodes
+            .iter()
+            .map(|&n| {
+                let spec = &nodes[n as usize].spec;
+                let input = ScoreInput {
+                    latency_ms: spec.latency_ms,
+                    bandwidth_mbps: spec.bandwidth_mbps,
+                    load_pct: spec.load_pct,
+                    same_region: region == Some(&spec.region),
+                };
+                (n, score(&policy.weights, &input))
+            })
+            .collect();
+        all.sort_by(|a, b| {
+            b.1.total_cmp(&a.1).then_with(|| nodes[a.0 as usize].id.cmp(&nodes[b.0 as usize].id))
+        });
+        let same_isp: Vec<(u32, f64)> = match isp {
+            Some(isp) => all.iter().copied().filter(|&(n, _)| &nodes[n as usize].spec.isp == isp).collect(),
+            None => Vec::new(),
+        };
+        Ranking { same_isp: Ranked::new(same_isp, policy.band), all: Ranked::new(all, policy.band) }
+    }
+}
+
+impl Ranked {
+    fn new(entries: Vec<(u32, f64)>, band: f64) -> Self {
+        let mut tier_ends = Vec::new();
+        let mut i = 0;
+        while i < entries.len() {
+            let lead = entries[i].1;
+            let mut j = i + 1;
+            while j < entries.len() && entries[j].1 >= lead - band {
+                j += 1;
+            }
+            tier_ends.push(j as u32);
+            i = j;
+        }
+        Self { entries, tier_ends }
+    }
+
+    fn any_up(&self, up: &impl Fn(u32) -> bool) -> bool {
+        self.entries.iter().any(|&(n, _)| up(n))
+    }
+
+    fn pick(&self, max: usize, seed: u64, up: &impl Fn(u32) -> bool, nodes: &[NodeEntry], out: &mut Vec<IpAddr>) {
+        let mut start = 0usize;
+        let mut tier: Vec<u32> = Vec::new();
+        for &end in &self.tier_ends {
+            if out.len() >= max {
+                break;
+            }
+            let end = end as usize;
+            tier.clear();
+            tier.extend(self.entries[start..end].iter().map(|e| e.0).filter(|&n| up(n)));
+            if !tier.is_empty() {
+                let rot = (seed % tier.len() as u64) as usize;
+                tier.rotate_left(rot);
+                for &n in &tier {
+                    if out.len() >= max {
+                        break;
+                    }
+                    // Two nodes may share an address (an operator slip); answer it once.
+                    let ip = nodes[n as usize].spec.ip;
+                    if !out.contains(&ip) {
+                        out.push(ip);
+                    }
+                }
+            }
+            start = end;
+        }
+    }
+}
+
+/// A well-mixed seed from a client address (SplitMix64 finaliser over the address bits), so
+/// that neighbouring addresses land on different rotations.
+pub fn client_seed(ip: IpAddr) -> u64 {
+    let bits: u128 = match ip.to_canonical() {
+        IpAddr::V4(a) => u128::from(a.to_bits()),
+        // The /64 is the subscriber in IPv6; the interface id changes often (privacy
+        // addresses) and must not change the rotation.
+        IpAddr::V6(a) => a.to_bits() >> 64,
+    };
+    let mut z = (bits as u64) ^ ((bits >> 64) as u64) ^ 0x9e37_79b9_7f4a_7c15;
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,320 @@
+use std::net::IpAddr;
+
+use proptest::prelude::*;
+
+use super::*;
+use crate::model::{DomainSpec, NodeSpec};
+
+fn tok(s: &str) -> Token {
+    Token::parse(s).unwrap()
+}
+
+fn name(s: &str) -> DomainName {
+    DomainName::parse(s).unwrap()
+}
+
+fn node(ip: &str, pool: &str, isp: &str, region: &str, latency: f64) -> NodeSpec {
+    NodeSpec {
+        ip: ip.parse().unwrap(),
+        pool: tok(pool),
+        isp: tok(isp),
+        region: tok(region),
+        bandwidth_mbps: 1000.0,
+        load_pct: 20.0,
+        latency_ms: latency,
+        enabled: true,
+    }
+}
+
+fn view(isp: Option<&str>, region: Option<&str>) -> ClientView {
+    ClientView { isp: isp.map(tok), region: region.map(tok) }
+}
+
+fn no_band() -> Policy {
+    Policy { band: 0.0, ..Policy::default() }
+}
+
+fn model() -> Model {
+    Model {
+        nodes: vec![
+            ("t-bj".into(), node("1.1.1.1", "edge", "telecom", "beijing", 10.0)),
+            ("t-sh".into(), node("1.1.1.2", "edge", "telecom", "shanghai", 5.0)),
+            ("u-bj".into(), node("2.2.2.1", "edge", "unicom", "beijing", 1.0)),
+            ("u-sh".into(), node("2.2.2.2", "edge", "unicom", "shanghai", 30.0)),
+            ("t-bj6".into(), node("2402:4e00::1", "edge", "telecom", "beijing", 10.0)),
+            ("other".into(), node("3.3.3.3", "other", "telecom", "beijing", 0.0)),
+        ],
+        domains: vec![
+            (name("www.example.com"), DomainSpec { pool: tok("edge"), ttl: 60, max_answers: 4 }),
+            (name("one.example.com"), DomainSpec { pool: tok("edge"), ttl: 30, max_answers: 1 }),
+            (name("empty.example.com"), DomainSpec { pool: tok("nobody"), ttl: 30, max_answers: 2 }),
+        ],
+        ..Model::default()
+    }
+}
+
+fn ips(s: &Snapshot, n: &str, fam: Family, v: &ClientView) -> (Vec<String>, AnswerStatus) {
+    match s.resolve(&name(n), fam, v, 0, &AllUp) {
+        Resolution::Managed(a) => (a.ips.iter().map(|i| i.to_string()).collect(), a.status),
+        Resolution::NotManaged => panic!("{n} not managed"),
+    }
+}
+
+#[test]
+fn telecom_client_gets_only_telecom_nodes_ranked_by_score() {
+    let s = Snapshot::build(model(), no_band(), 1);
+    // Beijing telecom client: t-bj scores 0.4/1.1+0.3+0.16+0.1 = 0.923636..,
+    // t-sh 0.4/1.05+0.3+0.16+0.05 = 0.890952.. -> t-bj first despite higher latency.
+    let (got, status) = ips(&s, "www.example.com", Family::V4, &view(Some("telecom"), Some("beijing")));
+    assert_eq!(got, ["1.1.1.1", "1.1.1.2"]);
+    assert_eq!(status, AnswerStatus::Ok);
+    // Shanghai telecom client: t-sh 0.4/1.05+0.56 = 0.940952.., t-bj 0.4/1.1+0.51 = 0.873636.
+    let (got, _) = ips(&s, "www.example.com", Family::V4, &view(Some("telecom"), Some("shanghai")));
+    assert_eq!(got, ["1.1.1.2", "1.1.1.1"]);
+}
+
+#[test]
+fn unknown_isp_falls_back_to_all_nodes() {
+    let s = Snapshot::build(model(), no_band(), 1);
+    // Scores with the client in no known region (geo 0.05 for all):
+    // u-bj 0.4/1.01+0.51=0.906040, t-sh 0.890952, t-bj 0.873636, u-sh 0.4/1.3+0.51=0.817692.
+    let (got, _) = ips(&s, "www.example.com", Family::V4, &view(Some("mobile"), None));
+    assert_eq!(got, ["2.2.2.1", "1.1.1.2", "1.1.1.1", "2.2.2.2"]);
+    let (got, _) = ips(&s, "www.example.com", Family::V4, &view(None, None));
+    assert_eq!(got, ["2.2.2.1", "1.1.1.2", "1.1.1.1", "2.2.2.2"]);
+}
+
+#[test]
+fn max_answers_and_families() {
+    let s = Snapshot::build(model(), no_band(), 1);
+    let (got, _) = ips(&s, "one.example.com", Family::V4, &view(Some("unicom"), Some("shanghai")));
+    // u-bj: 0.4/1.01+0.51 = 0.906; u-sh: 0.4/1.3+0.56 = 0.8677.
+    assert_eq!(got, ["2.2.2.1"]);
+    let (got, status) = ips(&s, "www.example.com", Family::V6, &view(Some("unicom"), None));
+    assert_eq!((got, status), (vec!["2402:4e00::1".to_string()], AnswerStatus::Ok));
+}
+
+#[test]
+fn empty_pool_and_unmanaged_names() {
+    let s = Snapshot::build(model(), no_band(), 1);
+    let (got, status) = ips(&s, "empty.example.com", Family::V4, &ClientView::default());
+    assert!(got.is_empty());
+    assert_eq!(status, AnswerStatus::NoHealthyNode);
+    assert_eq!(
+        s.resolve(&name("nope.example.com"), Family::V4, &ClientView::default(), 0, &AllUp),
+        Resolution::NotManaged
+    );
+}
+
+#[test]
+fn disabled_and_unservable_nodes_never_appear() {
+    let mut m = model();
+    m.nodes[0].1.enabled = false; // t-bj
+    m.nodes.push(("lo".into(), node("127.0.0.1", "edge", "telecom", "beijing", 0.0)));
+    m.nodes.push(("zero".into(), node("0.0.0.0", "edge", "telecom", "beijing", 0.0)));
+    let s = Snapshot::build(m.clone(), no_band(), 1);
+    let (got, _) = ips(&s, "www.example.com", Family::V4, &view(Some("telecom"), Some("beijing")));
+    assert_eq!(got, ["1.1.1.2"]);
+    assert_eq!(s.stats().unservable_nodes, 2);
+
+    // Private addresses are served only when the policy allows them; 0.0.0.0 never.
+    let s = Snapshot::build(m, Policy { allow_private: true, ..no_band() }, 1);
+    let (got, _) = ips(&s, "www.example.com", Family::V4, &view(Some("telecom"), Some("beijing")));
+    assert_eq!(got, ["127.0.0.1", "1.1.1.2"]);
+}
+
+#[test]
+fn disabled_family_is_no_record_not_no_node() {
+    let mut m = model();
+    m.nodes.retain(|(id, _)| id != "t-bj6");
+    let s = Snapshot::build(m, no_band(), 1);
+    let (_, status) = ips(&s, "www.example.com", Family::V6, &ClientView::default());
+    assert_eq!(status, AnswerStatus::NoRecord);
+}
+
+struct Down(Vec<u32>);
+impl NodeHealth for Down {
+    fn is_up(&self, node: u32) -> bool {
+        !self.0.contains(&node)
+    }
+}
+
+#[test]
+fn down_nodes_are_skipped_and_isp_falls_back_then_fails_open() {
+    let s = Snapshot::build(model(), no_band(), 1);
+    let v = view(Some("telecom"), Some("beijing"));
+    let n = name("www.example.com");
+    // Both telecom v4 nodes down: fall back to every up node (the unicom ones).
+    let Resolution::Managed(a) = s.resolve(&n, Family::V4, &v, 0, &Down(vec![0, 1])) else { panic!() };
+    assert_eq!(a.ips, ["2.2.2.1".parse::<IpAddr>().unwrap(), "2.2.2.2".parse().unwrap()]);
+    assert_eq!(a.status, AnswerStatus::Ok);
+    // Everything down: fail open with the telecom nodes.
+    let Resolution::Managed(a) = s.resolve(&n, Family::V4, &v, 0, &Down(vec![0, 1, 2, 3])) else { panic!() };
+    assert_eq!(a.status, AnswerStatus::FailOpen);
+    assert_eq!(a.ips, ["1.1.1.1".parse::<IpAddr>().unwrap(), "1.1.1.2".parse().unwrap()]);
+}
+
+#[test]
+fn band_rotates_near_equal_nodes_per_client() {
+    let nodes: Vec<(String, NodeSpec)> = (0..4)
+        .map(|i| (format!("n{i}"), node(&format!("5.5.5.{}", i + 1), "edge", "telecom", "beijing", 10.0)))
+        .collect();
+    let m = Model {
+        nodes,
+        domains: vec![(name("a.example.com"), DomainSpec { pool: tok("edge"), ttl: 60, max_answers: 2 })],
+        ..Model::default()
+    };
+    let s = Snapshot::build(m, Policy::default(), 1);
+    let v = view(Some("telecom"), Some("beijing"));
+    let mut firsts = std::collections::HashSet::new();
+    for seed in 0..4u64 {
+        let Resolution::Managed(a) = s.resolve(&name("a.example.com"), Family::V4, &v, seed, &AllUp) else {
+            panic!()
+        };
+        assert_eq!(a.ips.len(), 2);
+        firsts.insert(a.ips[0]);
+        // Same seed, same answer.
+        assert_eq!(s.resolve(&name("a.example.com"), Family::V4, &v, seed, &AllUp), Resolution::Managed(a));
+    }
+    assert_eq!(firsts.len(), 4, "every equal node leads for some client");
+}
+
+#[test]
+fn client_seed_ignores_ipv6_interface_id() {
+    let a: IpAddr = "2402:4e00:1:2::1".parse().unwrap();
+    let b: IpAddr = "2402:4e00:1:2:ffff::9".parse().unwrap();
+    assert_eq!(client_seed(a), client_seed(b));
+    assert_ne!(client_seed("1.2.3.4".parse().unwrap()), client_seed("1.2.3.5".parse().unwrap()));
+}
+
+// ---- properties ---------------------------------------------------------------------------
+
+const ISPS: [&str; 3] = ["telecom", "unicom", "mobile"];
+const REGIONS: [&str; 3] = ["beijing", "shanghai", "guangdong"];
+const POOLS: [&str; 2] = ["edge", "other"];
+
+fn arb_ip() -> impl Strategy<Value = IpAddr> {
+    prop_oneof![
+        // Mostly public addresses, with a good share of invalid and private ones.
+        4 => (1u8..=223, any::<u8>(), any::<u8>(), 1u8..=254)
+            .prop_map(|(a, b, c, d)| IpAddr::from([a, b, c, d])),
+        1 => prop_oneof![
+            Just("0.0.0.0".parse().unwrap()),
+            Just("127.0.0.1".parse().unwrap()),
+            Just("10.1.2.3".parse().unwrap()),
+            Just("192.168.0.9".parse().unwrap()),
+            Just("224.0.0.5".parse().unwrap()),
+            Just("::1".parse().unwrap()),
+            Just("fe80::1".parse().unwrap()),
+        ],
+        1 => any::<u128>().prop_map(|b| IpAddr::from(std::net::Ipv6Addr::from_bits((b & !(0xffffu128 << 112)) | (0x2402u128 << 112)))),
+    ]
+}
+
+fn arb_node() -> impl Strategy<Value = NodeSpec> {
+    (arb_ip(), 0..2usize, 0..3usize, 0..3usize, 0.0..500.0f64, 0.0..2000.0f64, 0.0..100.0f64, any::<bool>())
+        .prop_map(|(ip, p, i, r, lat, bw, load, enabled)| NodeSpec {
+            ip,
+            pool: tok(POOLS[p]),
+            isp: tok(ISPS[i]),
+            region: tok(REGIONS[r]),
+            bandwidth_mbps: bw,
+            load_pct: load,
+            latency_ms: lat,
+            enabled,
+        })
+}
+
+fn arb_view() -> impl Strategy<Value = ClientView> {
+    (proptest::option::of(0..3usize), proptest::option::of(0..3usize))
+        .prop_map(|(i, r)| ClientView { isp: i.map(|i| tok(ISPS[i])), region: r.map(|r| tok(REGIONS[r])) })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(300))]
+
+    #[test]
+    fn answers_hold_only_usable_same_pool_nodes_and_prefer_the_isp(
+        nodes in proptest::collection::vec(arb_node(), 0..40),
+        client in arb_view(),
+        seed in any::<u64>(),
+        max in 1u32..8,
+        band in 0.0..0.05f64,
+        allow_private in any::<bool>(),
+        down_mask in any::<u64>(),
+    ) {
+        let model = Model {
+            nodes: nodes.iter().enumerate().map(|(i, n)| (format!("n{i}"), n.clone())).collect(),
+            domains: vec![(name("d.example.com"), DomainSpec { pool: tok("edge"), ttl: 60, max_answers: max })],
+            ..Model::default()
+        };
+        let s = Snapshot::build(model, Policy { band, allow_private, ..Policy::default() }, 1);
+        let health = |i: u32| down_mask & (1 << (i % 64)) == 0;
+        struct H<F>(F);
+        impl<F: Fn(u32) -> bool> NodeHealth for H<F> { fn is_up(&self, n: u32) -> bool { (self.0)(n) } }
+
+        for fam in [Family::V4, Family::V6] {
+            let Resolution::Managed(a) = s.resolve(&name("d.example.com"), fam, &client, seed, &H(health)) else {
+                panic!("managed");
+            };
+            prop_assert!(a.ips.len() <= max as usize);
+            let mut seen = std::collections::HashSet::new();
+            for ip in &a.ips {
+                prop_assert!(seen.insert(*ip), "duplicate {ip}");
+                prop_assert_eq!(Family::of(*ip), fam);
+                prop_assert!(crate::ip::servable(*ip, allow_private), "unservable {ip}");
+                // Some enabled node of pool "edge" has this address.
+                prop_assert!(nodes.iter().any(|n| n.ip == *ip && n.enabled && n.pool.as_str() == "edge"));
+            }
+            let usable = |i: usize, n: &NodeSpec| {
+                n.enabled && n.pool.as_str() == "edge" && Family::of(n.ip) == fam
+                    && crate::ip::servable(n.ip, allow_private) && { let _ = i; true }
+            };
+            let any_usable = nodes.iter().enumerate().any(|(i, n)| usable(i, n));
+            prop_assert_eq!(a.ips.is_empty(), !any_usable);
+            // ISP preference: if an up node of the client's ISP exists, every answer is of it.
+            if let Some(isp) = &client.isp {
+                let same_up = nodes.iter().enumerate().any(|(i, n)| usable(i, n) && &n.isp == isp && health(i as u32));
+                if same_up {
+                    prop_assert_eq!(a.status, AnswerStatus::Ok);
+                    for ip in &a.ips {
+                        prop_assert!(nodes.iter().enumerate().any(|(i, n)| n.ip == *ip && &n.isp == isp && usable(i, n) && health(i as u32)));
+                    }
+                }
+            }
+            // Up nodes only, unless nothing is up (fail open).
+            if a.status == AnswerStatus::Ok {
+                for ip in &a.ips {
+                    prop_assert!(nodes.iter().enumerate().any(|(i, n)| n.ip == *ip && usable(i, n) && health(i as u32)));
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn answer_is_in_score_order_without_band(
+        nodes in proptest::collection::vec(arb_node(), 1..30),
+        client in arb_view(),
+        seed in any::<u64>(),
+    ) {
+        let mut seen = std::collections::HashSet::new();
+        let nodes: Vec<NodeSpec> = nodes.into_iter().filter(|n| seen.insert(n.ip)).collect();
+        let model = Model {
+            nodes: nodes.iter().enumerate().map(|(i, n)| (format!("n{i:02}"), n.clone())).collect(),
+            domains: vec![(name("d.example.com"), DomainSpec { pool: tok("edge"), ttl: 60, max_answers: 32 })],
+            ..Model::default()
+        };
+        let s = Snapshot::build(model, no_band(), 1);
+        if let Resolution::Managed(a) = s.resolve(&name("d.example.com"), Family::V4, &client, seed, &AllUp) {
+            let w = Weights::default();
+            let scores: Vec<f64> = a.ips.iter().map(|ip| {
+                let n = nodes.iter().find(|n| n.ip == *ip && n.enabled && n.pool.as_str() == "edge").unwrap();
+                score(&w, &ScoreInput { latency_ms: n.latency_ms, bandwidth_mbps: n.bandwidth_mbps,
+                    load_pct: n.load_pct, same_region: client.region.as_ref() == Some(&n.region) })
+            }).collect();
+            for pair in scores.windows(2) {
+                prop_assert!(pair[0] >= pair[1], "{scores:?}");
+            }
+        }
+    }
+}
