@@ -1,1 +1,25 @@
-//! placeholder
+//! Persistence for httpdns: sqlx over SQLite (the embedded default) or PostgreSQL.
+//!
+//! # Layout
+//!
+//! * [`Store`]: the connection pool, migrations and the revisioned resource table that holds
+//!   every admin resource (networks, nodes, pools, domains, and the resources of later
+//!   features) as a validated JSON body under `(kind, name)`.
+//! * [`Kind`]: the closed set of resource kinds.
+//!
+//! # Revisions
+//!
+//! `store_meta.revision` is a counter that every write transaction increments first, so it
+//! also serialises writers: on PostgreSQL the row lock makes revisions commit in order, and
+//! SQLite has a single writer anyway. A reader that has seen revision `N` fetches
+//! `revision > N` and gets every later change exactly once, deletions included (a deleted row
+//! keeps a NULL body). This is how the answering snapshot follows the database, in this process
+//! and in every other replica sharing a PostgreSQL database.
+//!
+//! The answer path never calls this crate; only the sync loop and the admin API do.
+
+mod error;
+mod resources;
+
+pub use error::StoreError;
+pub use resources::{Change, Kind, Resource, Store, Written};

@@ -1,0 +1,15 @@
+/// Errors of the store layer.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum StoreError {
+    #[error("unsupported database URL {0:?}: use sqlite://PATH or postgres://...")]
+    UnsupportedUrl(String),
+    #[error("database error: {0}")]
+    Database(#[from] sqlx::Error),
+    #[error("migration failed: {0}")]
+    Migrate(#[from] sqlx::migrate::MigrateError),
+    #[error("stored {kind} {name:?} is corrupt: {message}")]
+    Corrupt { kind: &'static str, name: String, message: String },
+    #[error("cannot create the database directory {path}: {source}")]
+    Io { path: String, source: std::io::Error },
+}

@@ -1,0 +1,116 @@
+//! The store against real databases: SQLite always, PostgreSQL when
+//! `HTTPDNS_TEST_POSTGRES_URL` is set. Each case runs on both.
+
+use httpdns_store::{Kind, Store};
+use httpdns_test_support::postgres::fresh_database;
+
+async fn on_each_backend<F, Fut>(test: &str, case: F)
+where
+    F: Fn(Store) -> Fut,
+    Fut: std::future::Future<Output = ()>,
+{
+    let dir = tempfile::tempdir().unwrap();
+    let sqlite = Store::connect(&format!("sqlite://{}", dir.path().join("t.db").display())).await.unwrap();
+    case(sqlite).await;
+    if let Some(db) = fresh_database(test).await {
+        let pg = Store::connect(&db.url).await.unwrap();
+        case(pg.clone()).await;
+        pg.close().await;
+    }
+}
+
+#[tokio::test]
+async fn put_get_delete_and_revisions() {
+    on_each_backend("put_get_delete_and_revisions", |s| async move {
+        assert_eq!(s.revision().await.unwrap(), 0);
+        let w = s.put(Kind::Node, "n1", r#"{"a":1}"#).await.unwrap();
+        assert!(w.created);
+        assert_eq!(w.revision, 1);
+        let w = s.put(Kind::Node, "n1", r#"{"a":2}"#).await.unwrap();
+        assert!(!w.created);
+        assert_eq!(w.revision, 2);
+        // Same name, other kind: a separate resource.
+        assert!(s.put(Kind::Domain, "n1", "{}").await.unwrap().created);
+        let r = s.get(Kind::Node, "n1").await.unwrap().unwrap();
+        assert_eq!(r.body, r#"{"a":2}"#);
+        assert_eq!(r.revision, 2);
+
+        assert_eq!(s.delete(Kind::Node, "n1").await.unwrap(), Some(4));
+        assert_eq!(s.get(Kind::Node, "n1").await.unwrap(), None);
+        // Deleting what is not there writes nothing.
+        assert_eq!(s.delete(Kind::Node, "n1").await.unwrap(), None);
+        assert_eq!(s.revision().await.unwrap(), 4);
+        // Re-creating after a delete counts as created.
+        assert!(s.put(Kind::Node, "n1", "{}").await.unwrap().created);
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn changes_since_sees_every_change_once_including_deletes() {
+    on_each_backend("changes_since", |s| async move {
+        s.put(Kind::Node, "a", "1").await.unwrap();
+        s.put(Kind::Node, "b", "2").await.unwrap();
+        let (rev, all) = s.changes_since(0).await.unwrap();
+        assert_eq!(rev, 2);
+        assert_eq!(all.len(), 2);
+        s.delete(Kind::Node, "a").await.unwrap();
+        s.put(Kind::Pool, "edge", "{}").await.unwrap();
+        let (rev2, later) = s.changes_since(rev).await.unwrap();
+        assert_eq!(rev2, 4);
+        let summary: Vec<_> = later.iter().map(|c| (c.kind, c.name.as_str(), c.body.is_some())).collect();
+        assert_eq!(summary, [(Kind::Node, "a", false), (Kind::Pool, "edge", true)]);
+        assert!(s.changes_since(rev2).await.unwrap().1.is_empty());
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn list_pages_by_name() {
+    on_each_backend("list_pages_by_name", |s| async move {
+        for n in ["c", "a", "b", "d"] {
+            s.put(Kind::Network, n, "{}").await.unwrap();
+        }
+        s.delete(Kind::Network, "b").await.unwrap();
+        let page = s.list(Kind::Network, None, 2).await.unwrap();
+        assert_eq!(page.iter().map(|r| r.name.as_str()).collect::<Vec<_>>(), ["a", "c"]);
+        let page = s.list(Kind::Network, Some("c"), 2).await.unwrap();
+        assert_eq!(page.iter().map(|r| r.name.as_str()).collect::<Vec<_>>(), ["d"]);
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn concurrent_writers_get_distinct_contiguous_revisions() {
+    on_each_backend("concurrent_writers", |s| async move {
+        let mut tasks = Vec::new();
+        for i in 0..20 {
+            let s = s.clone();
+            tasks.push(tokio::spawn(async move { s.put(Kind::Node, &format!("n{i}"), "{}").await.unwrap().revision }));
+        }
+        let mut revs = Vec::new();
+        for t in tasks {
+            revs.push(t.await.unwrap());
+        }
+        revs.sort();
+        assert_eq!(revs, (1..=20).collect::<Vec<i64>>());
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn data_survives_reopening_sqlite() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}", dir.path().join("data/httpdns.db").display());
+    let s = Store::connect(&url).await.unwrap();
+    s.put(Kind::Domain, "www.example.com", r#"{"pool":"edge"}"#).await.unwrap();
+    s.close().await;
+    let s = Store::connect(&url).await.unwrap();
+    assert_eq!(s.get(Kind::Domain, "www.example.com").await.unwrap().unwrap().body, r#"{"pool":"edge"}"#);
+    assert_eq!(s.revision().await.unwrap(), 1);
+}
+
+#[tokio::test]
+async fn rejects_unknown_url_schemes() {
+    assert!(Store::connect("mysql://x").await.is_err());
+}
