@@ -1,1 +1,92 @@
-fn main() {}
+//! The `httpdns` binary: parses the command line and runs the server crate.
+
+use std::path::PathBuf;
+
+use anyhow::Context;
+use clap::{Parser, Subcommand};
+use httpdns_server::{config::Config, init_logging};
+
+#[derive(Parser)]
+#[command(name = "httpdns", version, about = "HTTPDNS resolution server, origin-mirroring gateway and config center")]
+struct Cli {
+    /// TOML configuration file; HTTPDNS_* environment variables override it.
+    #[arg(long, global = true, value_name = "FILE")]
+    config: Option<PathBuf>,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run every role with the configured listeners.
+    Serve,
+    /// Apply database migrations and exit.
+    Migrate,
+    /// Validate the configuration and exit.
+    CheckConfig,
+}
+
+fn load(path: Option<&PathBuf>) -> anyhow::Result<Config> {
+    let text = match path {
+        Some(p) => Some(std::fs::read_to_string(p).with_context(|| format!("reading {}", p.display()))?),
+        None => None,
+    };
+    Ok(Config::load(text.as_deref(), |k| std::env::var(k).ok())?)
+}
+
+fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    let config = load(cli.config.as_ref())?;
+    init_logging(config.log_format);
+    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    rt.block_on(async move {
+        match cli.command {
+            Command::CheckConfig => {
+                println!("configuration is valid");
+                Ok(())
+            }
+            Command::Migrate => {
+                std::fs::create_dir_all(&config.data_dir)?;
+                let store = httpdns_store::Store::connect(&config.database_url).await?;
+                store.close().await;
+                println!("migrations applied ({})", store.backend_name());
+                Ok(())
+            }
+            Command::Serve => serve(config).await,
+        }
+    })
+}
+
+async fn serve(config: Config) -> anyhow::Result<()> {
+    let mut running = httpdns_server::start(config).await?;
+    let stop = running.shutdown_token();
+    tokio::spawn(async move {
+        wait_for_signal().await;
+        tracing::info!("Shutting down: no new connections, finishing in-flight requests.");
+        stop.cancel();
+    });
+    running.wait().await;
+    tracing::info!("Stopped.");
+    Ok(())
+}
+
+async fn wait_for_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        () = ctrl_c => {}
+        () = term => {}
+    }
+}

@@ -1,1 +1,169 @@
-//! placeholder
+//! The httpdns process: configuration, start-up, listeners, background loops and shutdown.
+//!
+//! `main.rs` only parses the command line and calls into here. [`start`] binds every
+//! configured listener (port 0 allowed; the bound addresses are returned and logged) and
+//! spawns the servers and loops; [`Running::shutdown`] stops them gracefully.
+
+pub mod config;
+mod secrets;
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use anyhow::Context;
+use httpdns_api::catalog::Catalog;
+use httpdns_api::metrics::Metrics;
+use httpdns_api::{ApiSettings, AppState};
+use httpdns_geo::Geo;
+use httpdns_store::Store;
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
+
+pub use config::{Config, Listen, LogFormat};
+
+/// A started server.
+#[derive(Debug)]
+pub struct Running {
+    /// The bound API address, when the API listener is on.
+    pub api_addr: Option<SocketAddr>,
+    /// Where the generated admin token was written, when it was not configured.
+    pub admin_token_file: Option<PathBuf>,
+    pub admin_token: String,
+    pub state: AppState,
+    shutdown: CancellationToken,
+    tasks: JoinSet<()>,
+    grace: std::time::Duration,
+}
+
+impl Running {
+    /// A token that, when cancelled, starts a graceful shutdown.
+    pub fn shutdown_token(&self) -> CancellationToken {
+        self.shutdown.clone()
+    }
+
+    /// Stops accepting, lets in-flight requests finish within the grace period, stops the
+    /// background loops and closes the database pool.
+    pub async fn shutdown(mut self) {
+        self.shutdown.cancel();
+        self.wait().await;
+    }
+
+    /// Waits until a shutdown (from [`Running::shutdown_token`]) has completed.
+    pub async fn wait(&mut self) {
+        self.shutdown.cancelled().await;
+        let drain = async { while self.tasks.join_next().await.is_some() {} };
+        if tokio::time::timeout(self.grace, drain).await.is_err() {
+            tracing::warn!(grace_ms = self.grace.as_millis() as u64, "In-flight work outlived the grace period; aborting it.");
+            self.tasks.abort_all();
+        }
+        self.state.catalog.store().close().await;
+    }
+}
+
+/// Connects, loads and binds everything `config` asks for, and starts serving.
+pub async fn start(config: Config) -> anyhow::Result<Running> {
+    std::fs::create_dir_all(&config.data_dir)
+        .with_context(|| format!("creating data directory {}", config.data_dir.display()))?;
+    let store = Store::connect(&config.database_url).await.context("opening the database")?;
+    tracing::info!(backend = store.backend_name(), "Database ready.");
+
+    let (admin_token, admin_token_file) =
+        secrets::admin_token(config.admin_token.clone(), &config.data_dir).context("preparing the admin token")?;
+    if let Some(path) = &admin_token_file {
+        tracing::info!(path = %path.display(), "Admin token is in this file (set HTTPDNS_ADMIN_TOKEN to choose one).");
+    }
+
+    let metrics = Arc::new(Metrics::new());
+    let geo = Arc::new(Geo::open(config.geo.clone()).context("loading the GeoIP databases")?);
+    let catalog = Arc::new(Catalog::new(store, config.policy.clone(), metrics.clone()));
+    catalog.sync().await.context("loading data from the database")?;
+
+    let state = AppState {
+        catalog: catalog.clone(),
+        geo: geo.clone(),
+        metrics: metrics.clone(),
+        settings: Arc::new(ApiSettings {
+            admin_token: admin_token.clone(),
+            allow_private_node_ips: config.allow_private_node_ips,
+            dnspod: config.dnspod,
+        }),
+    };
+
+    let shutdown = CancellationToken::new();
+    let mut tasks = JoinSet::new();
+
+    let api_addr = match config.api_addr {
+        Listen::Off => None,
+        Listen::At(addr) => {
+            let listener =
+                tokio::net::TcpListener::bind(addr).await.with_context(|| format!("binding the API listener on {addr}"))?;
+            let bound = listener.local_addr()?;
+            tracing::info!(role = "api", addr = %bound, "Listening.");
+            let app = httpdns_api::router(state.clone()).into_make_service_with_connect_info::<SocketAddr>();
+            let stop = shutdown.clone();
+            tasks.spawn(async move {
+                if let Err(e) = axum::serve(listener, app).with_graceful_shutdown(stop.cancelled_owned()).await {
+                    tracing::error!(error = %e, "API listener failed.");
+                }
+            });
+            Some(bound)
+        }
+    };
+    for (role, listen) in [("mirror", config.mirror_addr), ("dns", config.dns_addr)] {
+        if let Listen::At(addr) = listen {
+            tracing::warn!(role, %addr, "This build does not serve this role yet; the address is not bound.");
+        }
+    }
+
+    tasks.spawn(catalog.clone().follow(config.sync_interval, shutdown.clone()));
+    tasks.spawn(follow_geo(geo, metrics, config.geo.reload_interval, shutdown.clone()));
+
+    Ok(Running {
+        api_addr,
+        admin_token_file,
+        admin_token,
+        state,
+        shutdown,
+        tasks,
+        grace: config.shutdown_grace,
+    })
+}
+
+/// Reloads the GeoIP databases when their files change.
+async fn follow_geo(geo: Arc<Geo>, metrics: Arc<Metrics>, every: std::time::Duration, shutdown: CancellationToken) {
+    if geo.config().city_db.is_none() && geo.config().asn_db.is_none() {
+        return;
+    }
+    let mut ticker = tokio::time::interval(every);
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            () = shutdown.cancelled() => return,
+            _ = ticker.tick() => {}
+        }
+        let g = geo.clone();
+        match tokio::task::spawn_blocking(move || g.reload(false)).await {
+            Ok(Ok(true)) => tracing::info!("GeoIP databases reloaded."),
+            Ok(Ok(false)) => {}
+            Ok(Err(e)) => {
+                metrics.geoip_reload_errors.inc();
+                tracing::error!(error = %e, "GeoIP reload failed; the previous databases stay in service.");
+            }
+            Err(e) => tracing::error!(error = %e, "GeoIP reload task failed."),
+        }
+    }
+}
+
+/// Installs the tracing subscriber: `RUST_LOG` filters (default `info`), text or JSON lines.
+pub fn init_logging(format: LogFormat) {
+    use tracing_subscriber::EnvFilter;
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    // Colour codes only for a person at a terminal, never into log files or collectors.
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_ansi(ansi).with_writer(std::io::stderr);
+    match format {
+        LogFormat::Text => builder.init(),
+        LogFormat::Json => builder.json().init(),
+    }
+}

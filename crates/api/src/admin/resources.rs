@@ -1,0 +1,223 @@
+use axum::body::Bytes;
+use axum::extract::{Path, Query, State};
+use axum::http::{header, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use httpdns_core::model::{
+    validate_resource_id, DomainSpec, FieldError, NetworkSpec, NodeSpec, PoolSpec,
+};
+use httpdns_core::{DomainName, Token};
+use httpdns_store::{Kind, Resource};
+use ipnet::IpNet;
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+
+use super::body;
+use crate::error::ApiError;
+use crate::state::{ApiSettings, AppState};
+
+/// One kind of admin resource.
+pub trait AdminResource: Send + Sync + 'static {
+    const KIND: Kind;
+    /// What the URL segment is called in errors.
+    const NAME_FIELD: &'static str;
+    type Spec: Serialize + DeserializeOwned + Send;
+
+    /// The canonical form of the name in the URL, or why it is not one.
+    fn canonical_name(raw: &str) -> Result<String, FieldError>;
+    fn validate(spec: &Self::Spec, settings: &ApiSettings) -> Result<(), FieldError>;
+}
+
+pub struct Networks;
+pub struct Nodes;
+pub struct Pools;
+pub struct Domains;
+
+impl AdminResource for Networks {
+    const KIND: Kind = Kind::Network;
+    const NAME_FIELD: &'static str = "cidr";
+    type Spec = NetworkSpec;
+
+    fn canonical_name(raw: &str) -> Result<String, FieldError> {
+        let net: IpNet = raw.parse().map_err(|_| {
+            FieldError::new("cidr", format!("{raw:.64?} is not a CIDR such as 1.0.1.0/24 (percent-encode the '/')"))
+        })?;
+        if net.trunc() != net {
+            return Err(FieldError::new("cidr", format!("host bits are set; did you mean {}?", net.trunc())));
+        }
+        Ok(net.to_string())
+    }
+
+    fn validate(spec: &NetworkSpec, _: &ApiSettings) -> Result<(), FieldError> {
+        spec.validate()
+    }
+}
+
+impl AdminResource for Nodes {
+    const KIND: Kind = Kind::Node;
+    const NAME_FIELD: &'static str = "id";
+    type Spec = NodeSpec;
+
+    fn canonical_name(raw: &str) -> Result<String, FieldError> {
+        validate_resource_id(raw).map(|()| raw.to_owned())
+    }
+
+    fn validate(spec: &NodeSpec, settings: &ApiSettings) -> Result<(), FieldError> {
+        spec.validate(settings.allow_private_node_ips)
+    }
+}
+
+impl AdminResource for Pools {
+    const KIND: Kind = Kind::Pool;
+    const NAME_FIELD: &'static str = "name";
+    type Spec = PoolSpec;
+
+    fn canonical_name(raw: &str) -> Result<String, FieldError> {
+        Token::parse(raw).map(|t| t.to_string()).map_err(|e| FieldError::new("name", e.to_string()))
+    }
+
+    fn validate(spec: &PoolSpec, _: &ApiSettings) -> Result<(), FieldError> {
+        spec.validate()
+    }
+}
+
+impl AdminResource for Domains {
+    const KIND: Kind = Kind::Domain;
+    const NAME_FIELD: &'static str = "name";
+    type Spec = DomainSpec;
+
+    fn canonical_name(raw: &str) -> Result<String, FieldError> {
+        DomainName::parse(raw).map(|d| d.to_string()).map_err(|e| FieldError::new("name", e.to_string()))
+    }
+
+    fn validate(spec: &DomainSpec, _: &ApiSettings) -> Result<(), FieldError> {
+        spec.validate()
+    }
+}
+
+fn name_of<R: AdminResource>(raw: &str) -> Result<String, ApiError> {
+    R::canonical_name(raw).map_err(|e| ApiError::bad_request("InvalidName", R::NAME_FIELD, e.message))
+}
+
+fn etag(revision: i64) -> HeaderValue {
+    HeaderValue::from_str(&format!("\"{revision}\"")).expect("digits")
+}
+
+fn json_response(status: StatusCode, body: &impl Serialize, revision: Option<i64>) -> Response {
+    let bytes = serde_json::to_vec(body).unwrap_or_default();
+    let mut resp = (status, bytes).into_response();
+    resp.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    if let Some(r) = revision {
+        resp.headers_mut().insert(header::ETAG, etag(r));
+    }
+    resp
+}
+
+pub(crate) async fn get_one<R: AdminResource>(
+    State(app): State<AppState>,
+    Path(raw): Path<String>,
+) -> Result<Response, ApiError> {
+    let name = name_of::<R>(&raw)?;
+    let found = app.catalog.store().get(R::KIND, &name).await.map_err(|e| ApiError::unavailable(&e))?;
+    let Some(res) = found else {
+        return Err(ApiError::not_found(format!("no {} {name:?}", R::KIND.as_str())));
+    };
+    let spec: serde_json::Value = serde_json::from_str(&res.body).map_err(|e| ApiError::internal(&e))?;
+    Ok(json_response(StatusCode::OK, &spec, Some(res.revision)))
+}
+
+pub(crate) async fn put_one<R: AdminResource>(
+    State(app): State<AppState>,
+    Path(raw): Path<String>,
+    bytes: Bytes,
+) -> Result<Response, ApiError> {
+    let name = name_of::<R>(&raw)?;
+    let spec: R::Spec = body::parse(&bytes)?;
+    R::validate(&spec, &app.settings).map_err(ApiError::invalid)?;
+    // Store the canonical form (defaults filled in), so reads and the snapshot agree.
+    let canonical = serde_json::to_string(&spec).map_err(|e| ApiError::internal(&e))?;
+    let written = app.catalog.store().put(R::KIND, &name, &canonical).await.map_err(|e| ApiError::unavailable(&e))?;
+    if let Err(e) = app.catalog.sync().await {
+        tracing::warn!(error = %e, "Write stored but the snapshot sync failed; the sync loop will retry.");
+    }
+    tracing::info!(kind = R::KIND.as_str(), %name, revision = written.revision, created = written.created, "Admin write.");
+    let status = if written.created { StatusCode::CREATED } else { StatusCode::OK };
+    Ok(json_response(status, &spec, Some(written.revision)))
+}
+
+pub(crate) async fn delete_one<R: AdminResource>(
+    State(app): State<AppState>,
+    Path(raw): Path<String>,
+) -> Result<Response, ApiError> {
+    let name = name_of::<R>(&raw)?;
+    let deleted = app.catalog.store().delete(R::KIND, &name).await.map_err(|e| ApiError::unavailable(&e))?;
+    let Some(revision) = deleted else {
+        return Err(ApiError::not_found(format!("no {} {name:?}", R::KIND.as_str())));
+    };
+    if let Err(e) = app.catalog.sync().await {
+        tracing::warn!(error = %e, "Delete stored but the snapshot sync failed; the sync loop will retry.");
+    }
+    tracing::info!(kind = R::KIND.as_str(), %name, revision, "Admin delete.");
+    let mut resp = StatusCode::NO_CONTENT.into_response();
+    resp.headers_mut().insert(header::ETAG, etag(revision));
+    Ok(resp)
+}
+
+#[derive(Debug, Deserialize)]
+pub(crate) struct ListParams {
+    after: Option<String>,
+    limit: Option<String>,
+}
+
+#[derive(Serialize)]
+struct ListItem {
+    name: String,
+    revision: i64,
+    updated_at_ms: i64,
+    spec: serde_json::Value,
+}
+
+#[derive(Serialize)]
+struct ListBody {
+    items: Vec<ListItem>,
+    /// Pass as `after` for the next page; absent on the last page.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    next: Option<String>,
+}
+
+/// Default and largest page size.
+const DEFAULT_LIMIT: i64 = 100;
+const MAX_LIMIT: i64 = 1000;
+
+pub(crate) async fn list<R: AdminResource>(
+    State(app): State<AppState>,
+    Query(params): Query<ListParams>,
+) -> Result<Response, ApiError> {
+    let limit = match params.limit.as_deref() {
+        None | Some("") => DEFAULT_LIMIT,
+        Some(s) => match s.parse::<i64>() {
+            Ok(n) if (1..=MAX_LIMIT).contains(&n) => n,
+            _ => return Err(ApiError::bad_request("InvalidArgument", "limit", format!("must be 1 to {MAX_LIMIT}"))),
+        },
+    };
+    // One more than asked tells whether there is a next page.
+    let mut rows: Vec<Resource> = app
+        .catalog
+        .store()
+        .list(R::KIND, params.after.as_deref(), limit + 1)
+        .await
+        .map_err(|e| ApiError::unavailable(&e))?;
+    let next = if rows.len() as i64 > limit {
+        rows.truncate(limit as usize);
+        rows.last().map(|r| r.name.clone())
+    } else {
+        None
+    };
+    let items = rows
+        .into_iter()
+        .map(|r| {
+            let spec = serde_json::from_str(&r.body).unwrap_or(serde_json::Value::Null);
+            ListItem { name: r.name, revision: r.revision, updated_at_ms: r.updated_at, spec }
+        })
+        .collect();
+    Ok(json_response(StatusCode::OK, &ListBody { items, next }, None))
+}

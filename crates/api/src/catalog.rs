@@ -1,0 +1,232 @@
+//! The catalog: follows the store and publishes answering snapshots.
+//!
+//! It keeps the whole model in memory (parsed specs by name), pulls the changes after the
+//! revision it has seen, applies them, builds a new [`Snapshot`] and swaps it in. The same
+//! [`Catalog::sync`] runs after every admin write in this process (so a `PUT` is answered from
+//! when it returns) and on a timer (so writes made by other replicas arrive within the sync
+//! interval). The answer path only ever calls [`Catalog::snapshot`], a lock-free load.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime};
+
+use arc_swap::{ArcSwap, Guard};
+use httpdns_core::model::{DomainSpec, NetworkSpec, NodeSpec, PoolSpec};
+use httpdns_core::snapshot::{Model, Policy};
+use httpdns_core::{DomainName, Snapshot, Token};
+use httpdns_store::{Change, Kind, Store, StoreError};
+use ipnet::IpNet;
+use tokio::sync::watch;
+
+use crate::metrics::Metrics;
+
+/// Health of the catalog's link to the store, for `/readyz`.
+#[derive(Debug, Clone)]
+pub struct SyncStatus {
+    /// A snapshot from the store has been published at least once.
+    pub loaded: bool,
+    /// The last sync reached the store.
+    pub store_ok: bool,
+    pub last_error: Option<String>,
+    pub built_at: SystemTime,
+    pub build_duration: Duration,
+}
+
+#[derive(Default)]
+struct ModelState {
+    revision: i64,
+    networks: BTreeMap<String, (IpNet, NetworkSpec)>,
+    nodes: BTreeMap<String, NodeSpec>,
+    pools: BTreeMap<String, (Token, PoolSpec)>,
+    domains: BTreeMap<String, (DomainName, DomainSpec)>,
+}
+
+/// Follows the store; shared behind an `Arc`.
+pub struct Catalog {
+    store: Store,
+    policy: Policy,
+    snapshot: ArcSwap<Snapshot>,
+    state: tokio::sync::Mutex<ModelState>,
+    // A std mutex: held only to copy or replace a small struct, never across an await.
+    status: Mutex<SyncStatus>,
+    revision_tx: watch::Sender<i64>,
+    metrics: Arc<Metrics>,
+}
+
+impl std::fmt::Debug for Catalog {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Catalog").field("revision", &self.snapshot.load().revision()).finish_non_exhaustive()
+    }
+}
+
+impl Catalog {
+    pub fn new(store: Store, policy: Policy, metrics: Arc<Metrics>) -> Self {
+        let (revision_tx, _) = watch::channel(0);
+        Self {
+            store,
+            snapshot: ArcSwap::from_pointee(Snapshot::empty(policy.clone())),
+            policy,
+            state: tokio::sync::Mutex::new(ModelState::default()),
+            status: Mutex::new(SyncStatus {
+                loaded: false,
+                store_ok: false,
+                last_error: None,
+                built_at: SystemTime::now(),
+                build_duration: Duration::ZERO,
+            }),
+            revision_tx,
+            metrics,
+        }
+    }
+
+    /// The current snapshot: a lock-free load, safe on the answer path.
+    pub fn snapshot(&self) -> Guard<Arc<Snapshot>> {
+        self.snapshot.load()
+    }
+
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
+    pub fn policy(&self) -> &Policy {
+        &self.policy
+    }
+
+    pub fn status(&self) -> SyncStatus {
+        self.status.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// A receiver of published revisions, for subsystems that follow the catalog.
+    pub fn subscribe(&self) -> watch::Receiver<i64> {
+        self.revision_tx.subscribe()
+    }
+
+    /// Pulls changes from the store and publishes a new snapshot if there were any. Returns
+    /// the revision now published.
+    pub async fn sync(&self) -> Result<i64, StoreError> {
+        let mut state = self.state.lock().await;
+        let result = self.store.changes_since(state.revision).await;
+        let (revision, changes) = match result {
+            Ok(ok) => ok,
+            Err(e) => {
+                self.metrics.store_up.set(0);
+                self.metrics.store_sync_errors.inc();
+                let mut status = self.status.lock().unwrap_or_else(|p| p.into_inner());
+                status.store_ok = false;
+                status.last_error = Some(e.to_string());
+                return Err(e);
+            }
+        };
+        self.metrics.store_up.set(1);
+        let first = !self.status().loaded;
+        if changes.is_empty() && revision == state.revision && !first {
+            self.mark_ok(None);
+            return Ok(revision);
+        }
+        for change in &changes {
+            apply(&mut state, change, &self.metrics);
+        }
+        state.revision = revision;
+        let model = Model {
+            networks: state.networks.values().cloned().collect(),
+            nodes: state.nodes.iter().map(|(id, spec)| (id.clone(), spec.clone())).collect(),
+            pools: state.pools.values().cloned().collect(),
+            domains: state.domains.values().cloned().collect(),
+        };
+        let policy = self.policy.clone();
+        let started = Instant::now();
+        // Large models take a while to index; keep that off the async workers.
+        let snapshot = tokio::task::spawn_blocking(move || Snapshot::build(model, policy, revision))
+            .await
+            .expect("snapshot build does not panic");
+        let took = started.elapsed();
+        self.metrics.record_snapshot(&snapshot, took);
+        self.snapshot.store(Arc::new(snapshot));
+        self.mark_ok(Some(took));
+        self.revision_tx.send_replace(revision);
+        tracing::debug!(revision, changes = changes.len(), build_ms = took.as_millis() as u64, "Published snapshot.");
+        Ok(revision)
+    }
+
+    fn mark_ok(&self, built: Option<Duration>) {
+        let mut status = self.status.lock().unwrap_or_else(|e| e.into_inner());
+        status.loaded = true;
+        status.store_ok = true;
+        status.last_error = None;
+        if let Some(took) = built {
+            status.built_at = SystemTime::now();
+            status.build_duration = took;
+        }
+    }
+
+    /// Syncs every `interval` until `shutdown` fires, so changes made by other replicas
+    /// arrive. Errors are logged once per outage, not once per tick.
+    pub async fn follow(self: Arc<Self>, interval: Duration, shutdown: tokio_util::sync::CancellationToken) {
+        let mut ticker = tokio::time::interval(interval);
+        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut failing = false;
+        loop {
+            tokio::select! {
+                () = shutdown.cancelled() => return,
+                _ = ticker.tick() => {}
+            }
+            match self.sync().await {
+                Ok(_) if failing => {
+                    failing = false;
+                    tracing::info!("Store reachable again; snapshot sync resumed.");
+                }
+                Ok(_) => {}
+                Err(e) if !failing => {
+                    failing = true;
+                    tracing::warn!(error = %e, "Store unreachable; answering from the last snapshot.");
+                }
+                Err(_) => {}
+            }
+        }
+    }
+}
+
+fn apply(state: &mut ModelState, change: &Change, metrics: &Metrics) {
+    let name = change.name.clone();
+    let Some(body) = &change.body else {
+        match change.kind {
+            Kind::Network => drop(state.networks.remove(&name)),
+            Kind::Node => drop(state.nodes.remove(&name)),
+            Kind::Pool => drop(state.pools.remove(&name)),
+            Kind::Domain => drop(state.domains.remove(&name)),
+            _ => {}
+        }
+        return;
+    };
+    // Bodies were validated before they were written; a failure here means a row was edited
+    // by hand or written by an incompatible version. Skip it loudly rather than stop syncing.
+    let result: Result<(), String> = (|| {
+        match change.kind {
+            Kind::Network => {
+                let net: IpNet = name.parse().map_err(|e| format!("{e}"))?;
+                let spec: NetworkSpec = serde_json::from_str(body).map_err(|e| e.to_string())?;
+                state.networks.insert(name.clone(), (net, spec));
+            }
+            Kind::Node => {
+                let spec: NodeSpec = serde_json::from_str(body).map_err(|e| e.to_string())?;
+                state.nodes.insert(name.clone(), spec);
+            }
+            Kind::Pool => {
+                let token = Token::parse(&name).map_err(|e| e.to_string())?;
+                let spec: PoolSpec = serde_json::from_str(body).map_err(|e| e.to_string())?;
+                state.pools.insert(name.clone(), (token, spec));
+            }
+            Kind::Domain => {
+                let dn = DomainName::parse(&name).map_err(|e| e.to_string())?;
+                let spec: DomainSpec = serde_json::from_str(body).map_err(|e| e.to_string())?;
+                state.domains.insert(name.clone(), (dn, spec));
+            }
+            _ => {}
+        }
+        Ok(())
+    })();
+    if let Err(e) = result {
+        metrics.store_corrupt_rows.inc();
+        tracing::error!(kind = change.kind.as_str(), name = %change.name, error = %e, "Skipping corrupt stored resource.");
+    }
+}

@@ -1,0 +1,140 @@
+//! `GET|POST /d`: the DNSPod-compatible text API.
+//!
+//! Always `200` with a `Content-Length` body for a well-formed request, as DNSPod does and
+//! its SDKs require. Because the text format cannot say *why* a name has no answer, the
+//! `X-Httpdns-Status` header carries one outcome per requested name, comma-separated in
+//! request order: `ok`, `fail-open`, `no-record`, `no-healthy-node` or `not-managed`.
+
+pub mod format;
+pub mod params;
+
+use std::net::IpAddr;
+use std::time::Instant;
+
+use axum::body::Bytes;
+use axum::extract::{RawQuery, State};
+use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode};
+use axum::response::{IntoResponse, Response};
+use httpdns_core::snapshot::{client_seed, AllUp, Resolution};
+use httpdns_core::{ClientView, DomainName, Family, Snapshot};
+
+use crate::error::ApiError;
+use crate::metrics::{Endpoint, Outcome};
+use crate::state::{AppState, PeerAddr};
+use format::{NameAnswer, Part};
+use params::{DRequest, QType};
+
+/// Header naming the outcome of each name.
+pub const STATUS_HEADER: &str = "x-httpdns-status";
+
+/// Collects the parameters of a `/d` request: the query string, and for `POST` a
+/// form-encoded body (the query string's values win).
+pub(crate) fn pairs<'a>(query: Option<&'a str>, body: &'a [u8]) -> Vec<(std::borrow::Cow<'a, str>, std::borrow::Cow<'a, str>)> {
+    let mut pairs: Vec<_> = form_urlencoded::parse(query.unwrap_or("").as_bytes()).collect();
+    pairs.extend(form_urlencoded::parse(body));
+    pairs
+}
+
+pub(crate) async fn handle(
+    State(app): State<AppState>,
+    PeerAddr(peer): PeerAddr,
+    method: Method,
+    RawQuery(query): RawQuery,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    if method != Method::GET && method != Method::POST && method != Method::HEAD {
+        // DNSPod answers other methods with 501.
+        return ApiError::new(StatusCode::NOT_IMPLEMENTED, "MethodNotAllowed", "use GET or POST").into_response();
+    }
+    let started = Instant::now();
+    let is_form = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_none_or(|ct| ct.starts_with("application/x-www-form-urlencoded"));
+    let body: &[u8] = if method == Method::POST && is_form { &body } else { &[] };
+    let pairs = pairs(query.as_deref(), body);
+    let req = match params::parse(pairs.iter().map(|(k, v)| (k.as_ref(), v.as_ref()))) {
+        Ok(r) => r,
+        Err(e) => return ApiError::bad_request(e.code(), e.field(), e.to_string()).into_response(),
+    };
+
+    let client = req.ip.unwrap_or(peer);
+    let snapshot = app.catalog.snapshot();
+    let view = httpdns_geo::classify(&snapshot, &app.geo, client);
+    let (answers, outcomes) = answer_all(&snapshot, &req, &view, client);
+    let body = format::format(&req, &answers, client, app.settings.dnspod);
+
+    for o in &outcomes {
+        app.metrics.answer(Endpoint::D, *o);
+    }
+    app.metrics.answer_time(Endpoint::D, started.elapsed());
+
+    let status = outcomes.iter().map(|o| o.as_str()).collect::<Vec<_>>().join(",");
+    let mut resp = body.into_response();
+    let h = resp.headers_mut();
+    h.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain; charset=utf-8"));
+    // The answer depends on the client's address: no shared cache may keep it.
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("private, no-store"));
+    if let Ok(v) = HeaderValue::from_str(&status) {
+        h.insert(STATUS_HEADER, v);
+    }
+    if req.ip_invalid {
+        h.insert("x-httpdns-ip-ignored", HeaderValue::from_static("invalid ip parameter; the connection address was used"));
+    }
+    resp
+}
+
+/// Answers every requested name for one client.
+pub(crate) fn answer_all(
+    snapshot: &Snapshot,
+    req: &DRequest,
+    view: &ClientView,
+    client: IpAddr,
+) -> (Vec<NameAnswer>, Vec<Outcome>) {
+    let seed = client_seed(client);
+    let mut answers = Vec::with_capacity(req.names.len());
+    let mut outcomes = Vec::with_capacity(req.names.len());
+    for name in &req.names {
+        let (v4, o4) = match req.qtype {
+            QType::A | QType::Addrs => family(snapshot, name, Family::V4, view, seed),
+            QType::Aaaa => (Part::default(), None),
+        };
+        let (v6, o6) = match req.qtype {
+            QType::Aaaa | QType::Addrs => family(snapshot, name, Family::V6, view, seed),
+            QType::A => (Part::default(), None),
+        };
+        outcomes.push(combine(o4, o6));
+        answers.push(NameAnswer { name: name.clone(), v4, v6 });
+    }
+    (answers, outcomes)
+}
+
+/// One outcome for a name asked in one or two families: the better of the two.
+fn combine(a: Option<Outcome>, b: Option<Outcome>) -> Outcome {
+    let rank = |o: Outcome| Outcome::ALL.iter().position(|x| *x == o).unwrap_or(usize::MAX);
+    match (a, b) {
+        (Some(x), Some(y)) => {
+            if rank(x) <= rank(y) {
+                x
+            } else {
+                y
+            }
+        }
+        (Some(x), None) | (None, Some(x)) => x,
+        (None, None) => Outcome::NotManaged,
+    }
+}
+
+pub(crate) fn family(
+    snapshot: &Snapshot,
+    name: &DomainName,
+    fam: Family,
+    view: &ClientView,
+    seed: u64,
+) -> (Part, Option<Outcome>) {
+    match snapshot.resolve(name, fam, view, seed, &AllUp) {
+        Resolution::NotManaged => (Part::default(), Some(Outcome::NotManaged)),
+        Resolution::Managed(a) => (Part { ips: a.ips, ttl: a.ttl }, Some(Outcome::from_status(a.status))),
+    }
+}

@@ -1,0 +1,213 @@
+//! Prometheus metrics of the API listener. Every label is bounded: routes are the router's
+//! matched paths, outcomes and endpoints are fixed enums.
+
+use std::time::{Duration, SystemTime};
+
+use httpdns_core::snapshot::AnswerStatus;
+use httpdns_core::Snapshot;
+use prometheus::{
+    Encoder, Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts,
+    Registry, TextEncoder,
+};
+
+/// Resolution front-ends, a label value each.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Endpoint {
+    D,
+    Resolve,
+}
+
+impl Endpoint {
+    fn label(self) -> &'static str {
+        match self {
+            Endpoint::D => "d",
+            Endpoint::Resolve => "resolve",
+        }
+    }
+}
+
+/// Outcome of one name in one answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    Ok,
+    FailOpen,
+    NoRecord,
+    NoHealthyNode,
+    NotManaged,
+}
+
+impl Outcome {
+    pub const ALL: [Outcome; 5] =
+        [Outcome::Ok, Outcome::FailOpen, Outcome::NoRecord, Outcome::NoHealthyNode, Outcome::NotManaged];
+
+    /// The label and the `X-Httpdns-Status` value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Ok => "ok",
+            Outcome::FailOpen => "fail-open",
+            Outcome::NoRecord => "no-record",
+            Outcome::NoHealthyNode => "no-healthy-node",
+            Outcome::NotManaged => "not-managed",
+        }
+    }
+
+    pub fn from_status(s: AnswerStatus) -> Self {
+        match s {
+            AnswerStatus::Ok => Outcome::Ok,
+            AnswerStatus::FailOpen => Outcome::FailOpen,
+            AnswerStatus::NoRecord => Outcome::NoRecord,
+            AnswerStatus::NoHealthyNode => Outcome::NoHealthyNode,
+        }
+    }
+}
+
+/// All metrics of the process's API side.
+#[derive(Debug)]
+pub struct Metrics {
+    pub registry: Registry,
+    pub http_requests: IntCounterVec,
+    pub http_duration: HistogramVec,
+    /// Pre-resolved children of `answers`, so the hot path does no label hashing.
+    answers_fast: [[IntCounter; 5]; 2],
+    answer_duration: [Histogram; 2],
+    pub snapshot_revision: IntGauge,
+    pub snapshot_built: IntGauge,
+    pub snapshot_build_seconds: prometheus::Gauge,
+    pub snapshot_objects: IntGaugeVec,
+    pub store_up: IntGauge,
+    pub store_sync_errors: IntCounter,
+    pub store_corrupt_rows: IntCounter,
+    pub geoip_loaded: IntGaugeVec,
+    pub geoip_reload_errors: IntCounter,
+}
+
+impl Metrics {
+    pub fn new() -> Self {
+        let registry = Registry::new_custom(Some("httpdns".into()), None).expect("registry");
+        let http_requests = IntCounterVec::new(
+            Opts::new("http_requests_total", "HTTP requests on the API listener by route and status class."),
+            &["route", "status"],
+        )
+        .unwrap();
+        let http_duration = HistogramVec::new(
+            HistogramOpts::new("http_request_duration_seconds", "Time to produce an HTTP response, by route.")
+                .buckets(vec![0.0001, 0.00025, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.05, 0.25, 1.0, 5.0]),
+            &["route"],
+        )
+        .unwrap();
+        let answers = IntCounterVec::new(
+            Opts::new("answers_total", "Names answered, by front-end and outcome."),
+            &["endpoint", "outcome"],
+        )
+        .unwrap();
+        let answers_fast = [Endpoint::D, Endpoint::Resolve]
+            .map(|e| Outcome::ALL.map(|o| answers.with_label_values(&[e.label(), o.as_str()])));
+        let answer_hist = HistogramVec::new(
+            HistogramOpts::new(
+                "answer_duration_seconds",
+                "Time to compute an answer (parse, classify, choose, format), by front-end.",
+            )
+            .buckets(vec![0.000_002, 0.000_005, 0.000_01, 0.000_025, 0.000_05, 0.0001, 0.00025, 0.001, 0.01]),
+            &["endpoint"],
+        )
+        .unwrap();
+        let answer_duration = [Endpoint::D, Endpoint::Resolve].map(|e| answer_hist.with_label_values(&[e.label()]));
+        let snapshot_revision =
+            IntGauge::new("snapshot_revision", "Store revision of the answering snapshot.").unwrap();
+        let snapshot_built = IntGauge::new(
+            "snapshot_built_timestamp_seconds",
+            "Unix time the answering snapshot was built; its age is time() minus this.",
+        )
+        .unwrap();
+        let snapshot_build_seconds =
+            prometheus::Gauge::new("snapshot_build_seconds", "Time the last snapshot took to build.").unwrap();
+        let snapshot_objects = IntGaugeVec::new(
+            Opts::new("snapshot_objects", "Objects in the answering snapshot, by kind."),
+            &["kind"],
+        )
+        .unwrap();
+        let store_up = IntGauge::new("store_up", "1 when the last sync reached the database.").unwrap();
+        let store_sync_errors = IntCounter::new("store_sync_errors_total", "Failed syncs with the database.").unwrap();
+        let store_corrupt_rows =
+            IntCounter::new("store_corrupt_rows_total", "Stored resources skipped because they did not parse.").unwrap();
+        let geoip_loaded =
+            IntGaugeVec::new(Opts::new("geoip_loaded", "1 when the GeoIP database is loaded."), &["db"]).unwrap();
+        let geoip_reload_errors =
+            IntCounter::new("geoip_reload_errors_total", "GeoIP reloads that failed (old data kept).").unwrap();
+
+        for c in [
+            Box::new(http_requests.clone()) as Box<dyn prometheus::core::Collector>,
+            Box::new(http_duration.clone()),
+            Box::new(answers.clone()),
+            Box::new(answer_hist),
+            Box::new(snapshot_revision.clone()),
+            Box::new(snapshot_built.clone()),
+            Box::new(snapshot_build_seconds.clone()),
+            Box::new(snapshot_objects.clone()),
+            Box::new(store_up.clone()),
+            Box::new(store_sync_errors.clone()),
+            Box::new(store_corrupt_rows.clone()),
+            Box::new(geoip_loaded.clone()),
+            Box::new(geoip_reload_errors.clone()),
+        ] {
+            registry.register(c).expect("unique metric");
+        }
+        Self {
+            registry,
+            http_requests,
+            http_duration,
+            answers_fast,
+            answer_duration,
+            snapshot_revision,
+            snapshot_built,
+            snapshot_build_seconds,
+            snapshot_objects,
+            store_up,
+            store_sync_errors,
+            store_corrupt_rows,
+            geoip_loaded,
+            geoip_reload_errors,
+        }
+    }
+
+    pub fn answer(&self, endpoint: Endpoint, outcome: Outcome) {
+        let e = endpoint as usize;
+        let o = Outcome::ALL.iter().position(|x| *x == outcome).unwrap_or(0);
+        self.answers_fast[e][o].inc();
+    }
+
+    pub fn answer_time(&self, endpoint: Endpoint, took: Duration) {
+        self.answer_duration[endpoint as usize].observe(took.as_secs_f64());
+    }
+
+    pub fn record_snapshot(&self, s: &Snapshot, took: Duration) {
+        let st = s.stats();
+        self.snapshot_revision.set(s.revision());
+        let now = SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+        self.snapshot_built.set(now as i64);
+        self.snapshot_build_seconds.set(took.as_secs_f64());
+        for (kind, n) in [
+            ("domains", st.domains),
+            ("nodes", st.nodes),
+            ("usable_nodes", st.usable_nodes),
+            ("unservable_nodes", st.unservable_nodes),
+            ("networks", st.networks),
+            ("pools", st.pools),
+        ] {
+            self.snapshot_objects.with_label_values(&[kind]).set(n as i64);
+        }
+    }
+
+    /// The Prometheus text exposition.
+    pub fn render(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(16 * 1024);
+        TextEncoder::new().encode(&self.registry.gather(), &mut out).expect("text encoding");
+        out
+    }
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}

@@ -1,0 +1,48 @@
+//! The state every handler shares: a cheap clone of `Arc`s.
+
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::sync::Arc;
+
+use axum::extract::{ConnectInfo, FromRequestParts};
+use axum::http::request::Parts;
+use httpdns_geo::Geo;
+
+use crate::catalog::Catalog;
+use crate::dnspod::format::FormatOptions;
+use crate::metrics::Metrics;
+
+/// Settings of the API listener that handlers read.
+#[derive(Debug, Clone)]
+pub struct ApiSettings {
+    /// Bearer token of the admin API.
+    pub admin_token: String,
+    /// Accept private and loopback node addresses (intranet deployments, tests).
+    pub allow_private_node_ips: bool,
+    pub dnspod: FormatOptions,
+}
+
+/// Shared state of the API router.
+#[derive(Clone, Debug)]
+pub struct AppState {
+    pub catalog: Arc<Catalog>,
+    pub geo: Arc<Geo>,
+    pub metrics: Arc<Metrics>,
+    pub settings: Arc<ApiSettings>,
+}
+
+/// The TCP peer's address. Without connection info (a router driven directly in a unit
+/// test) it is `0.0.0.0`, which classifies as unknown.
+#[derive(Debug, Clone, Copy)]
+pub struct PeerAddr(pub IpAddr);
+
+impl<S: Send + Sync> FromRequestParts<S> for PeerAddr {
+    type Rejection = std::convert::Infallible;
+
+    async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, Self::Rejection> {
+        let ip = parts
+            .extensions
+            .get::<ConnectInfo<SocketAddr>>()
+            .map_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED), |c| c.0.ip().to_canonical());
+        Ok(PeerAddr(ip))
+    }
+}

@@ -1,0 +1,332 @@
+//! Configuration: a TOML file (`--config FILE`) and `HTTPDNS_*` environment variables, the
+//! environment winning. The external form ([`FileConfig`]) is strict serde; [`Config`] is the
+//! validated internal form the process runs on.
+
+use std::collections::BTreeMap;
+use std::net::{IpAddr, SocketAddr};
+use std::path::PathBuf;
+use std::time::Duration;
+
+use httpdns_api::dnspod::format::FormatOptions;
+use httpdns_core::score::Weights;
+use httpdns_core::snapshot::Policy;
+use httpdns_core::Token;
+use httpdns_geo::{GeoConfig, IspMap};
+use serde::Deserialize;
+
+/// Every environment variable the binary reads, with its meaning. Documented in
+/// `docs/configuration.md`; a test keeps the two in step.
+pub const ENV_VARS: &[(&str, &str)] = &[
+    ("HTTPDNS_API_ADDR", "HTTP listener: HTTPDNS, admin, metrics, health (`off` disables)"),
+    ("HTTPDNS_MIRROR_ADDR", "HTTP listener of the mirroring gateway (`off` disables)"),
+    ("HTTPDNS_DNS_ADDR", "plain DNS listener, UDP and TCP (`off` disables)"),
+    ("HTTPDNS_DATA_DIR", "directory of the SQLite file, stored objects and generated secrets"),
+    ("HTTPDNS_DATABASE_URL", "sqlite://PATH or postgres://..."),
+    ("HTTPDNS_ADMIN_TOKEN", "bearer token of the admin API"),
+    ("HTTPDNS_ALLOW_PRIVATE_NODE_IPS", "accept private and loopback node addresses (true/false)"),
+    ("HTTPDNS_UPSTREAMS", "upstream DNS servers, ip:port,ip:port"),
+    ("HTTPDNS_GEOIP_CITY_DB", "path of a GeoIP2/GeoLite2 City database"),
+    ("HTTPDNS_GEOIP_ASN_DB", "path of a GeoLite2 ASN database"),
+    ("HTTPDNS_SYNC_INTERVAL_MS", "how often the snapshot follows the database, in ms"),
+    ("HTTPDNS_LOG_FORMAT", "text or json"),
+];
+
+/// A listener address, or `off`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Listen {
+    Off,
+    At(SocketAddr),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LogFormat {
+    Text,
+    Json,
+}
+
+/// The validated configuration.
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub api_addr: Listen,
+    pub mirror_addr: Listen,
+    pub dns_addr: Listen,
+    pub data_dir: PathBuf,
+    pub database_url: String,
+    pub admin_token: Option<String>,
+    pub allow_private_node_ips: bool,
+    /// Empty means the system's resolvers.
+    pub upstreams: Vec<SocketAddr>,
+    pub policy: Policy,
+    pub geo: GeoConfig,
+    pub sync_interval: Duration,
+    pub dnspod: FormatOptions,
+    pub log_format: LogFormat,
+    /// How long in-flight requests may take to finish after a shutdown signal.
+    pub shutdown_grace: Duration,
+}
+
+/// A configuration error, naming the setting.
+#[derive(Debug, thiserror::Error)]
+#[error("{setting}: {message}")]
+pub struct ConfigError {
+    pub setting: String,
+    pub message: String,
+}
+
+fn err(setting: impl Into<String>, message: impl Into<String>) -> ConfigError {
+    ConfigError { setting: setting.into(), message: message.into() }
+}
+
+/// The TOML file.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FileConfig {
+    api_addr: Option<String>,
+    mirror_addr: Option<String>,
+    dns_addr: Option<String>,
+    data_dir: Option<PathBuf>,
+    database_url: Option<String>,
+    admin_token: Option<String>,
+    allow_private_node_ips: Option<bool>,
+    upstreams: Option<Vec<String>>,
+    sync_interval_ms: Option<u64>,
+    shutdown_grace_ms: Option<u64>,
+    log_format: Option<String>,
+    #[serde(default)]
+    scoring: ScoringFile,
+    #[serde(default)]
+    geoip: GeoFile,
+    #[serde(default)]
+    dnspod: DnspodFile,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ScoringFile {
+    weights: Option<Weights>,
+    band: Option<f64>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct GeoFile {
+    city_db: Option<PathBuf>,
+    asn_db: Option<PathBuf>,
+    reload_interval_ms: Option<u64>,
+    /// AS number (as a string key) to ISP token, added to the shipped defaults.
+    #[serde(default)]
+    asn_isp: BTreeMap<String, String>,
+    /// Lowercase substring of the AS organisation to ISP token.
+    #[serde(default)]
+    org_isp: BTreeMap<String, String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct DnspodFile {
+    cip_every_line: Option<bool>,
+}
+
+fn parse_listen(setting: &str, value: &str) -> Result<Listen, ConfigError> {
+    if value.eq_ignore_ascii_case("off") {
+        return Ok(Listen::Off);
+    }
+    value
+        .parse::<SocketAddr>()
+        .map(Listen::At)
+        .map_err(|_| err(setting, format!("{value:?} is not ip:port or off")))
+}
+
+fn parse_bool(setting: &str, value: &str) -> Result<bool, ConfigError> {
+    match value.to_ascii_lowercase().as_str() {
+        "1" | "true" | "yes" | "on" => Ok(true),
+        "0" | "false" | "no" | "off" | "" => Ok(false),
+        _ => Err(err(setting, format!("{value:?} is not true or false"))),
+    }
+}
+
+/// Parses `ip:port` or a bare IP (port 53).
+fn parse_upstream(setting: &str, value: &str) -> Result<SocketAddr, ConfigError> {
+    let v = value.trim();
+    if let Ok(sa) = v.parse::<SocketAddr>() {
+        return Ok(sa);
+    }
+    if let Ok(ip) = v.parse::<IpAddr>() {
+        return Ok(SocketAddr::new(ip, 53));
+    }
+    Err(err(setting, format!("{v:?} is not ip:port")))
+}
+
+impl Config {
+    /// Builds the configuration from an optional TOML text and an environment lookup
+    /// (a function, so tests need not touch the process environment).
+    pub fn load(file: Option<&str>, env: impl Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
+        let file: FileConfig = match file {
+            Some(text) => toml::from_str(text).map_err(|e| err("config file", e.to_string()))?,
+            None => FileConfig::default(),
+        };
+        let env = |k: &str| env(k).filter(|v| !v.is_empty() || k == "HTTPDNS_ADMIN_TOKEN");
+
+        let listen = |key: &str, file_v: Option<String>, default: &str| -> Result<Listen, ConfigError> {
+            match env(key) {
+                Some(v) => parse_listen(key, &v),
+                None => parse_listen(&key.trim_start_matches("HTTPDNS_").to_lowercase(), file_v.as_deref().unwrap_or(default)),
+            }
+        };
+        let api_addr = listen("HTTPDNS_API_ADDR", file.api_addr, "127.0.0.1:8080")?;
+        let mirror_addr = listen("HTTPDNS_MIRROR_ADDR", file.mirror_addr, "127.0.0.1:8081")?;
+        let dns_addr = listen("HTTPDNS_DNS_ADDR", file.dns_addr, "127.0.0.1:1053")?;
+
+        let data_dir = env("HTTPDNS_DATA_DIR").map(PathBuf::from).or(file.data_dir).unwrap_or_else(|| "./data".into());
+        let database_url = env("HTTPDNS_DATABASE_URL")
+            .or(file.database_url)
+            .unwrap_or_else(|| format!("sqlite://{}", data_dir.join("httpdns.db").display()));
+        if !(database_url.starts_with("sqlite:") || database_url.starts_with("postgres://") || database_url.starts_with("postgresql://")) {
+            return Err(err("HTTPDNS_DATABASE_URL", "must start with sqlite:// or postgres://"));
+        }
+        let admin_token = env("HTTPDNS_ADMIN_TOKEN").or(file.admin_token);
+        if let Some(t) = &admin_token {
+            if t.len() < 16 || !t.bytes().all(|b| b.is_ascii_graphic()) {
+                return Err(err("HTTPDNS_ADMIN_TOKEN", "must be at least 16 printable characters without spaces"));
+            }
+        }
+        let allow_private_node_ips = match env("HTTPDNS_ALLOW_PRIVATE_NODE_IPS") {
+            Some(v) => parse_bool("HTTPDNS_ALLOW_PRIVATE_NODE_IPS", &v)?,
+            None => file.allow_private_node_ips.unwrap_or(false),
+        };
+        let upstreams = match env("HTTPDNS_UPSTREAMS") {
+            Some(v) => v.split(',').map(|u| parse_upstream("HTTPDNS_UPSTREAMS", u)).collect::<Result<_, _>>()?,
+            None => file
+                .upstreams
+                .unwrap_or_default()
+                .iter()
+                .map(|u| parse_upstream("upstreams", u))
+                .collect::<Result<_, _>>()?,
+        };
+
+        let weights = file.scoring.weights.unwrap_or_default();
+        weights.validate().map_err(|e| err(e.field, e.message))?;
+        let band = file.scoring.band.unwrap_or(0.01);
+        if !(0.0..=1.0).contains(&band) {
+            return Err(err("scoring.band", "must be from 0 to 1"));
+        }
+        let policy = Policy { weights, band, allow_private: allow_private_node_ips };
+
+        let mut asn = Vec::new();
+        for (k, v) in &file.geoip.asn_isp {
+            let n = k.trim_start_matches("AS").parse::<u32>().map_err(|_| err(format!("geoip.asn_isp.{k}"), "key must be an AS number"))?;
+            asn.push((n, Token::parse(v).map_err(|e| err(format!("geoip.asn_isp.{k}"), e.to_string()))?));
+        }
+        let mut org = Vec::new();
+        for (k, v) in &file.geoip.org_isp {
+            org.push((k.clone(), Token::parse(v).map_err(|e| err(format!("geoip.org_isp.{k}"), e.to_string()))?));
+        }
+        let geo = GeoConfig {
+            city_db: env("HTTPDNS_GEOIP_CITY_DB").map(PathBuf::from).or(file.geoip.city_db),
+            asn_db: env("HTTPDNS_GEOIP_ASN_DB").map(PathBuf::from).or(file.geoip.asn_db),
+            isp_map: IspMap::with_overrides(asn, org),
+            reload_interval: Duration::from_millis(file.geoip.reload_interval_ms.unwrap_or(10_000).max(100)),
+        };
+
+        let sync_ms = match env("HTTPDNS_SYNC_INTERVAL_MS") {
+            Some(v) => v.parse::<u64>().map_err(|_| err("HTTPDNS_SYNC_INTERVAL_MS", "must be milliseconds"))?,
+            None => file.sync_interval_ms.unwrap_or(1000),
+        };
+        if !(50..=600_000).contains(&sync_ms) {
+            return Err(err("sync_interval_ms", "must be 50 to 600000"));
+        }
+        let log_format = match env("HTTPDNS_LOG_FORMAT").or(file.log_format).as_deref() {
+            None | Some("text") => LogFormat::Text,
+            Some("json") => LogFormat::Json,
+            Some(other) => return Err(err("HTTPDNS_LOG_FORMAT", format!("{other:?} is not text or json"))),
+        };
+
+        Ok(Self {
+            api_addr,
+            mirror_addr,
+            dns_addr,
+            data_dir,
+            database_url,
+            admin_token,
+            allow_private_node_ips,
+            upstreams,
+            policy,
+            geo,
+            sync_interval: Duration::from_millis(sync_ms),
+            dnspod: FormatOptions { cip_every_line: file.dnspod.cip_every_line.unwrap_or(false) },
+            log_format,
+            shutdown_grace: Duration::from_millis(file.shutdown_grace_ms.unwrap_or(10_000)),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env_of(pairs: &'static [(&'static str, &'static str)]) -> impl Fn(&str) -> Option<String> {
+        move |k| pairs.iter().find(|(n, _)| *n == k).map(|(_, v)| (*v).to_owned())
+    }
+
+    #[test]
+    fn defaults_match_the_contract() {
+        let c = Config::load(None, |_| None).unwrap();
+        assert_eq!(c.api_addr, Listen::At("127.0.0.1:8080".parse().unwrap()));
+        assert_eq!(c.mirror_addr, Listen::At("127.0.0.1:8081".parse().unwrap()));
+        assert_eq!(c.dns_addr, Listen::At("127.0.0.1:1053".parse().unwrap()));
+        assert_eq!(c.data_dir, PathBuf::from("./data"));
+        assert_eq!(c.database_url, "sqlite://./data/httpdns.db");
+        assert!(!c.allow_private_node_ips);
+        assert!(c.upstreams.is_empty());
+        assert_eq!(c.policy.weights, Weights::default());
+    }
+
+    #[test]
+    fn env_wins_over_file() {
+        let file = r#"
+            api_addr = "0.0.0.0:9000"
+            dns_addr = "off"
+            allow_private_node_ips = false
+            upstreams = ["8.8.8.8"]
+            [scoring]
+            band = 0.05
+            weights = { latency = 0.5, bandwidth = 0.2, load = 0.2, geo = 0.1 }
+            [geoip.asn_isp]
+            "AS64512" = "campus"
+        "#;
+        let c = Config::load(
+            Some(file),
+            env_of(&[
+                ("HTTPDNS_API_ADDR", "127.0.0.1:0"),
+                ("HTTPDNS_ALLOW_PRIVATE_NODE_IPS", "true"),
+                ("HTTPDNS_UPSTREAMS", "1.1.1.1:53,9.9.9.9:5353"),
+            ]),
+        )
+        .unwrap();
+        assert_eq!(c.api_addr, Listen::At("127.0.0.1:0".parse().unwrap()));
+        assert_eq!(c.dns_addr, Listen::Off);
+        assert!(c.allow_private_node_ips && c.policy.allow_private);
+        assert_eq!(c.upstreams, ["1.1.1.1:53".parse().unwrap(), "9.9.9.9:5353".parse().unwrap()]);
+        assert_eq!(c.policy.band, 0.05);
+        assert_eq!(c.policy.weights.latency, 0.5);
+        assert_eq!(c.geo.isp_map.isp(Some(64512), None).unwrap().as_str(), "campus");
+        assert_eq!(c.geo.isp_map.isp(Some(4134), None).unwrap().as_str(), "telecom");
+    }
+
+    #[test]
+    fn bad_settings_are_named() {
+        let e = Config::load(None, env_of(&[("HTTPDNS_API_ADDR", "localhost")])).unwrap_err();
+        assert_eq!(e.setting, "HTTPDNS_API_ADDR");
+        let e = Config::load(None, env_of(&[("HTTPDNS_UPSTREAMS", "1.1.1.1,nope")])).unwrap_err();
+        assert_eq!(e.setting, "HTTPDNS_UPSTREAMS");
+        let e = Config::load(None, env_of(&[("HTTPDNS_ALLOW_PRIVATE_NODE_IPS", "maybe")])).unwrap_err();
+        assert_eq!(e.setting, "HTTPDNS_ALLOW_PRIVATE_NODE_IPS");
+        let e = Config::load(None, env_of(&[("HTTPDNS_ADMIN_TOKEN", "short")])).unwrap_err();
+        assert_eq!(e.setting, "HTTPDNS_ADMIN_TOKEN");
+        let e = Config::load(Some("bogus = 1"), |_| None).unwrap_err();
+        assert_eq!(e.setting, "config file");
+        let e = Config::load(Some("[scoring]\nweights = { latency = -1, bandwidth = 0, load = 0, geo = 0 }"), |_| None)
+            .unwrap_err();
+        assert_eq!(e.setting, "scoring.weights.latency");
+    }
+}

@@ -1,0 +1,69 @@
+//! The admin token: from configuration, else generated once into the data directory.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+/// Returns the admin token and, when it lives in a file, that file's path.
+pub(crate) fn admin_token(configured: Option<String>, data_dir: &Path) -> std::io::Result<(String, Option<PathBuf>)> {
+    if let Some(t) = configured {
+        return Ok((t, None));
+    }
+    let path = data_dir.join("admin-token");
+    match std::fs::read_to_string(&path) {
+        Ok(t) if !t.trim().is_empty() => return Ok((t.trim().to_owned(), Some(path))),
+        Ok(_) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(e),
+    }
+    let mut bytes = [0u8; 32];
+    getrandom::fill(&mut bytes).map_err(|e| std::io::Error::other(e.to_string()))?;
+    let token: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+    write_private(&path, token.as_bytes())?;
+    Ok((token, Some(path)))
+}
+
+/// Writes `contents` to `path` readable by the owner only, atomically: a temp file in the same
+/// directory, fsync, rename, so a crash never leaves a half-written token.
+fn write_private(path: &Path, contents: &[u8]) -> std::io::Result<()> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    std::fs::create_dir_all(dir)?;
+    let tmp = path.with_extension("tmp");
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create(true).truncate(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        options.mode(0o600);
+    }
+    let mut f = options.open(&tmp)?;
+    f.write_all(contents)?;
+    f.sync_all()?;
+    drop(f);
+    std::fs::rename(&tmp, path)?;
+    if let Ok(d) = std::fs::File::open(dir) {
+        let _ = d.sync_all();
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn generates_once_with_owner_only_mode() {
+        let dir = tempfile::tempdir().unwrap();
+        let (t1, p1) = admin_token(None, dir.path()).unwrap();
+        assert_eq!(t1.len(), 64);
+        let (t2, _) = admin_token(None, dir.path()).unwrap();
+        assert_eq!(t1, t2, "the same token on the next start");
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let mode = std::fs::metadata(p1.unwrap()).unwrap().permissions().mode();
+            assert_eq!(mode & 0o777, 0o600);
+        }
+        let (t3, p3) = admin_token(Some("configured-token-123".into()), dir.path()).unwrap();
+        assert_eq!((t3.as_str(), p3), ("configured-token-123", None));
+    }
+}
