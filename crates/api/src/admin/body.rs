@@ -6,16 +6,23 @@ use crate::error::ApiError;
 
 /// Deserialises `bytes` as `T`, reporting the path of the field at fault.
 pub(crate) fn parse<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
-    if bytes.iter().all(u8::is_ascii_whitespace) {
+    // serde would also read a struct from a JSON array; only objects are meant.
+    if bytes.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
         return Err(ApiError::bad_request("InvalidBody", "body", "a JSON object body is required"));
     }
     let de = &mut serde_json::Deserializer::from_slice(bytes);
     serde_path_to_error::deserialize(de).map_err(|e| {
         let message = e.inner().to_string();
         let path = e.path().to_string();
-        let field = named_field(&message)
-            .map(|f| if path == "." || path.is_empty() { f.to_owned() } else { format!("{path}.{f}") })
-            .unwrap_or_else(|| if path == "." { "body".to_owned() } else { path });
+        // For an unknown field the path already ends with it; for a missing one it is the
+        // parent's path.
+        let field = match named_field(&message) {
+            Some(f) if path == "." || path.is_empty() => f.to_owned(),
+            Some(f) if path == f || path.ends_with(&format!(".{f}")) => path,
+            Some(f) => format!("{path}.{f}"),
+            None if path == "." || path == "?" || e.inner().is_syntax() || e.inner().is_eof() => "body".to_owned(),
+            None => path,
+        };
         ApiError::bad_request("InvalidBody", field, message)
     })
 }
@@ -48,6 +55,7 @@ mod tests {
         assert_eq!(field_of::<NodeSpec>(r#"{"ip":"1.2.3.4","pool":"e","isp":"t","region":"r","x":1}"#), "x");
         assert_eq!(field_of::<PoolSpec>(r#"{"health_check":{"kind":"udp","port":1}}"#), "health_check.kind");
         assert_eq!(field_of::<PoolSpec>(r#"{"health_check":{"kind":"tcp"}}"#), "health_check.port");
+        assert_eq!(field_of::<PoolSpec>(r#"{"health_check":{"kind":"tcp","port":1,"x":2}}"#), "health_check.x");
         assert_eq!(field_of::<PoolSpec>("[1]"), "body");
         assert_eq!(field_of::<PoolSpec>(""), "body");
         assert_eq!(field_of::<PoolSpec>("{"), "body");

@@ -1,0 +1,175 @@
+use reqwest::{Method, StatusCode};
+use serde_json::json;
+
+use crate::support::{backends, Server};
+
+#[tokio::test]
+async fn admin_requires_the_bearer_token() {
+    let s = Server::start(&crate::support::Db::Sqlite).await;
+    for (method, path) in [
+        (Method::GET, "/admin/v1/nodes"),
+        (Method::PUT, "/admin/v1/nodes/n1"),
+        (Method::DELETE, "/admin/v1/domains/a.com"),
+        (Method::GET, "/admin/v1/networks/1.0.1.0%2F24"),
+    ] {
+        let resp = s.http.request(method.clone(), s.url(path)).body("{}").send().await.unwrap();
+        assert_eq!(resp.status(), StatusCode::UNAUTHORIZED, "{method} {path}");
+        assert_eq!(resp.headers()["www-authenticate"], "Bearer");
+        let wrong = s.http.request(method.clone(), s.url(path)).bearer_auth("wrong-token-but-long-enough").send();
+        assert_eq!(wrong.await.unwrap().status(), StatusCode::UNAUTHORIZED);
+    }
+}
+
+#[tokio::test]
+async fn crud_round_trip_on_every_backend() {
+    for (db, _guard) in backends("crud_round_trip_on_every_backend").await {
+        let s = Server::start(&db).await;
+        let node = json!({"ip": "1.2.3.4", "pool": "edge", "isp": "telecom", "region": "beijing",
+            "bandwidth_mbps": 1000, "load_pct": 20, "latency_ms": 15, "enabled": true});
+        let (status, body) = s.put("/admin/v1/nodes/n1", node.clone()).await;
+        assert_eq!(status, StatusCode::CREATED, "{db:?} {body}");
+        assert_eq!(body["ip"], "1.2.3.4");
+        let (status, _) = s.put("/admin/v1/nodes/n1", node.clone()).await;
+        assert_eq!(status, StatusCode::OK, "replace is 200");
+
+        let resp = s.http.get(s.url("/admin/v1/nodes/n1")).bearer_auth(crate::support::TOKEN).send().await.unwrap();
+        assert_eq!(resp.status(), StatusCode::OK);
+        assert!(resp.headers().contains_key("etag"));
+        let got: serde_json::Value = resp.json().await.unwrap();
+        assert_eq!(got["latency_ms"], 15.0);
+        assert_eq!(got["pool"], "edge");
+
+        let (status, list) = s.admin(Method::GET, "/admin/v1/nodes", None).await;
+        assert_eq!(status, StatusCode::OK);
+        assert_eq!(list["items"][0]["name"], "n1");
+
+        let (status, _) = s.admin(Method::DELETE, "/admin/v1/nodes/n1", None).await;
+        assert_eq!(status, StatusCode::NO_CONTENT);
+        let (status, body) = s.admin(Method::GET, "/admin/v1/nodes/n1", None).await;
+        assert_eq!(status, StatusCode::NOT_FOUND);
+        assert_eq!(body["code"], "NotFound");
+        let (status, _) = s.admin(Method::DELETE, "/admin/v1/nodes/n1", None).await;
+        assert_eq!(status, StatusCode::NOT_FOUND);
+
+        // Pools: options only.
+        let (status, _) = s
+            .put(
+                "/admin/v1/pools/edge",
+                json!({"health_check": {"kind": "http", "port": 80, "path": "/health", "interval_ms": 2000,
+                    "timeout_ms": 1000, "healthy_threshold": 2, "unhealthy_threshold": 3}}),
+            )
+            .await;
+        assert_eq!(status, StatusCode::CREATED);
+        let (status, body) = s.admin(Method::GET, "/admin/v1/pools/edge", None).await;
+        assert_eq!((status, body["health_check"]["kind"].as_str()), (StatusCode::OK, Some("http")));
+    }
+}
+
+#[tokio::test]
+async fn names_in_urls_are_canonicalised() {
+    let s = Server::start(&crate::support::Db::Sqlite).await;
+    s.put_ok("/admin/v1/domains/WWW.Example.COM.", json!({"pool": "edge"})).await;
+    let (status, body) = s.admin(Method::GET, "/admin/v1/domains/www.example.com", None).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(body, json!({"pool": "edge", "ttl": 60, "max_answers": 4}), "defaults are filled in");
+    // IDN names are stored as punycode.
+    s.put_ok("/admin/v1/domains/%E4%B8%AD%E5%9B%BD.cn", json!({"pool": "edge"})).await;
+    let (status, _) = s.admin(Method::GET, "/admin/v1/domains/xn--fiqs8s.cn", None).await;
+    assert_eq!(status, StatusCode::OK);
+    // IPv6 CIDRs are stored in canonical form.
+    s.put_ok("/admin/v1/networks/2408:8000:0::%2F20", json!({"isp": "unicom"})).await;
+    let (_, list) = s.admin(Method::GET, "/admin/v1/networks", None).await;
+    assert_eq!(list["items"][0]["name"], "2408:8000::/20");
+}
+
+#[tokio::test]
+async fn bad_input_is_refused_with_the_field_named_and_nothing_written() {
+    let s = Server::start(&crate::support::Db::Sqlite).await;
+    let good = json!({"ip": "1.2.3.4", "pool": "edge", "isp": "telecom", "region": "beijing", "latency_ms": 15});
+    s.put_ok("/admin/v1/nodes/n1", good.clone()).await;
+
+    let with = |k: &str, v: serde_json::Value| {
+        let mut b = good.clone();
+        b[k] = v;
+        b
+    };
+    let cases = [
+        ("/admin/v1/nodes/n1", with("ip", json!("0.0.0.0")), "ip"),
+        ("/admin/v1/nodes/n1", with("ip", json!("127.0.0.1")), "ip"),
+        ("/admin/v1/nodes/n1", with("ip", json!("10.1.2.3")), "ip"),
+        ("/admin/v1/nodes/n1", with("ip", json!("169.254.169.254")), "ip"),
+        ("/admin/v1/nodes/n1", with("ip", json!("224.0.0.1")), "ip"),
+        ("/admin/v1/nodes/n1", with("ip", json!("192.0.2.1")), "ip"),
+        ("/admin/v1/nodes/n1", with("ip", json!("fe80::1")), "ip"),
+        ("/admin/v1/nodes/n1", with("ip", json!("not an ip")), "ip"),
+        ("/admin/v1/nodes/n1", with("isp", json!("China Telecom")), "isp"),
+        ("/admin/v1/nodes/n1", with("load_pct", json!(150)), "load_pct"),
+        ("/admin/v1/nodes/n1", with("bandwidth_mbps", json!("fast")), "bandwidth_mbps"),
+        ("/admin/v1/nodes/n1", with("enabled", json!("yes")), "enabled"),
+        ("/admin/v1/nodes/n1", with("extra", json!(1)), "extra"),
+        ("/admin/v1/nodes/n1", json!({"pool": "edge", "isp": "telecom", "region": "beijing"}), "ip"),
+        ("/admin/v1/nodes/bad%20id", good.clone(), "id"),
+        ("/admin/v1/domains/a..b", json!({"pool": "edge"}), "name"),
+        ("/admin/v1/domains/a.com", json!({"pool": "edge", "ttl": 0}), "ttl"),
+        ("/admin/v1/domains/a.com", json!({"pool": "edge", "max_answers": 100}), "max_answers"),
+        ("/admin/v1/domains/a.com", json!({}), "pool"),
+        ("/admin/v1/networks/1.0.1.5%2F24", json!({"isp": "telecom"}), "cidr"),
+        ("/admin/v1/networks/1.0.1.0", json!({"isp": "telecom"}), "cidr"),
+        ("/admin/v1/networks/1.0.1.0%2F24", json!({}), "isp"),
+        ("/admin/v1/pools/Edge", json!({}), "name"),
+        ("/admin/v1/pools/edge", json!({"health_check": {"kind": "tcp", "port": 0}}), "health_check.port"),
+    ];
+    for (path, body, field) in cases {
+        let (status, resp) = s.put(path, body.clone()).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{path} {body}: {resp}");
+        assert_eq!(resp["field"], field, "{path} {body}: {resp}");
+        assert!(resp["error"].as_str().is_some_and(|e| !e.is_empty()));
+    }
+    // Not JSON at all.
+    let resp = s.http.put(s.url("/admin/v1/nodes/n1")).bearer_auth(crate::support::TOKEN).body("{oops").send().await.unwrap();
+    assert_eq!(resp.status(), StatusCode::BAD_REQUEST);
+
+    // Nothing was half-written: n1 is as before, no domain or network appeared.
+    let (_, n1) = s.admin(Method::GET, "/admin/v1/nodes/n1", None).await;
+    assert_eq!(n1["ip"], "1.2.3.4");
+    assert_eq!(n1["latency_ms"], 15.0);
+    for list in ["/admin/v1/domains", "/admin/v1/networks", "/admin/v1/pools"] {
+        let (_, body) = s.admin(Method::GET, list, None).await;
+        assert_eq!(body["items"], json!([]), "{list}");
+    }
+}
+
+#[tokio::test]
+async fn private_node_addresses_need_the_switch() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut env = crate::support::env(tmp.path(), &crate::support::Db::Sqlite);
+    env.insert("HTTPDNS_ALLOW_PRIVATE_NODE_IPS".into(), "true".into());
+    let s = Server::start_with(env, None).await;
+    s.put_ok(
+        "/admin/v1/nodes/lo",
+        json!({"ip": "127.0.0.2", "pool": "edge", "isp": "telecom", "region": "beijing"}),
+    )
+    .await;
+    s.put_ok("/admin/v1/domains/intra.example.com", json!({"pool": "edge"})).await;
+    assert_eq!(s.text("/d?dn=intra.example.com&ip=1.2.3.4").await, "127.0.0.2");
+    // Never unspecified, even with the switch.
+    let (status, body) =
+        s.put("/admin/v1/nodes/z", json!({"ip": "0.0.0.0", "pool": "edge", "isp": "telecom", "region": "beijing"})).await;
+    assert_eq!((status, body["field"].as_str()), (StatusCode::BAD_REQUEST, Some("ip")));
+}
+
+#[tokio::test]
+async fn list_pages() {
+    let s = Server::start(&crate::support::Db::Sqlite).await;
+    for i in 0..5 {
+        s.put_ok(&format!("/admin/v1/domains/d{i}.example.com"), json!({"pool": "edge"})).await;
+    }
+    let (_, p1) = s.admin(Method::GET, "/admin/v1/domains?limit=2", None).await;
+    assert_eq!(p1["items"].as_array().unwrap().len(), 2);
+    assert_eq!(p1["next"], "d1.example.com");
+    let (_, p3) = s.admin(Method::GET, "/admin/v1/domains?limit=2&after=d3.example.com", None).await;
+    assert_eq!(p3["items"][0]["name"], "d4.example.com");
+    assert!(p3.get("next").is_none());
+    let (status, body) = s.admin(Method::GET, "/admin/v1/domains?limit=0", None).await;
+    assert_eq!((status, body["field"].as_str()), (StatusCode::BAD_REQUEST, Some("limit")));
+}

@@ -1,0 +1,51 @@
+use std::time::Duration;
+
+use httpdns_test_support::mmdb::Writer;
+use serde_json::json;
+
+use crate::support::{eventually, Db, Server};
+
+fn write_dbs(dir: &std::path::Path, unicom_block_asn: u32) {
+    Writer::new("GeoLite2-City")
+        .insert("36.0.0.0/8", Writer::city("CN", "Beijing", "Beijing"))
+        .insert("58.0.0.0/8", Writer::city("CN", "Shanghai", "Shanghai"))
+        .insert("2408:8000::/20", Writer::city("CN", "Shanghai", "Shanghai"))
+        .write_to(&dir.join("city.mmdb"));
+    Writer::new("GeoLite2-ASN")
+        .insert("36.0.0.0/8", Writer::asn(4134, "CHINANET-BACKBONE"))
+        .insert("58.0.0.0/8", Writer::asn(unicom_block_asn, "some carrier"))
+        .insert("2408:8000::/20", Writer::asn(4837, "CHINA UNICOM China169 Backbone"))
+        .write_to(&dir.join("asn.mmdb"));
+}
+
+#[tokio::test]
+async fn classifies_by_geoip_and_reloads_without_restart() {
+    let tmp = tempfile::tempdir().unwrap();
+    write_dbs(tmp.path(), 4837);
+    let mut env = crate::support::env(tmp.path(), &Db::Sqlite);
+    env.insert("HTTPDNS_GEOIP_CITY_DB".into(), tmp.path().join("city.mmdb").display().to_string());
+    env.insert("HTTPDNS_GEOIP_ASN_DB".into(), tmp.path().join("asn.mmdb").display().to_string());
+    let s = Server::start_with(env, Some("[geoip]\nreload_interval_ms = 100\n")).await;
+    s.seed().await;
+
+    // 36/8: AS4134 -> telecom, Beijing.
+    assert_eq!(s.text("/d?dn=www.example.com&ip=36.1.2.3").await, "1.1.1.1;1.1.1.2");
+    // 58/8: AS4837 -> unicom, Shanghai.
+    assert_eq!(s.text("/d?dn=www.example.com&ip=58.1.2.3").await, "2.2.2.1;2.2.2.2");
+    // IPv6 client of China Unicom.
+    assert_eq!(s.text("/d?dn=www.example.com&ip=2408:8001::1").await, "2.2.2.1;2.2.2.2");
+
+    // An operator network overrides GeoIP.
+    s.put_ok("/admin/v1/networks/58.1.0.0%2F16", json!({"isp": "telecom"})).await;
+    assert_eq!(s.text("/d?dn=www.example.com&ip=58.1.2.3").await, "1.1.1.2;1.1.1.1", "telecom, still Shanghai");
+
+    // The operator replaces the ASN database: 58/8 becomes China Telecom CN2 (AS4809).
+    write_dbs(tmp.path(), 4809);
+    let reloaded = eventually(Duration::from_secs(5), || async {
+        s.text("/d?dn=www.example.com&ip=58.200.0.1").await == "1.1.1.2;1.1.1.1"
+    })
+    .await;
+    assert!(reloaded, "the new database is used without a restart");
+    let ready: serde_json::Value = s.get("/readyz").await.json().await.unwrap();
+    assert_eq!((ready["geoip_city"].as_bool(), ready["geoip_asn"].as_bool()), (Some(true), Some(true)));
+}

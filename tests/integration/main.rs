@@ -1,0 +1,9 @@
+//! Integration tests: real servers on port 0, real SQLite and PostgreSQL databases
+//! (PostgreSQL when `HTTPDNS_TEST_POSTGRES_URL` is set), real HTTP clients.
+
+mod admin;
+mod answers;
+mod geoip;
+mod metrics;
+mod persistence;
+mod support;
