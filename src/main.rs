@@ -7,7 +7,11 @@ use clap::{Parser, Subcommand};
 use httpdns_server::{config::Config, init_logging};
 
 #[derive(Parser)]
-#[command(name = "httpdns", version, about = "HTTPDNS resolution server, origin-mirroring gateway and config center")]
+#[command(
+    name = "httpdns",
+    version,
+    about = "HTTPDNS resolution server, origin-mirroring gateway and config center"
+)]
 struct Cli {
     /// TOML configuration file; HTTPDNS_* environment variables override it.
     #[arg(long, global = true, value_name = "FILE")]

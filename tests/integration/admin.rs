@@ -15,7 +15,8 @@ async fn admin_requires_the_bearer_token() {
         let resp = s.http.request(method.clone(), s.url(path)).body("{}").send().await.unwrap();
         assert_eq!(resp.status(), StatusCode::UNAUTHORIZED, "{method} {path}");
         assert_eq!(resp.headers()["www-authenticate"], "Bearer");
-        let wrong = s.http.request(method.clone(), s.url(path)).bearer_auth("wrong-token-but-long-enough").send();
+        let wrong =
+            s.http.request(method.clone(), s.url(path)).bearer_auth("wrong-token-but-long-enough").send();
         assert_eq!(wrong.await.unwrap().status(), StatusCode::UNAUTHORIZED);
     }
 }
@@ -32,7 +33,8 @@ async fn crud_round_trip_on_every_backend() {
         let (status, _) = s.put("/admin/v1/nodes/n1", node.clone()).await;
         assert_eq!(status, StatusCode::OK, "replace is 200");
 
-        let resp = s.http.get(s.url("/admin/v1/nodes/n1")).bearer_auth(crate::support::TOKEN).send().await.unwrap();
+        let resp =
+            s.http.get(s.url("/admin/v1/nodes/n1")).bearer_auth(crate::support::TOKEN).send().await.unwrap();
         assert_eq!(resp.status(), StatusCode::OK);
         assert!(resp.headers().contains_key("etag"));
         let got: serde_json::Value = resp.json().await.unwrap();
@@ -85,7 +87,8 @@ async fn names_in_urls_are_canonicalised() {
 #[tokio::test]
 async fn bad_input_is_refused_with_the_field_named_and_nothing_written() {
     let s = Server::start(&crate::support::Db::Sqlite).await;
-    let good = json!({"ip": "1.2.3.4", "pool": "edge", "isp": "telecom", "region": "beijing", "latency_ms": 15});
+    let good =
+        json!({"ip": "1.2.3.4", "pool": "edge", "isp": "telecom", "region": "beijing", "latency_ms": 15});
     s.put_ok("/admin/v1/nodes/n1", good.clone()).await;
 
     let with = |k: &str, v: serde_json::Value| {
@@ -126,7 +129,14 @@ async fn bad_input_is_refused_with_the_field_named_and_nothing_written() {
         assert!(resp["error"].as_str().is_some_and(|e| !e.is_empty()));
     }
     // Not JSON at all.
-    let resp = s.http.put(s.url("/admin/v1/nodes/n1")).bearer_auth(crate::support::TOKEN).body("{oops").send().await.unwrap();
+    let resp = s
+        .http
+        .put(s.url("/admin/v1/nodes/n1"))
+        .bearer_auth(crate::support::TOKEN)
+        .body("{oops")
+        .send()
+        .await
+        .unwrap();
     assert_eq!(resp.status(), StatusCode::BAD_REQUEST);
 
     // Nothing was half-written: n1 is as before, no domain or network appeared.
@@ -153,8 +163,12 @@ async fn private_node_addresses_need_the_switch() {
     s.put_ok("/admin/v1/domains/intra.example.com", json!({"pool": "edge"})).await;
     assert_eq!(s.text("/d?dn=intra.example.com&ip=1.2.3.4").await, "127.0.0.2");
     // Never unspecified, even with the switch.
-    let (status, body) =
-        s.put("/admin/v1/nodes/z", json!({"ip": "0.0.0.0", "pool": "edge", "isp": "telecom", "region": "beijing"})).await;
+    let (status, body) = s
+        .put(
+            "/admin/v1/nodes/z",
+            json!({"ip": "0.0.0.0", "pool": "edge", "isp": "telecom", "region": "beijing"}),
+        )
+        .await;
     assert_eq!((status, body["field"].as_str()), (StatusCode::BAD_REQUEST, Some("ip")));
 }
 

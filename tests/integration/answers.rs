@@ -85,7 +85,11 @@ async fn status_header_tells_why_a_name_has_no_answer() {
     s.seed().await;
     s.put_ok("/admin/v1/domains/nonodes.example.com", json!({"pool": "empty"})).await;
     s.put_ok("/admin/v1/domains/v4only.example.com", json!({"pool": "v4"})).await;
-    s.put_ok("/admin/v1/nodes/v4a", json!({"ip": "3.3.3.4", "pool": "v4", "isp": "telecom", "region": "beijing"})).await;
+    s.put_ok(
+        "/admin/v1/nodes/v4a",
+        json!({"ip": "3.3.3.4", "pool": "v4", "isp": "telecom", "region": "beijing"}),
+    )
+    .await;
     let resp = s
         .get("/d?dn=www.example.com,nonodes.example.com,unknown.example.org,v4only.example.com&type=aaaa&ip=1.0.1.7")
         .await;
@@ -126,7 +130,7 @@ async fn admin_changes_are_answered_when_the_write_returns() {
 async fn bad_d_requests() {
     let s = Server::start(&Db::Sqlite).await;
     let long = format!("{}.com", "a".repeat(296));
-    let nine = vec!["a.example.com"; 9].join(",");
+    let nine = ["a.example.com"; 9].join(",");
     let cases = [
         ("/d".to_owned(), "dn", "MissingArgument"),
         ("/d?dn=".to_owned(), "dn", "MissingArgument"),
@@ -142,10 +146,14 @@ async fn bad_d_requests() {
         let resp = s.get(&path).await;
         assert_eq!(resp.status(), StatusCode::BAD_REQUEST, "{path}");
         let body: Value = resp.json().await.unwrap();
-        assert_eq!((body["field"].as_str(), body["code"].as_str()), (Some(field), Some(code)), "{path}: {body}");
+        assert_eq!(
+            (body["field"].as_str(), body["code"].as_str()),
+            (Some(field), Some(code)),
+            "{path}: {body}"
+        );
     }
     // Eight names are fine.
-    let eight = vec!["a.example.com"; 8].join(",");
+    let eight = ["a.example.com"; 8].join(",");
     assert_eq!(s.get(&format!("/d?dn={eight}")).await.status(), StatusCode::OK);
     // Methods other than GET/POST: 501 as DNSPod.
     let resp = s.http.put(s.url("/d?dn=a.com")).send().await.unwrap();
@@ -187,7 +195,12 @@ async fn resolve_errors_and_shapes() {
     assert_eq!(resp.status(), StatusCode::METHOD_NOT_ALLOWED);
     assert_eq!(resp.json::<Value>().await.unwrap()["code"], "MethodNotAllowed");
 
-    let body: Value = s.get("/resolve?host=www.example.com,none.example.com&query=6&ip=1.0.1.7").await.json().await.unwrap();
+    let body: Value = s
+        .get("/resolve?host=www.example.com,none.example.com&query=6&ip=1.0.1.7")
+        .await
+        .json()
+        .await
+        .unwrap();
     assert_eq!(
         body,
         json!({"dns": [

@@ -37,7 +37,11 @@ async fn classifies_by_geoip_and_reloads_without_restart() {
 
     // An operator network overrides GeoIP.
     s.put_ok("/admin/v1/networks/58.1.0.0%2F16", json!({"isp": "telecom"})).await;
-    assert_eq!(s.text("/d?dn=www.example.com&ip=58.1.2.3").await, "1.1.1.2;1.1.1.1", "telecom, still Shanghai");
+    assert_eq!(
+        s.text("/d?dn=www.example.com&ip=58.1.2.3").await,
+        "1.1.1.2;1.1.1.1",
+        "telecom, still Shanghai"
+    );
 
     // The operator replaces the ASN database: 58/8 becomes China Telecom CN2 (AS4809).
     write_dbs(tmp.path(), 4809);

@@ -35,7 +35,10 @@ async fn metrics_scrape_parses_and_counts_answers() {
         assert!(v.parse::<f64>().is_ok() || v == "+Inf", "bad sample line {line:?}");
         let name = line.split(['{', ' ']).next().unwrap();
         let family = name.trim_end_matches("_bucket").trim_end_matches("_sum").trim_end_matches("_count");
-        assert!(text.contains(&format!("# TYPE {family} ")) || text.contains(&format!("# TYPE {name} ")), "{name}");
+        assert!(
+            text.contains(&format!("# TYPE {family} ")) || text.contains(&format!("# TYPE {name} ")),
+            "{name}"
+        );
     }
 }
 

@@ -11,12 +11,19 @@ use crate::support::{eventually, Db, Process, Server};
 async fn seed_over_http(base: &str, token: &str) {
     let http = Client::new();
     for (path, body) in [
-        ("/admin/v1/nodes/t1", json!({"ip": "1.1.1.1", "pool": "edge", "isp": "telecom", "region": "beijing"})),
-        ("/admin/v1/nodes/u1", json!({"ip": "2.2.2.2", "pool": "edge", "isp": "unicom", "region": "beijing"})),
+        (
+            "/admin/v1/nodes/t1",
+            json!({"ip": "1.1.1.1", "pool": "edge", "isp": "telecom", "region": "beijing"}),
+        ),
+        (
+            "/admin/v1/nodes/u1",
+            json!({"ip": "2.2.2.2", "pool": "edge", "isp": "unicom", "region": "beijing"}),
+        ),
         ("/admin/v1/networks/1.0.1.0%2F24", json!({"isp": "telecom", "region": "beijing"})),
         ("/admin/v1/domains/www.example.com", json!({"pool": "edge", "ttl": 120})),
     ] {
-        let resp = http.put(format!("{base}{path}")).bearer_auth(token).body(body.to_string()).send().await.unwrap();
+        let resp =
+            http.put(format!("{base}{path}")).bearer_auth(token).body(body.to_string()).send().await.unwrap();
         assert!(resp.status().is_success(), "{path}: {}", resp.status());
     }
 }
@@ -31,7 +38,12 @@ async fn restart_with_the_same_data_directory_keeps_everything() {
     let token = std::fs::read_to_string(tmp.path().join("admin-token")).unwrap();
     seed_over_http(&first.base, token.trim()).await;
     let answer = |base: String| async move {
-        reqwest::get(format!("{base}/d?dn=www.example.com&ip=1.0.1.9&ttl=1")).await.unwrap().text().await.unwrap()
+        reqwest::get(format!("{base}/d?dn=www.example.com&ip=1.0.1.9&ttl=1"))
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap()
     };
     assert_eq!(answer(first.base.clone()).await, "1.1.1.1,120");
     let status = first.terminate();
@@ -59,7 +71,8 @@ struct Cuttable {
 
 impl Cuttable {
     async fn start(target: String, addr: Option<std::net::SocketAddr>) -> Self {
-        let listener = TcpListener::bind(addr.unwrap_or_else(|| "127.0.0.1:0".parse().unwrap())).await.unwrap();
+        let listener =
+            TcpListener::bind(addr.unwrap_or_else(|| "127.0.0.1:0".parse().unwrap())).await.unwrap();
         let addr = listener.local_addr().unwrap();
         let cut = Arc::new(Notify::new());
         let c = cut.clone();
@@ -92,7 +105,9 @@ impl Cuttable {
 
 #[tokio::test]
 async fn database_outage_keeps_answers_flowing_and_readyz_says_degraded() {
-    let Some(db) = httpdns_test_support::postgres::fresh_database("database_outage").await else { return };
+    let Some(db) = httpdns_test_support::postgres::fresh_database("database_outage").await else {
+        return;
+    };
     // Route the server's connections through the forwarder.
     let url = reqwest::Url::parse(&db.url).unwrap();
     let target = format!("{}:{}", url.host_str().unwrap(), url.port().unwrap_or(5432));
@@ -114,12 +129,14 @@ async fn database_outage_keeps_answers_flowing_and_readyz_says_degraded() {
     assert!(degraded, "readyz reports the store outage");
     assert_eq!(s.get("/readyz").await.status(), 200, "still ready to answer");
     for _ in 0..20 {
-        assert_eq!(s.text("/d?dn=www.example.com&ip=1.0.1.7").await, "1.1.1.1;1.1.1.2", "answers keep flowing");
+        assert_eq!(
+            s.text("/d?dn=www.example.com&ip=1.0.1.7").await,
+            "1.1.1.1;1.1.1.2",
+            "answers keep flowing"
+        );
     }
     // Writes fail cleanly while the database is away.
-    let (status, body) = s
-        .put("/admin/v1/domains/new.example.com", json!({"pool": "edge"}))
-        .await;
+    let (status, body) = s.put("/admin/v1/domains/new.example.com", json!({"pool": "edge"})).await;
     assert_eq!(status, 503, "{body}");
 
     // The database comes back on the same address: sync resumes.
@@ -136,7 +153,9 @@ async fn database_outage_keeps_answers_flowing_and_readyz_says_degraded() {
 
 #[tokio::test]
 async fn two_replicas_on_one_postgres_database_see_each_others_writes() {
-    let Some(db) = httpdns_test_support::postgres::fresh_database("two_replicas").await else { return };
+    let Some(db) = httpdns_test_support::postgres::fresh_database("two_replicas").await else {
+        return;
+    };
     let a = Server::start(&Db::Postgres(db.url.clone())).await;
     let b = Server::start(&Db::Postgres(db.url.clone())).await;
     a.seed().await;

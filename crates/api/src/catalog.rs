@@ -144,7 +144,12 @@ impl Catalog {
         self.snapshot.store(Arc::new(snapshot));
         self.mark_ok(Some(took));
         self.revision_tx.send_replace(revision);
-        tracing::debug!(revision, changes = changes.len(), build_ms = took.as_millis() as u64, "Published snapshot.");
+        tracing::debug!(
+            revision,
+            changes = changes.len(),
+            build_ms = took.as_millis() as u64,
+            "Published snapshot."
+        );
         Ok(revision)
     }
 

@@ -66,14 +66,19 @@ impl ApiError {
     /// The store is unreachable: the write was not made.
     pub fn unavailable(cause: &dyn std::fmt::Display) -> Self {
         tracing::warn!(%cause, "Store unavailable for a write.");
-        Self::new(StatusCode::SERVICE_UNAVAILABLE, "StoreUnavailable", "the database is unavailable; nothing was written")
+        Self::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "StoreUnavailable",
+            "the database is unavailable; nothing was written",
+        )
     }
 }
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        let body = serde_json::to_vec(&Body { code: self.code, error: &self.message, field: self.field.as_deref() })
-            .unwrap_or_default();
+        let body =
+            serde_json::to_vec(&Body { code: self.code, error: &self.message, field: self.field.as_deref() })
+                .unwrap_or_default();
         let mut resp = (self.status, body).into_response();
         resp.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
         if self.status == StatusCode::UNAUTHORIZED {

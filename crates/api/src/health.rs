@@ -54,7 +54,9 @@ pub(crate) async fn readyz(State(app): State<AppState>) -> Response {
         backend: app.catalog.store().backend_name(),
         store_error: status.last_error,
         snapshot_revision: snap.revision(),
-        snapshot_age_seconds: SystemTime::now().duration_since(status.built_at).map_or(0.0, |d| d.as_secs_f64()),
+        snapshot_age_seconds: SystemTime::now()
+            .duration_since(status.built_at)
+            .map_or(0.0, |d| d.as_secs_f64()),
         domains: stats.domains,
         nodes: stats.nodes,
         usable_nodes: stats.usable_nodes,

@@ -11,13 +11,13 @@
 use std::net::IpAddr;
 use std::time::Instant;
 
-use axum::extract::{RawQuery, State};
-use axum::http::{header, HeaderValue, Method, StatusCode};
+use axum::extract::State;
+use axum::http::{header, HeaderValue, Method, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use httpdns_core::{DomainName, Family};
 use serde::Serialize;
 
-use crate::dnspod::{family, STATUS_HEADER};
+use crate::dnspod::{family, status_header, STATUS_HEADER};
 use crate::error::ApiError;
 use crate::metrics::{Endpoint, Outcome};
 use crate::state::{AppState, PeerAddr};
@@ -49,17 +49,22 @@ fn parse<'a>(pairs: impl IntoIterator<Item = (&'a str, &'a str)>) -> Result<Reso
             *slot = Some(v);
         }
     }
-    let host = host
-        .filter(|h| !h.is_empty())
-        .ok_or_else(|| ApiError::bad_request("MissingArgument", "host", "missing host: the domain name to resolve"))?;
+    let host = host.filter(|h| !h.is_empty()).ok_or_else(|| {
+        ApiError::bad_request("MissingArgument", "host", "missing host: the domain name to resolve")
+    })?;
     let parts: Vec<&str> = host.split(',').collect();
     if parts.len() > MAX_HOSTS {
-        return Err(ApiError::bad_request("TooManyHosts", "host", format!("at most {MAX_HOSTS} hosts per request")));
+        return Err(ApiError::bad_request(
+            "TooManyHosts",
+            "host",
+            format!("at most {MAX_HOSTS} hosts per request"),
+        ));
     }
     let hosts = parts
         .into_iter()
         .map(|h| {
-            DomainName::parse(h).map_err(|e| ApiError::bad_request("InvalidHost", "host", format!("{h:.80?}: {e}")))
+            DomainName::parse(h)
+                .map_err(|e| ApiError::bad_request("InvalidHost", "host", format!("{h:.80?}: {e}")))
         })
         .collect::<Result<Vec<_>, _>>()?;
     let (v4, v6) = match query.unwrap_or("4") {
@@ -94,13 +99,19 @@ pub(crate) async fn handle(
     State(app): State<AppState>,
     PeerAddr(peer): PeerAddr,
     method: Method,
-    RawQuery(query): RawQuery,
+    uri: Uri,
 ) -> Response {
+    let started = Instant::now();
+    let resp = answer(&app, peer, &method, uri.query(), started);
+    app.metrics.http_answer_request(crate::metrics::Route::Resolve, resp.status());
+    resp
+}
+
+fn answer(app: &AppState, peer: IpAddr, method: &Method, query: Option<&str>, started: Instant) -> Response {
     if method != Method::GET && method != Method::HEAD {
         return ApiError::new(StatusCode::METHOD_NOT_ALLOWED, "MethodNotAllowed", "use GET").into_response();
     }
-    let started = Instant::now();
-    let pairs: Vec<_> = form_urlencoded::parse(query.as_deref().unwrap_or("").as_bytes()).collect();
+    let pairs: Vec<_> = form_urlencoded::parse(query.unwrap_or("").as_bytes()).collect();
     let req = match parse(pairs.iter().map(|(k, v)| (k.as_ref(), v.as_ref()))) {
         Ok(r) => r,
         Err(e) => return e.into_response(),
@@ -132,7 +143,14 @@ pub(crate) async fn handle(
         let ipsv6 = req.v6.then(|| take(Family::V6));
         let ttl = ttl.unwrap_or(EMPTY_TTL);
         outcomes.push(outcome.unwrap_or(Outcome::NotManaged));
-        dns.push(Entry { host: host.to_string(), client_ip: client_ip.clone(), ips, ipsv6, ttl, origin_ttl: ttl });
+        dns.push(Entry {
+            host: host.to_string(),
+            client_ip: client_ip.clone(),
+            ips,
+            ipsv6,
+            ttl,
+            origin_ttl: ttl,
+        });
     }
     for o in &outcomes {
         app.metrics.answer(Endpoint::Resolve, *o);
@@ -143,10 +161,7 @@ pub(crate) async fn handle(
     let h = resp.headers_mut();
     h.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
     h.insert(header::CACHE_CONTROL, HeaderValue::from_static("private, no-store"));
-    let status = outcomes.iter().map(|o| o.as_str()).collect::<Vec<_>>().join(",");
-    if let Ok(v) = HeaderValue::from_str(&status) {
-        h.insert(STATUS_HEADER, v);
-    }
+    h.insert(STATUS_HEADER, status_header(&outcomes));
     resp
 }
 

@@ -21,13 +21,30 @@ pub struct ApiSettings {
     pub dnspod: FormatOptions,
 }
 
-/// Shared state of the API router.
+/// Shared state of the API router: one `Arc`, since axum clones the state for every request.
 #[derive(Clone, Debug)]
-pub struct AppState {
+pub struct AppState(Arc<Shared>);
+
+/// What [`AppState`] points at.
+#[derive(Debug)]
+pub struct Shared {
     pub catalog: Arc<Catalog>,
     pub geo: Arc<Geo>,
     pub metrics: Arc<Metrics>,
-    pub settings: Arc<ApiSettings>,
+    pub settings: ApiSettings,
+}
+
+impl AppState {
+    pub fn new(shared: Shared) -> Self {
+        Self(Arc::new(shared))
+    }
+}
+
+impl std::ops::Deref for AppState {
+    type Target = Shared;
+    fn deref(&self) -> &Shared {
+        &self.0
+    }
 }
 
 /// The TCP peer's address. Without connection info (a router driven directly in a unit

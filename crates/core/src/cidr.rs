@@ -60,10 +60,10 @@ impl<T> CidrTable<T> {
         }
         let mut v4: Vec<_> = v4.into_iter().collect();
         let mut v6: Vec<_> = v6.into_iter().collect();
-        v4.sort_by(|a, b| b.0.cmp(&a.0));
-        v6.sort_by(|a, b| b.0.cmp(&a.0));
-        let len = v4.iter().map(|(_, m)| m.len()).sum::<usize>()
-            + v6.iter().map(|(_, m)| m.len()).sum::<usize>();
+        v4.sort_by_key(|e| std::cmp::Reverse(e.0));
+        v6.sort_by_key(|e| std::cmp::Reverse(e.0));
+        let len =
+            v4.iter().map(|(_, m)| m.len()).sum::<usize>() + v6.iter().map(|(_, m)| m.len()).sum::<usize>();
         Self { v4, v6, len }
     }
 

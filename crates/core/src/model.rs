@@ -181,7 +181,9 @@ fn default_unhealthy_threshold() -> u32 {
 
 impl PoolSpec {
     pub fn validate(&self) -> Result<(), FieldError> {
-        let Some(hc) = &self.health_check else { return Ok(()) };
+        let Some(hc) = &self.health_check else {
+            return Ok(());
+        };
         if hc.port == 0 {
             return Err(FieldError::new("health_check.port", "must be 1 to 65535"));
         }
@@ -265,10 +267,7 @@ pub fn validate_resource_id(id: &str) -> Result<(), FieldError> {
     if ok {
         Ok(())
     } else {
-        Err(FieldError::new(
-            "id",
-            "must be 1 to 128 characters of letters, digits, '.', '-' or '_'",
-        ))
+        Err(FieldError::new("id", "must be 1 to 128 characters of letters, digits, '.', '-' or '_'"))
     }
 }
 
@@ -329,8 +328,7 @@ mod tests {
         .unwrap();
         p.validate().unwrap();
         let p: PoolSpec =
-            serde_json::from_str(r#"{"health_check":{"kind":"tcp","port":80,"timeout_ms":5000}}"#)
-                .unwrap();
+            serde_json::from_str(r#"{"health_check":{"kind":"tcp","port":80,"timeout_ms":5000}}"#).unwrap();
         assert_eq!(p.validate().unwrap_err().field, "health_check.timeout_ms");
     }
 

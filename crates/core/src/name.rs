@@ -76,9 +76,7 @@ impl DomainName {
             }
             let body = label.strip_prefix('_').unwrap_or(label);
             if body.is_empty()
-                || !body
-                    .bytes()
-                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+                || !body.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
             {
                 return Err(NameError::BadCharacter(label.to_owned()));
             }

@@ -324,7 +324,9 @@ impl Snapshot {
         seed: u64,
         health: &impl NodeHealth,
     ) -> Resolution {
-        let Some(domain) = self.domains.get(name) else { return Resolution::NotManaged };
+        let Some(domain) = self.domains.get(name) else {
+            return Resolution::NotManaged;
+        };
         let pool = &self.pools[domain.pool as usize];
         let fam = match family {
             Family::V4 => &pool.v4,
@@ -377,8 +379,7 @@ impl Snapshot {
             return Some(Vec::new());
         }
         let ranking = fam.ranking(client, &self.nodes, &self.policy);
-        let same: std::collections::HashSet<u32> =
-            ranking.same_isp.entries.iter().map(|e| e.0).collect();
+        let same: std::collections::HashSet<u32> = ranking.same_isp.entries.iter().map(|e| e.0).collect();
         Some(ranking.all.entries.iter().map(|&(n, s)| (n, s, same.contains(&n))).collect())
     }
 }
@@ -413,7 +414,13 @@ impl FamilyNodes {
         })
     }
 
-    fn rank(&self, isp: Option<&Token>, region: Option<&Token>, nodes: &[NodeEntry], policy: &Policy) -> Ranking {
+    fn rank(
+        &self,
+        isp: Option<&Token>,
+        region: Option<&Token>,
+        nodes: &[NodeEntry],
+        policy: &Policy,
+    ) -> Ranking {
         let mut all: Vec<(u32, f64)> = self
             .nodes
             .iter()
@@ -459,20 +466,27 @@ impl Ranked {
         self.entries.iter().any(|&(n, _)| up(n))
     }
 
-    fn pick(&self, max: usize, seed: u64, up: &impl Fn(u32) -> bool, nodes: &[NodeEntry], out: &mut Vec<IpAddr>) {
+    fn pick(
+        &self,
+        max: usize,
+        seed: u64,
+        up: &impl Fn(u32) -> bool,
+        nodes: &[NodeEntry],
+        out: &mut Vec<IpAddr>,
+    ) {
         let mut start = 0usize;
-        let mut tier: Vec<u32> = Vec::new();
         for &end in &self.tier_ends {
             if out.len() >= max {
                 break;
             }
             let end = end as usize;
-            tier.clear();
-            tier.extend(self.entries[start..end].iter().map(|e| e.0).filter(|&n| up(n)));
-            if !tier.is_empty() {
-                let rot = (seed % tier.len() as u64) as usize;
-                tier.rotate_left(rot);
-                for &n in &tier {
+            // Rotate the up members of the tier without collecting them: the answer path
+            // allocates nothing but its result.
+            let members = || self.entries[start..end].iter().map(|e| e.0).filter(|&n| up(n));
+            let count = members().count();
+            if count > 0 {
+                let rot = (seed % count as u64) as usize;
+                for n in members().skip(rot).chain(members().take(rot)) {
                     if out.len() >= max {
                         break;
                     }

@@ -25,9 +25,7 @@ impl Token {
     pub fn parse(input: &str) -> Result<Self, TokenError> {
         let valid = !input.is_empty()
             && input.len() <= MAX_TOKEN_LEN
-            && input
-                .bytes()
-                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'_');
+            && input.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'_');
         if valid {
             Ok(Self(input.into()))
         } else {

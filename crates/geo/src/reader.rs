@@ -117,7 +117,11 @@ impl Geo {
     /// Loads the configured databases. A configured file that is missing or corrupt at start-up
     /// is an error: the operator asked for it.
     pub fn open(config: GeoConfig) -> Result<Self, GeoError> {
-        let geo = Self { config, dbs: ArcSwap::from_pointee(Databases::default()), reload_lock: Default::default() };
+        let geo = Self {
+            config,
+            dbs: ArcSwap::from_pointee(Databases::default()),
+            reload_lock: Default::default(),
+        };
         geo.reload(true)?;
         Ok(geo)
     }
@@ -154,7 +158,8 @@ impl Geo {
         }
         if let Some(asn) = &dbs.asn {
             if let Ok(Some(rec)) = asn.reader.lookup(ip).and_then(|r| r.decode::<AsnRecord<'_>>()) {
-                info.isp = self.config.isp_map.isp(rec.autonomous_system_number, rec.autonomous_system_organization);
+                info.isp =
+                    self.config.isp_map.isp(rec.autonomous_system_number, rec.autonomous_system_organization);
             }
         }
         info
@@ -194,7 +199,8 @@ fn stamp(path: &Path) -> Result<FileStamp, GeoError> {
 fn load(path: &Path) -> Result<Loaded, GeoError> {
     let stamp = stamp(path)?;
     let bytes = std::fs::read(path).map_err(|source| GeoError::Read { path: path.to_owned(), source })?;
-    let reader = Reader::from_source(bytes).map_err(|source| GeoError::Parse { path: path.to_owned(), source })?;
+    let reader =
+        Reader::from_source(bytes).map_err(|source| GeoError::Parse { path: path.to_owned(), source })?;
     Ok(Loaded { reader, stamp })
 }
 

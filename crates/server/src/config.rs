@@ -170,24 +170,34 @@ impl Config {
         let listen = |key: &str, file_v: Option<String>, default: &str| -> Result<Listen, ConfigError> {
             match env(key) {
                 Some(v) => parse_listen(key, &v),
-                None => parse_listen(&key.trim_start_matches("HTTPDNS_").to_lowercase(), file_v.as_deref().unwrap_or(default)),
+                None => parse_listen(
+                    &key.trim_start_matches("HTTPDNS_").to_lowercase(),
+                    file_v.as_deref().unwrap_or(default),
+                ),
             }
         };
         let api_addr = listen("HTTPDNS_API_ADDR", file.api_addr, "127.0.0.1:8080")?;
         let mirror_addr = listen("HTTPDNS_MIRROR_ADDR", file.mirror_addr, "127.0.0.1:8081")?;
         let dns_addr = listen("HTTPDNS_DNS_ADDR", file.dns_addr, "127.0.0.1:1053")?;
 
-        let data_dir = env("HTTPDNS_DATA_DIR").map(PathBuf::from).or(file.data_dir).unwrap_or_else(|| "./data".into());
+        let data_dir =
+            env("HTTPDNS_DATA_DIR").map(PathBuf::from).or(file.data_dir).unwrap_or_else(|| "./data".into());
         let database_url = env("HTTPDNS_DATABASE_URL")
             .or(file.database_url)
             .unwrap_or_else(|| format!("sqlite://{}", data_dir.join("httpdns.db").display()));
-        if !(database_url.starts_with("sqlite:") || database_url.starts_with("postgres://") || database_url.starts_with("postgresql://")) {
+        if !(database_url.starts_with("sqlite:")
+            || database_url.starts_with("postgres://")
+            || database_url.starts_with("postgresql://"))
+        {
             return Err(err("HTTPDNS_DATABASE_URL", "must start with sqlite:// or postgres://"));
         }
         let admin_token = env("HTTPDNS_ADMIN_TOKEN").or(file.admin_token);
         if let Some(t) = &admin_token {
             if t.len() < 16 || !t.bytes().all(|b| b.is_ascii_graphic()) {
-                return Err(err("HTTPDNS_ADMIN_TOKEN", "must be at least 16 printable characters without spaces"));
+                return Err(err(
+                    "HTTPDNS_ADMIN_TOKEN",
+                    "must be at least 16 printable characters without spaces",
+                ));
             }
         }
         let allow_private_node_ips = match env("HTTPDNS_ALLOW_PRIVATE_NODE_IPS") {
@@ -195,7 +205,9 @@ impl Config {
             None => file.allow_private_node_ips.unwrap_or(false),
         };
         let upstreams = match env("HTTPDNS_UPSTREAMS") {
-            Some(v) => v.split(',').map(|u| parse_upstream("HTTPDNS_UPSTREAMS", u)).collect::<Result<_, _>>()?,
+            Some(v) => {
+                v.split(',').map(|u| parse_upstream("HTTPDNS_UPSTREAMS", u)).collect::<Result<_, _>>()?
+            }
             None => file
                 .upstreams
                 .unwrap_or_default()
@@ -214,12 +226,18 @@ impl Config {
 
         let mut asn = Vec::new();
         for (k, v) in &file.geoip.asn_isp {
-            let n = k.trim_start_matches("AS").parse::<u32>().map_err(|_| err(format!("geoip.asn_isp.{k}"), "key must be an AS number"))?;
+            let n = k
+                .trim_start_matches("AS")
+                .parse::<u32>()
+                .map_err(|_| err(format!("geoip.asn_isp.{k}"), "key must be an AS number"))?;
             asn.push((n, Token::parse(v).map_err(|e| err(format!("geoip.asn_isp.{k}"), e.to_string()))?));
         }
         let mut org = Vec::new();
         for (k, v) in &file.geoip.org_isp {
-            org.push((k.clone(), Token::parse(v).map_err(|e| err(format!("geoip.org_isp.{k}"), e.to_string()))?));
+            org.push((
+                k.clone(),
+                Token::parse(v).map_err(|e| err(format!("geoip.org_isp.{k}"), e.to_string()))?,
+            ));
         }
         let geo = GeoConfig {
             city_db: env("HTTPDNS_GEOIP_CITY_DB").map(PathBuf::from).or(file.geoip.city_db),
@@ -229,7 +247,9 @@ impl Config {
         };
 
         let sync_ms = match env("HTTPDNS_SYNC_INTERVAL_MS") {
-            Some(v) => v.parse::<u64>().map_err(|_| err("HTTPDNS_SYNC_INTERVAL_MS", "must be milliseconds"))?,
+            Some(v) => {
+                v.parse::<u64>().map_err(|_| err("HTTPDNS_SYNC_INTERVAL_MS", "must be milliseconds"))?
+            }
             None => file.sync_interval_ms.unwrap_or(1000),
         };
         if !(50..=600_000).contains(&sync_ms) {
@@ -325,8 +345,11 @@ mod tests {
         assert_eq!(e.setting, "HTTPDNS_ADMIN_TOKEN");
         let e = Config::load(Some("bogus = 1"), |_| None).unwrap_err();
         assert_eq!(e.setting, "config file");
-        let e = Config::load(Some("[scoring]\nweights = { latency = -1, bandwidth = 0, load = 0, geo = 0 }"), |_| None)
-            .unwrap_err();
+        let e = Config::load(
+            Some("[scoring]\nweights = { latency = -1, bandwidth = 0, load = 0, geo = 0 }"),
+            |_| None,
+        )
+        .unwrap_err();
         assert_eq!(e.setting, "scoring.weights.latency");
     }
 }

@@ -14,6 +14,7 @@ use std::sync::Arc;
 use anyhow::Context;
 use httpdns_api::catalog::Catalog;
 use httpdns_api::metrics::Metrics;
+use httpdns_api::state::Shared;
 use httpdns_api::{ApiSettings, AppState};
 use httpdns_geo::Geo;
 use httpdns_store::Store;
@@ -54,7 +55,10 @@ impl Running {
         self.shutdown.cancelled().await;
         let drain = async { while self.tasks.join_next().await.is_some() {} };
         if tokio::time::timeout(self.grace, drain).await.is_err() {
-            tracing::warn!(grace_ms = self.grace.as_millis() as u64, "In-flight work outlived the grace period; aborting it.");
+            tracing::warn!(
+                grace_ms = self.grace.as_millis() as u64,
+                "In-flight work outlived the grace period; aborting it."
+            );
             self.tasks.abort_all();
         }
         self.state.catalog.store().close().await;
@@ -68,8 +72,8 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
     let store = Store::connect(&config.database_url).await.context("opening the database")?;
     tracing::info!(backend = store.backend_name(), "Database ready.");
 
-    let (admin_token, admin_token_file) =
-        secrets::admin_token(config.admin_token.clone(), &config.data_dir).context("preparing the admin token")?;
+    let (admin_token, admin_token_file) = secrets::admin_token(config.admin_token.clone(), &config.data_dir)
+        .context("preparing the admin token")?;
     if let Some(path) = &admin_token_file {
         tracing::info!(path = %path.display(), "Admin token is in this file (set HTTPDNS_ADMIN_TOKEN to choose one).");
     }
@@ -79,16 +83,16 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
     let catalog = Arc::new(Catalog::new(store, config.policy.clone(), metrics.clone()));
     catalog.sync().await.context("loading data from the database")?;
 
-    let state = AppState {
+    let state = AppState::new(Shared {
         catalog: catalog.clone(),
         geo: geo.clone(),
         metrics: metrics.clone(),
-        settings: Arc::new(ApiSettings {
+        settings: ApiSettings {
             admin_token: admin_token.clone(),
             allow_private_node_ips: config.allow_private_node_ips,
             dnspod: config.dnspod,
-        }),
-    };
+        },
+    });
 
     let shutdown = CancellationToken::new();
     let mut tasks = JoinSet::new();
@@ -96,14 +100,17 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
     let api_addr = match config.api_addr {
         Listen::Off => None,
         Listen::At(addr) => {
-            let listener =
-                tokio::net::TcpListener::bind(addr).await.with_context(|| format!("binding the API listener on {addr}"))?;
+            let listener = tokio::net::TcpListener::bind(addr)
+                .await
+                .with_context(|| format!("binding the API listener on {addr}"))?;
             let bound = listener.local_addr()?;
             tracing::info!(role = "api", addr = %bound, "Listening.");
             let app = httpdns_api::router(state.clone()).into_make_service_with_connect_info::<SocketAddr>();
             let stop = shutdown.clone();
             tasks.spawn(async move {
-                if let Err(e) = axum::serve(listener, app).with_graceful_shutdown(stop.cancelled_owned()).await {
+                if let Err(e) =
+                    axum::serve(listener, app).with_graceful_shutdown(stop.cancelled_owned()).await
+                {
                     tracing::error!(error = %e, "API listener failed.");
                 }
             });
@@ -131,7 +138,12 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
 }
 
 /// Reloads the GeoIP databases when their files change.
-async fn follow_geo(geo: Arc<Geo>, metrics: Arc<Metrics>, every: std::time::Duration, shutdown: CancellationToken) {
+async fn follow_geo(
+    geo: Arc<Geo>,
+    metrics: Arc<Metrics>,
+    every: std::time::Duration,
+    shutdown: CancellationToken,
+) {
     if geo.config().city_db.is_none() && geo.config().asn_db.is_none() {
         return;
     }
@@ -161,7 +173,8 @@ pub fn init_logging(format: LogFormat) {
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
     // Colour codes only for a person at a terminal, never into log files or collectors.
     let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
-    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_ansi(ansi).with_writer(std::io::stderr);
+    let builder =
+        tracing_subscriber::fmt().with_env_filter(filter).with_ansi(ansi).with_writer(std::io::stderr);
     match format {
         LogFormat::Text => builder.init(),
         LogFormat::Json => builder.json().init(),

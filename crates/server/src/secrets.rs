@@ -4,7 +4,10 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 /// Returns the admin token and, when it lives in a file, that file's path.
-pub(crate) fn admin_token(configured: Option<String>, data_dir: &Path) -> std::io::Result<(String, Option<PathBuf>)> {
+pub(crate) fn admin_token(
+    configured: Option<String>,
+    data_dir: &Path,
+) -> std::io::Result<(String, Option<PathBuf>)> {
     if let Some(t) = configured {
         return Ok((t, None));
     }

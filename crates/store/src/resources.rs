@@ -239,7 +239,12 @@ impl Store {
 
     /// Lists the resources of a kind by name, at most `limit` of them after `after` (keyset
     /// paging, so pages stay stable while others write).
-    pub async fn list(&self, kind: Kind, after: Option<&str>, limit: i64) -> Result<Vec<Resource>, StoreError> {
+    pub async fn list(
+        &self,
+        kind: Kind,
+        after: Option<&str>,
+        limit: i64,
+    ) -> Result<Vec<Resource>, StoreError> {
         let rows = sqlx::query(
             "SELECT name, body, revision, updated_at FROM resources \
              WHERE kind = $1 AND body IS NOT NULL AND name > $2 ORDER BY name LIMIT $3",
@@ -259,7 +264,9 @@ impl Store {
         // PostgreSQL a READ COMMITTED statement could otherwise see a commit the other did not.
         let mut tx = self.pool.begin().await?;
         if self.backend == Backend::Postgres {
-            sqlx::query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY").execute(&mut *tx).await?;
+            sqlx::query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
+                .execute(&mut *tx)
+                .await?;
         }
         let current: i64 = sqlx::query("SELECT revision FROM store_meta WHERE id = 1")
             .fetch_one(&mut *tx)
@@ -275,7 +282,9 @@ impl Store {
         let mut changes = Vec::with_capacity(rows.len());
         for row in rows {
             let kind: String = row.try_get(0)?;
-            let Ok(kind) = kind.parse::<Kind>() else { continue };
+            let Ok(kind) = kind.parse::<Kind>() else {
+                continue;
+            };
             changes.push(Change {
                 kind,
                 name: row.try_get(1)?,

@@ -86,7 +86,9 @@ async fn concurrent_writers_get_distinct_contiguous_revisions() {
         let mut tasks = Vec::new();
         for i in 0..20 {
             let s = s.clone();
-            tasks.push(tokio::spawn(async move { s.put(Kind::Node, &format!("n{i}"), "{}").await.unwrap().revision }));
+            tasks.push(tokio::spawn(async move {
+                s.put(Kind::Node, &format!("n{i}"), "{}").await.unwrap().revision
+            }));
         }
         let mut revs = Vec::new();
         for t in tasks {

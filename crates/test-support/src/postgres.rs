@@ -22,22 +22,21 @@ pub struct TestDatabase {
 /// part of `test_name` was skipped) when `HTTPDNS_TEST_POSTGRES_URL` is not set.
 pub async fn fresh_database(test_name: &str) -> Option<TestDatabase> {
     let Ok(admin_url) = std::env::var(ENV) else {
-        eprintln!(
-            "\n*** SKIPPED: PostgreSQL part of `{test_name}`: {ENV} is not set. \
-             Set it (e.g. postgres://postgres@127.0.0.1:5432/test) to run it. ***\n"
+        // Written to the real stderr, not through `eprintln!`, which the test harness
+        // captures and hides for passing tests: a skipped suite must be seen.
+        use std::io::Write;
+        let _ = writeln!(
+            std::io::stderr(),
+            "*** SKIPPED: PostgreSQL part of `{test_name}`: {ENV} is not set. \
+             Set it (e.g. postgres://postgres@127.0.0.1:5432/test) to run it. ***"
         );
         return None;
     };
     static COUNTER: AtomicU32 = AtomicU32::new(0);
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.subsec_nanos());
-    let name = format!(
-        "httpdns_test_{}_{}_{}",
-        std::process::id(),
-        COUNTER.fetch_add(1, Ordering::Relaxed),
-        nanos
-    );
+    let nanos =
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.subsec_nanos());
+    let name =
+        format!("httpdns_test_{}_{}_{}", std::process::id(), COUNTER.fetch_add(1, Ordering::Relaxed), nanos);
     let mut conn = PgConnection::connect(&admin_url)
         .await
         .unwrap_or_else(|e| panic!("{ENV}={admin_url} is set but does not connect: {e}"));
@@ -70,7 +69,9 @@ impl Drop for TestDatabase {
             let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().ok()?;
             rt.block_on(async {
                 let mut conn = PgConnection::connect(&admin_url).await.ok()?;
-                conn.execute(sqlx::AssertSqlSafe(format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))).await.ok()?;
+                conn.execute(sqlx::AssertSqlSafe(format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)")))
+                    .await
+                    .ok()?;
                 Some(())
             })
         })

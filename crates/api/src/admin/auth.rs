@@ -15,7 +15,9 @@ pub async fn require_token(State(app): State<AppState>, req: Request, next: Next
         .and_then(|v| v.strip_prefix("Bearer ").or_else(|| v.strip_prefix("bearer ")))
         .map(str::trim);
     match presented {
-        Some(token) if constant_time_eq(token.as_bytes(), app.settings.admin_token.as_bytes()) => next.run(req).await,
+        Some(token) if constant_time_eq(token.as_bytes(), app.settings.admin_token.as_bytes()) => {
+            next.run(req).await
+        }
         _ => ApiError::unauthorized().into_response(),
     }
 }

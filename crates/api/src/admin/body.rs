@@ -20,7 +20,9 @@ pub(crate) fn parse<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
             Some(f) if path == "." || path.is_empty() => f.to_owned(),
             Some(f) if path == f || path.ends_with(&format!(".{f}")) => path,
             Some(f) => format!("{path}.{f}"),
-            None if path == "." || path == "?" || e.inner().is_syntax() || e.inner().is_eof() => "body".to_owned(),
+            None if path == "." || path == "?" || e.inner().is_syntax() || e.inner().is_eof() => {
+                "body".to_owned()
+            }
             None => path,
         };
         ApiError::bad_request("InvalidBody", field, message)
@@ -55,7 +57,10 @@ mod tests {
         assert_eq!(field_of::<NodeSpec>(r#"{"ip":"1.2.3.4","pool":"e","isp":"t","region":"r","x":1}"#), "x");
         assert_eq!(field_of::<PoolSpec>(r#"{"health_check":{"kind":"udp","port":1}}"#), "health_check.kind");
         assert_eq!(field_of::<PoolSpec>(r#"{"health_check":{"kind":"tcp"}}"#), "health_check.port");
-        assert_eq!(field_of::<PoolSpec>(r#"{"health_check":{"kind":"tcp","port":1,"x":2}}"#), "health_check.x");
+        assert_eq!(
+            field_of::<PoolSpec>(r#"{"health_check":{"kind":"tcp","port":1,"x":2}}"#),
+            "health_check.x"
+        );
         assert_eq!(field_of::<PoolSpec>("[1]"), "body");
         assert_eq!(field_of::<PoolSpec>(""), "body");
         assert_eq!(field_of::<PoolSpec>("{"), "body");

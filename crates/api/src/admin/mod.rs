@@ -25,21 +25,29 @@ pub fn routes() -> Router<AppState> {
         .route("/admin/v1/networks", get(resources::list::<Networks>))
         .route(
             "/admin/v1/networks/{name}",
-            get(resources::get_one::<Networks>).put(resources::put_one::<Networks>).delete(resources::delete_one::<Networks>),
+            get(resources::get_one::<Networks>)
+                .put(resources::put_one::<Networks>)
+                .delete(resources::delete_one::<Networks>),
         )
         .route("/admin/v1/nodes", get(resources::list::<Nodes>))
         .route(
             "/admin/v1/nodes/{name}",
-            get(resources::get_one::<Nodes>).put(resources::put_one::<Nodes>).delete(resources::delete_one::<Nodes>),
+            get(resources::get_one::<Nodes>)
+                .put(resources::put_one::<Nodes>)
+                .delete(resources::delete_one::<Nodes>),
         )
         .route("/admin/v1/pools", get(resources::list::<Pools>))
         .route(
             "/admin/v1/pools/{name}",
-            get(resources::get_one::<Pools>).put(resources::put_one::<Pools>).delete(resources::delete_one::<Pools>),
+            get(resources::get_one::<Pools>)
+                .put(resources::put_one::<Pools>)
+                .delete(resources::delete_one::<Pools>),
         )
         .route("/admin/v1/domains", get(resources::list::<Domains>))
         .route(
             "/admin/v1/domains/{name}",
-            get(resources::get_one::<Domains>).put(resources::put_one::<Domains>).delete(resources::delete_one::<Domains>),
+            get(resources::get_one::<Domains>)
+                .put(resources::put_one::<Domains>)
+                .delete(resources::delete_one::<Domains>),
         )
 }

@@ -2,9 +2,7 @@ use axum::body::Bytes;
 use axum::extract::{Path, Query, State};
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
-use httpdns_core::model::{
-    validate_resource_id, DomainSpec, FieldError, NetworkSpec, NodeSpec, PoolSpec,
-};
+use httpdns_core::model::{validate_resource_id, DomainSpec, FieldError, NetworkSpec, NodeSpec, PoolSpec};
 use httpdns_core::{DomainName, Token};
 use httpdns_store::{Kind, Resource};
 use ipnet::IpNet;
@@ -39,7 +37,10 @@ impl AdminResource for Networks {
 
     fn canonical_name(raw: &str) -> Result<String, FieldError> {
         let net: IpNet = raw.parse().map_err(|_| {
-            FieldError::new("cidr", format!("{raw:.64?} is not a CIDR such as 1.0.1.0/24 (percent-encode the '/')"))
+            FieldError::new(
+                "cidr",
+                format!("{raw:.64?} is not a CIDR such as 1.0.1.0/24 (percent-encode the '/')"),
+            )
         })?;
         if net.trunc() != net {
             return Err(FieldError::new("cidr", format!("host bits are set; did you mean {}?", net.trunc())));
@@ -135,7 +136,8 @@ pub(crate) async fn put_one<R: AdminResource>(
     R::validate(&spec, &app.settings).map_err(ApiError::invalid)?;
     // Store the canonical form (defaults filled in), so reads and the snapshot agree.
     let canonical = serde_json::to_string(&spec).map_err(|e| ApiError::internal(&e))?;
-    let written = app.catalog.store().put(R::KIND, &name, &canonical).await.map_err(|e| ApiError::unavailable(&e))?;
+    let written =
+        app.catalog.store().put(R::KIND, &name, &canonical).await.map_err(|e| ApiError::unavailable(&e))?;
     if let Err(e) = app.catalog.sync().await {
         tracing::warn!(error = %e, "Write stored but the snapshot sync failed; the sync loop will retry.");
     }
@@ -196,7 +198,13 @@ pub(crate) async fn list<R: AdminResource>(
         None | Some("") => DEFAULT_LIMIT,
         Some(s) => match s.parse::<i64>() {
             Ok(n) if (1..=MAX_LIMIT).contains(&n) => n,
-            _ => return Err(ApiError::bad_request("InvalidArgument", "limit", format!("must be 1 to {MAX_LIMIT}"))),
+            _ => {
+                return Err(ApiError::bad_request(
+                    "InvalidArgument",
+                    "limit",
+                    format!("must be 1 to {MAX_LIMIT}"),
+                ))
+            }
         },
     };
     // One more than asked tells whether there is a next page.

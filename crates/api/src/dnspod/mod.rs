@@ -12,7 +12,7 @@ use std::net::IpAddr;
 use std::time::Instant;
 
 use axum::body::Bytes;
-use axum::extract::{RawQuery, State};
+use axum::extract::{Request, State};
 use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode};
 use axum::response::{IntoResponse, Response};
 use httpdns_core::snapshot::{client_seed, AllUp, Resolution};
@@ -29,31 +29,46 @@ pub const STATUS_HEADER: &str = "x-httpdns-status";
 
 /// Collects the parameters of a `/d` request: the query string, and for `POST` a
 /// form-encoded body (the query string's values win).
-pub(crate) fn pairs<'a>(query: Option<&'a str>, body: &'a [u8]) -> Vec<(std::borrow::Cow<'a, str>, std::borrow::Cow<'a, str>)> {
+pub(crate) fn pairs<'a>(
+    query: Option<&'a str>,
+    body: &'a [u8],
+) -> Vec<(std::borrow::Cow<'a, str>, std::borrow::Cow<'a, str>)> {
     let mut pairs: Vec<_> = form_urlencoded::parse(query.unwrap_or("").as_bytes()).collect();
     pairs.extend(form_urlencoded::parse(body));
     pairs
 }
 
-pub(crate) async fn handle(
-    State(app): State<AppState>,
-    PeerAddr(peer): PeerAddr,
-    method: Method,
-    RawQuery(query): RawQuery,
-    headers: HeaderMap,
-    body: Bytes,
-) -> Response {
+/// Largest form body accepted on `POST /d` (eight 253-character names fit many times over).
+const MAX_FORM_BODY: usize = 16 * 1024;
+
+// The handler takes the raw request instead of extractors so that a GET, the hot path, copies
+// neither the headers nor the query string.
+pub(crate) async fn handle(State(app): State<AppState>, PeerAddr(peer): PeerAddr, request: Request) -> Response {
+    let started = Instant::now();
+    let resp = answer(&app, peer, request, started).await;
+    app.metrics.http_answer_request(crate::metrics::Route::D, resp.status());
+    resp
+}
+
+async fn answer(app: &AppState, peer: IpAddr, request: Request, started: Instant) -> Response {
+    let method = request.method().clone();
     if method != Method::GET && method != Method::POST && method != Method::HEAD {
         // DNSPod answers other methods with 501.
         return ApiError::new(StatusCode::NOT_IMPLEMENTED, "MethodNotAllowed", "use GET or POST").into_response();
     }
-    let started = Instant::now();
-    let is_form = headers
-        .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .is_none_or(|ct| ct.starts_with("application/x-www-form-urlencoded"));
-    let body: &[u8] = if method == Method::POST && is_form { &body } else { &[] };
-    let pairs = pairs(query.as_deref(), body);
+    let (parts, body) = request.into_parts();
+    let form: Bytes = if method == Method::POST && is_form(&parts.headers) {
+        match axum::body::to_bytes(body, MAX_FORM_BODY).await {
+            Ok(b) => b,
+            Err(_) => {
+                return ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, "InvalidArgument", "form body too large")
+                    .into_response()
+            }
+        }
+    } else {
+        Bytes::new()
+    };
+    let pairs = pairs(parts.uri.query(), &form);
     let req = match params::parse(pairs.iter().map(|(k, v)| (k.as_ref(), v.as_ref()))) {
         Ok(r) => r,
         Err(e) => return ApiError::bad_request(e.code(), e.field(), e.to_string()).into_response(),
@@ -70,28 +85,46 @@ pub(crate) async fn handle(
     }
     app.metrics.answer_time(Endpoint::D, started.elapsed());
 
-    let status = outcomes.iter().map(|o| o.as_str()).collect::<Vec<_>>().join(",");
     let mut resp = body.into_response();
     let h = resp.headers_mut();
     h.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain; charset=utf-8"));
     // The answer depends on the client's address: no shared cache may keep it.
     h.insert(header::CACHE_CONTROL, HeaderValue::from_static("private, no-store"));
-    if let Ok(v) = HeaderValue::from_str(&status) {
-        h.insert(STATUS_HEADER, v);
-    }
+    h.insert(STATUS_HEADER, status_header(&outcomes));
     if req.ip_invalid {
-        h.insert("x-httpdns-ip-ignored", HeaderValue::from_static("invalid ip parameter; the connection address was used"));
+        h.insert(
+            "x-httpdns-ip-ignored",
+            HeaderValue::from_static("invalid ip parameter; the connection address was used"),
+        );
     }
     resp
 }
 
+fn is_form(headers: &HeaderMap) -> bool {
+    headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_none_or(|ct| ct.starts_with("application/x-www-form-urlencoded"))
+}
+
+/// The `X-Httpdns-Status` value: one outcome per name, comma-separated.
+pub(crate) fn status_header(outcomes: &[Outcome]) -> HeaderValue {
+    match outcomes {
+        [one] => HeaderValue::from_static(one.as_str()),
+        many => {
+            let joined = many.iter().map(|o| o.as_str()).collect::<Vec<_>>().join(",");
+            HeaderValue::from_str(&joined).expect("outcome words are valid header text")
+        }
+    }
+}
+
 /// Answers every requested name for one client.
-pub(crate) fn answer_all(
+pub(crate) fn answer_all<'r>(
     snapshot: &Snapshot,
-    req: &DRequest,
+    req: &'r DRequest,
     view: &ClientView,
     client: IpAddr,
-) -> (Vec<NameAnswer>, Vec<Outcome>) {
+) -> (Vec<NameAnswer<'r>>, Vec<Outcome>) {
     let seed = client_seed(client);
     let mut answers = Vec::with_capacity(req.names.len());
     let mut outcomes = Vec::with_capacity(req.names.len());
@@ -105,7 +138,7 @@ pub(crate) fn answer_all(
             QType::A => (Part::default(), None),
         };
         outcomes.push(combine(o4, o6));
-        answers.push(NameAnswer { name: name.clone(), v4, v6 });
+        answers.push(NameAnswer { name, v4, v6 });
     }
     (answers, outcomes)
 }

@@ -1,0 +1,33 @@
+//! The ceiling for the `/d` benchmark: a bare axum server answering `GET /d` with a constant
+//! response, byte for byte the size and header set of a real `/d` answer, on the same runtime
+//! shape as `httpdns serve`. The same bytes on the wire keep the load generator's own cost
+//! (which shares the machine's two cores) equal for both targets, so the ratio measures the
+//! server-side work only.
+//!
+//! `cargo run --release --example bare_axum -- 127.0.0.1:18481`
+
+use axum::http::header;
+use axum::routing::get;
+use axum::Router;
+
+async fn constant() -> impl axum::response::IntoResponse {
+    (
+        [
+            (header::CONTENT_TYPE, "text/plain; charset=utf-8"),
+            (header::CACHE_CONTROL, "private, no-store"),
+            (header::HeaderName::from_static("x-httpdns-status"), "ok"),
+        ],
+        "1.1.1.2;1.1.1.4,60",
+    )
+}
+
+fn main() {
+    let addr = std::env::args().nth(1).unwrap_or_else(|| "127.0.0.1:18481".into());
+    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("runtime");
+    rt.block_on(async move {
+        let app = Router::new().route("/d", get(constant));
+        let listener = tokio::net::TcpListener::bind(&addr).await.expect("bind");
+        eprintln!("bare axum listening on {}", listener.local_addr().expect("addr"));
+        axum::serve(listener, app).await.expect("serve");
+    });
+}

@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# /d for a managed domain against a bare axum handler, in one run, with the ratio.
+#
+#   scripts/bench-d.sh [duration_seconds] [connections]
+#
+# Needs wrk (apt-get install wrk). Both servers are release builds on the same runtime shape;
+# wrk runs one thread, so on a 2-core machine client and server share the cores the same way
+# for both targets. Each target is measured ROUNDS times (default 3), interleaved, and the best
+# run of each is compared.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+DURATION="${1:-10}"
+CONNS="${2:-64}"
+API=127.0.0.1:18480
+BARE=127.0.0.1:18481
+TOKEN=bench-admin-token-0123456789
+
+command -v wrk >/dev/null || { echo "wrk is required: apt-get install wrk" >&2; exit 1; }
+cargo build --release --quiet --bin httpdns --example bare_axum
+
+DATA="$(mktemp -d)"
+cleanup() { kill "${HPID:-}" "${BPID:-}" 2>/dev/null || true; rm -rf "$DATA"; }
+trap cleanup EXIT
+
+HTTPDNS_API_ADDR=$API HTTPDNS_MIRROR_ADDR=off HTTPDNS_DNS_ADDR=off HTTPDNS_DATA_DIR="$DATA" \
+HTTPDNS_ADMIN_TOKEN=$TOKEN RUST_LOG=warn ./target/release/httpdns serve &
+HPID=$!
+./target/release/examples/bare_axum $BARE 2>/dev/null &
+BPID=$!
+for _ in $(seq 1 100); do curl -sf "http://$API/readyz" >/dev/null && curl -sf "http://$BARE/d" >/dev/null && break; sleep 0.1; done
+
+put() { curl -sf -X PUT -H "Authorization: Bearer $TOKEN" "http://$API/admin/v1/$1" -d "$2" >/dev/null; }
+for i in $(seq 1 20); do
+  isp=$([ $((i % 2)) = 0 ] && echo telecom || echo unicom)
+  put "nodes/n$i" "{\"ip\":\"1.1.1.$i\",\"pool\":\"edge\",\"isp\":\"$isp\",\"region\":\"beijing\",\"latency_ms\":$((i * 3)),\"load_pct\":$((i * 4)),\"bandwidth_mbps\":1000}"
+done
+put "networks/1.0.1.0%2F24" '{"isp":"telecom","region":"beijing"}'
+put "domains/www.example.com" '{"pool":"edge","ttl":60,"max_answers":2}'
+echo "sample /d answer: $(curl -s "http://$API/d?dn=www.example.com&ip=1.0.1.7&ttl=1")"
+
+run() { # name url -> "rps p99_ms"
+  local out rps p99
+  out="$(wrk -t1 -c"$CONNS" -d"${DURATION}s" --latency "$2")"
+  rps="$(awk '/Requests\/sec/ {print $2}' <<<"$out")"
+  p99="$(awk '$1=="99%" {v=$2; if (v ~ /us$/) {sub(/us/,"",v); v=v/1000} else if (v ~ /ms$/) {sub(/ms/,"",v)} else if (v ~ /s$/) {sub(/s/,"",v); v=v*1000}; print v}' <<<"$out")"
+  echo "$rps $p99"
+}
+best() { awk '{ if ($1 > r) { r = $1; p = $2 } } END { print r, p }'; }
+
+# The same request line for both, so the load generator does the same work for each.
+QUERY="d?dn=www.example.com&ip=1.0.1.7&ttl=1"
+D_URL="http://$API/$QUERY"
+B_URL="http://$BARE/$QUERY"
+wrk -t1 -c"$CONNS" -d2s "$D_URL" >/dev/null; wrk -t1 -c"$CONNS" -d2s "$B_URL" >/dev/null  # warm-up
+: > "$DATA/bare"; : > "$DATA/d"
+for _ in $(seq 1 "${ROUNDS:-3}"); do
+  run bare "$B_URL" >> "$DATA/bare"
+  run d "$D_URL" >> "$DATA/d"
+done
+echo "runs (requests/s p99_ms): bare: $(tr '\n' ' ' < "$DATA/bare")| /d: $(tr '\n' ' ' < "$DATA/d")"
+read -r BR BP <<<"$(best < "$DATA/bare")"
+read -r DR DP <<<"$(best < "$DATA/d")"
+printf '%-28s %12s %10s\n' target "requests/s" "p99 ms"
+printf '%-28s %12.0f %10.3f\n' "bare axum (ceiling)" "$BR" "$BP"
+printf '%-28s %12.0f %10.3f\n' "httpdns /d managed domain" "$DR" "$DP"
+awk -v d="$DR" -v b="$BR" 'BEGIN { printf "ratio /d : bare = %.3f\n", d / b }'
