@@ -37,7 +37,8 @@ pub use state::{ApiSettings, AppState};
 
 /// The API router with every route and layer.
 pub fn router(state: AppState) -> Router {
-    let admin = admin::routes().route_layer(middleware::from_fn_with_state(state.clone(), admin::require_token));
+    let admin =
+        admin::routes().route_layer(middleware::from_fn_with_state(state.clone(), admin::require_token));
     // `/d` and `/resolve` record their own request metrics: a generic middleware boxes and
     // clones the inner service per request, a cost the answer path does not pay.
     let tracked = Router::new()

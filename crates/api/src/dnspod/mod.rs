@@ -43,7 +43,11 @@ const MAX_FORM_BODY: usize = 16 * 1024;
 
 // The handler takes the raw request instead of extractors so that a GET, the hot path, copies
 // neither the headers nor the query string.
-pub(crate) async fn handle(State(app): State<AppState>, PeerAddr(peer): PeerAddr, request: Request) -> Response {
+pub(crate) async fn handle(
+    State(app): State<AppState>,
+    PeerAddr(peer): PeerAddr,
+    request: Request,
+) -> Response {
     let started = Instant::now();
     let resp = answer(&app, peer, request, started).await;
     app.metrics.http_answer_request(crate::metrics::Route::D, resp.status());
@@ -54,7 +58,8 @@ async fn answer(app: &AppState, peer: IpAddr, request: Request, started: Instant
     let method = request.method().clone();
     if method != Method::GET && method != Method::POST && method != Method::HEAD {
         // DNSPod answers other methods with 501.
-        return ApiError::new(StatusCode::NOT_IMPLEMENTED, "MethodNotAllowed", "use GET or POST").into_response();
+        return ApiError::new(StatusCode::NOT_IMPLEMENTED, "MethodNotAllowed", "use GET or POST")
+            .into_response();
     }
     let (parts, body) = request.into_parts();
     let form: Bytes = if method == Method::POST && is_form(&parts.headers) {
