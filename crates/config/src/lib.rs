@@ -1,0 +1,27 @@
+//! The config center's pure logic: the app config document of seed `000`, its validation,
+//! gray-release hashing, change summaries and Ed25519 signatures. No IO.
+//!
+//! # Layout
+//!
+//! * [`document`]: [`ConfigDocument`] and how it is rendered for apps.
+//! * [`host`]: [`Host`], a domain name or IP literal with an optional port.
+//! * [`rollout`]: the documented `sha256(host + "." + deviceId)` bucketing.
+//! * [`summary`]: a one-line description of what a publish changes.
+//! * [`signing`]: signing served bodies and verifying them.
+
+pub mod document;
+pub mod host;
+pub mod rollout;
+pub mod signing;
+pub mod summary;
+
+pub use document::ConfigDocument;
+pub use host::Host;
+pub use signing::Signer;
+
+/// A config module name: 1–64 characters of lowercase letters, digits, `-`, `_` (a token).
+pub fn validate_module(name: &str) -> Result<(), httpdns_core::model::FieldError> {
+    httpdns_core::Token::parse(name)
+        .map(|_| ())
+        .map_err(|e| httpdns_core::model::FieldError::new("module", e.to_string()))
+}
