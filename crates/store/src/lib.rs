@@ -18,8 +18,9 @@
 //!
 //! The answer path never calls this crate; only the sync loop and the admin API do.
 
+pub mod config;
 mod error;
 mod resources;
 
 pub use error::StoreError;
-pub use resources::{Change, Kind, Resource, Store, Written};
+pub use resources::{Change, Kind, Resource, Store, Written, NOTIFY_CHANNEL};

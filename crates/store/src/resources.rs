@@ -78,16 +78,24 @@ enum Backend {
 }
 
 /// A handle to the database; cheap to clone.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct Store {
-    pool: AnyPool,
+    pub(crate) pool: AnyPool,
     backend: Backend,
+    url: String,
+}
+
+impl std::fmt::Debug for Store {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // The URL may hold a password: never print it.
+        f.debug_struct("Store").field("backend", &self.backend).finish_non_exhaustive()
+    }
 }
 
 static SQLITE_MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("../../migrations/sqlite");
 static POSTGRES_MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("../../migrations/postgres");
 
-fn now_ms() -> i64 {
+pub(crate) fn now_ms() -> i64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64)
 }
 
@@ -128,7 +136,7 @@ impl Store {
             Backend::Postgres => options,
         };
         let pool = options.connect(&url).await?;
-        let store = Self { pool, backend };
+        let store = Self { pool, backend, url };
         store.migrate().await?;
         Ok(store)
     }
@@ -153,6 +161,12 @@ impl Store {
     /// The underlying pool, for the stores of other features that share this database.
     pub fn pool(&self) -> &AnyPool {
         &self.pool
+    }
+
+    /// The PostgreSQL URL, for a `LISTEN` connection; `None` on SQLite, where every writer is
+    /// this process.
+    pub fn postgres_url(&self) -> Option<&str> {
+        (self.backend == Backend::Postgres).then_some(self.url.as_str())
     }
 
     /// Closes the pool, waiting for connections to be returned.
@@ -197,6 +211,7 @@ impl Store {
         .bind(now_ms())
         .execute(&mut *tx)
         .await?;
+        notify(self, &mut tx).await?;
         tx.commit().await?;
         Ok(Written { revision, created })
     }
@@ -220,6 +235,7 @@ impl Store {
             tx.rollback().await?;
             return Ok(None);
         }
+        notify(self, &mut tx).await?;
         tx.commit().await?;
         Ok(Some(revision))
     }
@@ -296,11 +312,24 @@ impl Store {
     }
 }
 
-async fn next_revision(tx: &mut sqlx::Transaction<'_, sqlx::Any>) -> Result<i64, StoreError> {
+pub(crate) async fn next_revision(tx: &mut sqlx::Transaction<'_, sqlx::Any>) -> Result<i64, StoreError> {
     let row = sqlx::query("UPDATE store_meta SET revision = revision + 1 WHERE id = 1 RETURNING revision")
         .fetch_one(&mut **tx)
         .await?;
     Ok(row.try_get::<i64, _>(0)?)
+}
+
+/// The PostgreSQL channel on which every committed write is announced, so replicas sync at
+/// once instead of at their next poll.
+pub const NOTIFY_CHANNEL: &str = "httpdns_changes";
+
+/// Announces the transaction's write on commit (PostgreSQL delivers `NOTIFY` only if, and
+/// when, the transaction commits). A no-op on SQLite.
+pub(crate) async fn notify(store: &Store, tx: &mut sqlx::Transaction<'_, sqlx::Any>) -> Result<(), StoreError> {
+    if store.backend == Backend::Postgres {
+        sqlx::query("SELECT pg_notify($1, '')").bind(NOTIFY_CHANNEL).execute(&mut **tx).await?;
+    }
+    Ok(())
 }
 
 fn resource(kind: Kind, row: &AnyRow) -> Result<Resource, StoreError> {
