@@ -3,6 +3,7 @@
 
 mod admin;
 mod answers;
+mod config_center;
 mod geoip;
 mod metrics;
 mod persistence;

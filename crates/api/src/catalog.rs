@@ -163,32 +163,6 @@ impl Catalog {
             status.build_duration = took;
         }
     }
-
-    /// Syncs every `interval` until `shutdown` fires, so changes made by other replicas
-    /// arrive. Errors are logged once per outage, not once per tick.
-    pub async fn follow(self: Arc<Self>, interval: Duration, shutdown: tokio_util::sync::CancellationToken) {
-        let mut ticker = tokio::time::interval(interval);
-        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        let mut failing = false;
-        loop {
-            tokio::select! {
-                () = shutdown.cancelled() => return,
-                _ = ticker.tick() => {}
-            }
-            match self.sync().await {
-                Ok(_) if failing => {
-                    failing = false;
-                    tracing::info!("Store reachable again; snapshot sync resumed.");
-                }
-                Ok(_) => {}
-                Err(e) if !failing => {
-                    failing = true;
-                    tracing::warn!(error = %e, "Store unreachable; answering from the last snapshot.");
-                }
-                Err(_) => {}
-            }
-        }
-    }
 }
 
 fn apply(state: &mut ModelState, change: &Change, metrics: &Metrics) {

@@ -17,6 +17,7 @@
 
 pub mod admin;
 pub mod catalog;
+pub mod config_center;
 pub mod dnspod;
 pub mod error;
 mod health;
@@ -39,7 +40,7 @@ pub use state::{ApiSettings, AppState};
 pub fn router(state: AppState) -> Router {
     let admin =
         admin::routes().route_layer(middleware::from_fn_with_state(state.clone(), admin::require_token));
-    // `/d` and `/resolve` record their own request metrics: a generic middleware boxes and
+    // `/d`, `/resolve` and the app config routes record their own request metrics: a generic middleware boxes and
     // clones the inner service per request, a cost the answer path does not pay.
     let tracked = Router::new()
         .route("/healthz", get(health::healthz))
@@ -51,6 +52,7 @@ pub fn router(state: AppState) -> Router {
     Router::new()
         .route("/d", any(dnspod::handle))
         .route("/resolve", any(resolve::handle))
+        .merge(config_center::app_routes())
         .merge(tracked)
         .with_state(state)
 }

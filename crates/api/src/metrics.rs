@@ -35,12 +35,21 @@ pub enum Route {
     Readyz,
     Metrics,
     Admin,
+    Config,
     Other,
 }
 
 impl Route {
-    pub const ALL: [Route; 7] =
-        [Route::D, Route::Resolve, Route::Healthz, Route::Readyz, Route::Metrics, Route::Admin, Route::Other];
+    pub const ALL: [Route; 8] = [
+        Route::D,
+        Route::Resolve,
+        Route::Healthz,
+        Route::Readyz,
+        Route::Metrics,
+        Route::Admin,
+        Route::Config,
+        Route::Other,
+    ];
 
     pub fn label(self) -> &'static str {
         match self {
@@ -50,6 +59,7 @@ impl Route {
             Route::Readyz => "/readyz",
             Route::Metrics => "/metrics",
             Route::Admin => "/admin",
+            Route::Config => "/app/config-center",
             Route::Other => "other",
         }
     }
@@ -63,6 +73,7 @@ impl Route {
             "/readyz" => Route::Readyz,
             "/metrics" => Route::Metrics,
             p if p.starts_with("/admin/") => Route::Admin,
+            p if p.starts_with("/app/config-center/") => Route::Config,
             _ => Route::Other,
         }
     }
@@ -110,8 +121,8 @@ impl Outcome {
 pub struct Metrics {
     pub registry: Registry,
     /// Pre-resolved children by [`Route`] and status class: the hot path does no label hashing.
-    http_requests: [[IntCounter; 4]; 7],
-    http_duration: [Histogram; 7],
+    http_requests: [[IntCounter; 4]; 8],
+    http_duration: [Histogram; 8],
     /// Pre-resolved children of `answers`, so the hot path does no label hashing.
     answers_fast: [[IntCounter; 5]; 2],
     answer_duration: [Histogram; 2],
@@ -123,6 +134,9 @@ pub struct Metrics {
     pub store_sync_errors: IntCounter,
     pub store_corrupt_rows: IntCounter,
     pub geoip_loaded: IntGaugeVec,
+    config_requests: IntCounterVec,
+    /// The served version per config module (modules are created by operators: bounded).
+    pub config_version: IntGaugeVec,
     pub geoip_reload_errors: IntCounter,
 }
 
@@ -194,7 +208,17 @@ impl Metrics {
         let http_requests_fast =
             Route::ALL.map(|r| STATUS_CLASSES.map(|c| http_requests.with_label_values(&[r.label(), c])));
         let http_duration_fast = Route::ALL.map(|r| http_duration.with_label_values(&[r.label()]));
+        let config_requests = IntCounterVec::new(
+            Opts::new("config_requests_total", "App requests to the config center, by method and status."),
+            &["method", "status"],
+        )
+        .unwrap();
+        let config_version =
+            IntGaugeVec::new(Opts::new("config_version", "Config version served, by module."), &["module"])
+                .unwrap();
         for c in [
+            Box::new(config_requests.clone()) as Box<dyn prometheus::core::Collector>,
+            Box::new(config_version.clone()),
             Box::new(http_requests) as Box<dyn prometheus::core::Collector>,
             Box::new(http_duration),
             Box::new(answers.clone()),
@@ -226,6 +250,8 @@ impl Metrics {
             store_corrupt_rows,
             geoip_loaded,
             geoip_reload_errors,
+            config_requests,
+            config_version,
         }
     }
 
@@ -248,6 +274,20 @@ impl Metrics {
     pub fn http_request(&self, route: Route, status: http::StatusCode, took: Duration) {
         self.http_requests[route as usize][Self::class(status)].inc();
         self.http_duration[route as usize].observe(took.as_secs_f64());
+    }
+
+    /// Counts an app request to the config center.
+    pub fn config_request(&self, method: &'static str, status: http::StatusCode) {
+        self.http_answer_request(Route::Config, status);
+        let status = match status.as_u16() {
+            200 => "200",
+            304 => "304",
+            400 => "400",
+            404 => "404",
+            _ if status.is_server_error() => "5xx",
+            _ => "other",
+        };
+        self.config_requests.with_label_values(&[method, status]).inc();
     }
 
     pub fn answer(&self, endpoint: Endpoint, outcome: Outcome) {

@@ -8,6 +8,7 @@ use axum::http::request::Parts;
 use httpdns_geo::Geo;
 
 use crate::catalog::Catalog;
+use crate::config_center::cache::ConfigCache;
 use crate::dnspod::format::FormatOptions;
 use crate::metrics::Metrics;
 
@@ -29,6 +30,7 @@ pub struct AppState(Arc<Shared>);
 #[derive(Debug)]
 pub struct Shared {
     pub catalog: Arc<Catalog>,
+    pub config: Arc<ConfigCache>,
     pub geo: Arc<Geo>,
     pub metrics: Arc<Metrics>,
     pub settings: ApiSettings,

@@ -179,7 +179,8 @@ impl ConfigDocument {
             config_version: u64,
             public_ip_list: &'a [IpAddr],
         }
-        let on = |host: &Host, rate: Rate| device_id.map(|d| rollout::enabled(&host.to_string(), d, rate.get()));
+        let on =
+            |host: &Host, rate: Rate| device_id.map(|d| rollout::enabled(&host.to_string(), d, rate.get()));
         let out = Out {
             merge_host_configs: self
                 .merge_host_configs
@@ -296,6 +297,10 @@ mod tests {
     fn rates_render_as_written() {
         let d = doc(SEED);
         let body = String::from_utf8(d.render(1, None)).unwrap();
-        assert!(body.contains(r#""rate":1}"#) && body.contains(r#""rate":0.5}"#) && body.contains(r#""rate":0.1}"#));
+        assert!(
+            body.contains(r#""rate":1}"#)
+                && body.contains(r#""rate":0.5}"#)
+                && body.contains(r#""rate":0.1}"#)
+        );
     }
 }

@@ -115,8 +115,19 @@ mod tests {
     #[test]
     fn refuses_garbage() {
         for bad in [
-            "", "cdn", "a..b.com", "cdn.xxx.com:0", "cdn.xxx.com:70000", "cdn.xxx.com:", "cdn.xxx.com:+80",
-            "http://cdn.xxx.com", "cdn.xxx.com/path", "[::1", "[::1]x", "[1.2.3.4]:80", "2400::1:99999",
+            "",
+            "cdn",
+            "a..b.com",
+            "cdn.xxx.com:0",
+            "cdn.xxx.com:70000",
+            "cdn.xxx.com:",
+            "cdn.xxx.com:+80",
+            "http://cdn.xxx.com",
+            "cdn.xxx.com/path",
+            "[::1",
+            "[::1]x",
+            "[1.2.3.4]:80",
+            "2400::1:99999",
             "a b.com",
         ] {
             assert!(Host::parse(bad).is_err(), "{bad:?}");

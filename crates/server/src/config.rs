@@ -27,6 +27,7 @@ pub const ENV_VARS: &[(&str, &str)] = &[
     ("HTTPDNS_UPSTREAMS", "upstream DNS servers, ip:port,ip:port"),
     ("HTTPDNS_GEOIP_CITY_DB", "path of a GeoIP2/GeoLite2 City database"),
     ("HTTPDNS_GEOIP_ASN_DB", "path of a GeoLite2 ASN database"),
+    ("HTTPDNS_CONFIG_SIGNING_KEY", "Ed25519 seed (base64 or hex, 32 bytes) signing config documents"),
     ("HTTPDNS_SYNC_INTERVAL_MS", "how often the snapshot follows the database, in ms"),
     ("HTTPDNS_LOG_FORMAT", "text or json"),
 ];
@@ -53,6 +54,8 @@ pub struct Config {
     pub data_dir: PathBuf,
     pub database_url: String,
     pub admin_token: Option<String>,
+    /// The config signing key's text; `None`: generated into the data directory.
+    pub config_signing_key: Option<String>,
     pub allow_private_node_ips: bool,
     /// Empty means the system's resolvers.
     pub upstreams: Vec<SocketAddr>,
@@ -87,6 +90,7 @@ pub struct FileConfig {
     data_dir: Option<PathBuf>,
     database_url: Option<String>,
     admin_token: Option<String>,
+    config_signing_key: Option<String>,
     allow_private_node_ips: Option<bool>,
     upstreams: Option<Vec<String>>,
     sync_interval_ms: Option<u64>,
@@ -200,6 +204,10 @@ impl Config {
                 ));
             }
         }
+        let config_signing_key = env("HTTPDNS_CONFIG_SIGNING_KEY").or(file.config_signing_key);
+        if let Some(k) = &config_signing_key {
+            httpdns_config::Signer::from_text(k).map_err(|e| err("HTTPDNS_CONFIG_SIGNING_KEY", e))?;
+        }
         let allow_private_node_ips = match env("HTTPDNS_ALLOW_PRIVATE_NODE_IPS") {
             Some(v) => parse_bool("HTTPDNS_ALLOW_PRIVATE_NODE_IPS", &v)?,
             None => file.allow_private_node_ips.unwrap_or(false),
@@ -268,6 +276,7 @@ impl Config {
             data_dir,
             database_url,
             admin_token,
+            config_signing_key,
             allow_private_node_ips,
             upstreams,
             policy,

@@ -5,6 +5,7 @@
 //! spawns the servers and loops; [`Running::shutdown`] stops them gracefully.
 
 pub mod config;
+mod follow;
 mod secrets;
 
 use std::net::SocketAddr;
@@ -13,11 +14,13 @@ use std::sync::Arc;
 
 use anyhow::Context;
 use httpdns_api::catalog::Catalog;
+use httpdns_api::config_center::cache::ConfigCache;
 use httpdns_api::metrics::Metrics;
 use httpdns_api::state::Shared;
 use httpdns_api::{ApiSettings, AppState};
 use httpdns_geo::Geo;
 use httpdns_store::Store;
+use tokio::sync::Notify;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
@@ -78,13 +81,24 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
         tracing::info!(path = %path.display(), "Admin token is in this file (set HTTPDNS_ADMIN_TOKEN to choose one).");
     }
 
+    let (signer, key_file) = secrets::signing_key(config.config_signing_key.as_deref(), &config.data_dir)
+        .context("preparing the config signing key")?;
+    tracing::info!(
+        public_key = %signer.public_key_base64(),
+        file = %key_file.as_deref().map_or("(configured)".into(), |p| p.display().to_string()),
+        "Config documents are signed with Ed25519."
+    );
+
     let metrics = Arc::new(Metrics::new());
     let geo = Arc::new(Geo::open(config.geo.clone()).context("loading the GeoIP databases")?);
-    let catalog = Arc::new(Catalog::new(store, config.policy.clone(), metrics.clone()));
+    let catalog = Arc::new(Catalog::new(store.clone(), config.policy.clone(), metrics.clone()));
     catalog.sync().await.context("loading data from the database")?;
+    let config_cache = Arc::new(ConfigCache::new(store.clone(), signer, metrics.clone()));
+    config_cache.refresh().await.context("loading config documents")?;
 
     let state = AppState::new(Shared {
         catalog: catalog.clone(),
+        config: config_cache.clone(),
         geo: geo.clone(),
         metrics: metrics.clone(),
         settings: ApiSettings {
@@ -123,7 +137,17 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
         }
     }
 
-    tasks.spawn(catalog.clone().follow(config.sync_interval, shutdown.clone()));
+    let changed = Arc::new(Notify::new());
+    if let Some(url) = store.postgres_url() {
+        tasks.spawn(follow::listen(url.to_owned(), changed.clone(), shutdown.clone()));
+    }
+    tasks.spawn(follow::follow_store(
+        catalog.clone(),
+        config_cache,
+        changed,
+        config.sync_interval,
+        shutdown.clone(),
+    ));
     tasks.spawn(follow_geo(geo, metrics, config.geo.reload_interval, shutdown.clone()));
 
     Ok(Running {

@@ -25,6 +25,33 @@ pub(crate) fn admin_token(
     Ok((token, Some(path)))
 }
 
+/// Returns the config signing key: from configuration, else from
+/// `<data dir>/config-signing-key`, generated on first start.
+pub(crate) fn signing_key(
+    configured: Option<&str>,
+    data_dir: &Path,
+) -> std::io::Result<(httpdns_config::Signer, Option<PathBuf>)> {
+    let invalid = |e: String| std::io::Error::new(std::io::ErrorKind::InvalidData, e);
+    if let Some(text) = configured {
+        return Ok((httpdns_config::Signer::from_text(text).map_err(invalid)?, None));
+    }
+    let path = data_dir.join("config-signing-key");
+    match std::fs::read_to_string(&path) {
+        Ok(text) => {
+            let signer = httpdns_config::Signer::from_text(&text)
+                .map_err(|e| invalid(format!("{}: {e}", path.display())))?;
+            return Ok((signer, Some(path)));
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(e),
+    }
+    let mut seed = [0u8; 32];
+    getrandom::fill(&mut seed).map_err(|e| std::io::Error::other(e.to_string()))?;
+    let signer = httpdns_config::Signer::from_seed(seed);
+    write_private(&path, signer.seed_base64().as_bytes())?;
+    Ok((signer, Some(path)))
+}
+
 /// Writes `contents` to `path` readable by the owner only, atomically: a temp file in the same
 /// directory, fsync, rename, so a crash never leaves a half-written token.
 fn write_private(path: &Path, contents: &[u8]) -> std::io::Result<()> {
@@ -68,5 +95,22 @@ mod tests {
         }
         let (t3, p3) = admin_token(Some("configured-token-123".into()), dir.path()).unwrap();
         assert_eq!((t3.as_str(), p3), ("configured-token-123", None));
+    }
+
+    #[test]
+    fn signing_key_is_generated_once_and_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let (a, path) = signing_key(None, dir.path()).unwrap();
+        let (b, _) = signing_key(None, dir.path()).unwrap();
+        assert_eq!(a.public_key_base64(), b.public_key_base64());
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            assert_eq!(std::fs::metadata(path.unwrap()).unwrap().permissions().mode() & 0o777, 0o600);
+        }
+        let fixed = httpdns_config::Signer::from_seed([1; 32]);
+        let (c, none) = signing_key(Some(&fixed.seed_base64()), dir.path()).unwrap();
+        assert_eq!((c.public_key_base64(), none), (fixed.public_key_base64(), None));
+        assert!(signing_key(Some("garbage"), dir.path()).is_err());
     }
 }

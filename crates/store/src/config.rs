@@ -98,12 +98,13 @@ impl Store {
     ) -> Result<ConfigVersion, PublishError> {
         let mut tx = self.pool.begin().await?;
         next_revision(&mut tx).await?;
-        let current: Option<i64> = sqlx::query("SELECT current_version FROM config_modules WHERE module = $1")
-            .bind(p.module)
-            .fetch_optional(&mut *tx)
-            .await?
-            .map(|r| r.try_get(0))
-            .transpose()?;
+        let current: Option<i64> =
+            sqlx::query("SELECT current_version FROM config_modules WHERE module = $1")
+                .bind(p.module)
+                .fetch_optional(&mut *tx)
+                .await?
+                .map(|r| r.try_get(0))
+                .transpose()?;
         match (current, p.expect) {
             (None, Expect::Nothing | Expect::Any | Expect::Version(0)) => {}
             (None, Expect::Version(_)) => return Err(PublishError::Precondition { current: None }),
@@ -128,11 +129,13 @@ impl Store {
         let now = now_ms();
         let version = match current {
             None => {
-                sqlx::query("INSERT INTO config_modules (module, current_version, updated_at) VALUES ($1, 1, $2)")
-                    .bind(p.module)
-                    .bind(now)
-                    .execute(&mut *tx)
-                    .await?;
+                sqlx::query(
+                    "INSERT INTO config_modules (module, current_version, updated_at) VALUES ($1, 1, $2)",
+                )
+                .bind(p.module)
+                .bind(now)
+                .execute(&mut *tx)
+                .await?;
                 1
             }
             Some(c) => {
@@ -192,7 +195,11 @@ impl Store {
     }
 
     /// One version of a module.
-    pub async fn config_version(&self, module: &str, version: i64) -> Result<Option<ConfigVersion>, StoreError> {
+    pub async fn config_version(
+        &self,
+        module: &str,
+        version: i64,
+    ) -> Result<Option<ConfigVersion>, StoreError> {
         let row = sqlx::query(
             "SELECT version, document, author, summary, rollback_of, created_at \
              FROM config_versions WHERE module = $1 AND version = $2",
@@ -235,9 +242,10 @@ impl Store {
 
     /// Every module with its current version and last update time.
     pub async fn config_modules(&self) -> Result<Vec<(String, i64, i64)>, StoreError> {
-        let rows = sqlx::query("SELECT module, current_version, updated_at FROM config_modules ORDER BY module")
-            .fetch_all(&self.pool)
-            .await?;
+        let rows =
+            sqlx::query("SELECT module, current_version, updated_at FROM config_modules ORDER BY module")
+                .fetch_all(&self.pool)
+                .await?;
         rows.iter().map(|r| Ok((r.try_get(0)?, r.try_get(1)?, r.try_get(2)?))).collect()
     }
 }

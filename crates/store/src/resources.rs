@@ -325,7 +325,10 @@ pub const NOTIFY_CHANNEL: &str = "httpdns_changes";
 
 /// Announces the transaction's write on commit (PostgreSQL delivers `NOTIFY` only if, and
 /// when, the transaction commits). A no-op on SQLite.
-pub(crate) async fn notify(store: &Store, tx: &mut sqlx::Transaction<'_, sqlx::Any>) -> Result<(), StoreError> {
+pub(crate) async fn notify(
+    store: &Store,
+    tx: &mut sqlx::Transaction<'_, sqlx::Any>,
+) -> Result<(), StoreError> {
     if store.backend == Backend::Postgres {
         sqlx::query("SELECT pg_notify($1, '')").bind(NOTIFY_CHANNEL).execute(&mut **tx).await?;
     }

@@ -34,7 +34,8 @@ async fn versions_only_grow_and_preconditions_hold() {
         // Replacing needs a precondition.
         let e = s.config_publish(publish("cdn", "{}", Expect::Nothing), |_| String::new()).await.unwrap_err();
         assert!(matches!(e, PublishError::PreconditionRequired { current: 1 }));
-        let e = s.config_publish(publish("cdn", "{}", Expect::Version(7)), |_| String::new()).await.unwrap_err();
+        let e =
+            s.config_publish(publish("cdn", "{}", Expect::Version(7)), |_| String::new()).await.unwrap_err();
         assert!(matches!(e, PublishError::Precondition { current: Some(1) }));
         let v2 = s
             .config_publish(publish("cdn", "{\"a\":2}", Expect::Version(1)), |prev| {
@@ -44,10 +45,14 @@ async fn versions_only_grow_and_preconditions_hold() {
             .await
             .unwrap();
         assert_eq!(v2.version, 2);
-        let v3 = s.config_publish(publish("cdn", "{\"a\":3}", Expect::Any), |_| "forced".into()).await.unwrap();
+        let v3 =
+            s.config_publish(publish("cdn", "{\"a\":3}", Expect::Any), |_| "forced".into()).await.unwrap();
         assert_eq!(v3.version, 3);
         // A missing module with a version precondition is a mismatch.
-        let e = s.config_publish(publish("other", "{}", Expect::Version(3)), |_| String::new()).await.unwrap_err();
+        let e = s
+            .config_publish(publish("other", "{}", Expect::Version(3)), |_| String::new())
+            .await
+            .unwrap_err();
         assert!(matches!(e, PublishError::Precondition { current: None }));
 
         let cur = s.config_current("cdn").await.unwrap().unwrap();
@@ -58,7 +63,10 @@ async fn versions_only_grow_and_preconditions_hold() {
         assert_eq!(page.iter().map(|v| v.version).collect::<Vec<_>>(), [3, 2]);
         let page = s.config_history("cdn", Some(2), 2).await.unwrap();
         assert_eq!(page.iter().map(|v| v.version).collect::<Vec<_>>(), [1]);
-        assert_eq!(s.config_modules().await.unwrap().iter().map(|m| (m.0.as_str(), m.1)).collect::<Vec<_>>(), [("cdn", 3)]);
+        assert_eq!(
+            s.config_modules().await.unwrap().iter().map(|m| (m.0.as_str(), m.1)).collect::<Vec<_>>(),
+            [("cdn", 3)]
+        );
     })
     .await;
 }
@@ -87,7 +95,8 @@ async fn twenty_concurrent_publishers_one_winner() {
             }
         }
         assert_eq!((ok, refused), (1, 19));
-        let versions: Vec<i64> = s.config_history("cdn", None, 100).await.unwrap().iter().map(|v| v.version).collect();
+        let versions: Vec<i64> =
+            s.config_history("cdn", None, 100).await.unwrap().iter().map(|v| v.version).collect();
         assert_eq!(versions, [2, 1], "contiguous, one document per version");
     })
     .await;

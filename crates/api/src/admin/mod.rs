@@ -17,11 +17,12 @@ use axum::Router;
 use crate::state::AppState;
 
 pub use auth::require_token;
+pub(crate) use body::parse as parse_body;
 pub use resources::{AdminResource, Domains, Networks, Nodes, Pools};
 
 /// The admin routes, without auth (the caller layers [`require_token`]).
 pub fn routes() -> Router<AppState> {
-    Router::new()
+    crate::config_center::admin_routes()
         .route("/admin/v1/networks", get(resources::list::<Networks>))
         .route(
             "/admin/v1/networks/{name}",

@@ -1,0 +1,154 @@
+//! What apps call: `POST|GET /app/config-center/module-config` and the public key.
+
+use axum::body::Bytes;
+use axum::extract::{Query, State};
+use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use serde::Deserialize;
+
+use super::cache::Published;
+use crate::error::ApiError;
+use crate::state::AppState;
+
+/// Header carrying the base64 Ed25519 signature of the exact response body.
+pub const SIGNATURE_HEADER: &str = "x-config-signature";
+/// Header carrying the served `configVersion`, so a client can compare without parsing.
+pub const VERSION_HEADER: &str = "x-config-version";
+
+/// Longest accepted device id.
+const MAX_DEVICE_ID: usize = 256;
+
+/// A CDN may keep a GET answer this long; past it, it revalidates with the ETag, so a new
+/// version reaches apps behind a CDN within seconds.
+const GET_CACHE_CONTROL: &str = "public, max-age=10, must-revalidate";
+
+fn module_param(module: Option<&str>) -> Result<&str, ApiError> {
+    let m = module
+        .filter(|m| !m.is_empty())
+        .ok_or_else(|| ApiError::bad_request("MissingArgument", "module", "missing module"))?;
+    httpdns_config::validate_module(m)
+        .map_err(|e| ApiError::bad_request("InvalidArgument", "module", e.message))?;
+    Ok(m)
+}
+
+fn not_found(module: &str) -> ApiError {
+    ApiError::new(StatusCode::NOT_FOUND, "ModuleNotFound", format!("no config module {module:?}"))
+        .with_field("module")
+}
+
+fn respond(p: &Published, body: Bytes, signature: HeaderValue, cache_control: &'static str) -> Response {
+    let mut resp = (StatusCode::OK, body).into_response();
+    let h = resp.headers_mut();
+    h.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    h.insert(header::ETAG, p.etag.clone());
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static(cache_control));
+    h.insert(SIGNATURE_HEADER, signature);
+    h.insert(VERSION_HEADER, HeaderValue::from(p.version));
+    resp
+}
+
+/// Weak comparison of `If-None-Match` against a strong ETag (RFC 9110 §13.1.2).
+pub(crate) fn none_match(headers: &HeaderMap, etag: &HeaderValue) -> bool {
+    let want = etag.as_bytes();
+    headers.get_all(header::IF_NONE_MATCH).iter().any(|v| {
+        v.to_str().is_ok_and(|s| {
+            s.split(',')
+                .map(str::trim)
+                .any(|t| t == "*" || t.strip_prefix("W/").unwrap_or(t).as_bytes() == want)
+        })
+    })
+}
+
+#[derive(Deserialize)]
+pub(crate) struct GetParams {
+    module: Option<String>,
+}
+
+pub(crate) async fn get(
+    State(app): State<AppState>,
+    Query(q): Query<GetParams>,
+    headers: HeaderMap,
+) -> Response {
+    let resp = match module_param(q.module.as_deref()) {
+        Err(e) => e.into_response(),
+        Ok(module) => match app.config.get(module) {
+            None => not_found(module).into_response(),
+            Some(p) if none_match(&headers, &p.etag) => {
+                let mut resp = StatusCode::NOT_MODIFIED.into_response();
+                let h = resp.headers_mut();
+                h.insert(header::ETAG, p.etag.clone());
+                h.insert(header::CACHE_CONTROL, HeaderValue::from_static(GET_CACHE_CONTROL));
+                h.insert(VERSION_HEADER, HeaderValue::from(p.version));
+                resp
+            }
+            Some(p) => respond(&p, p.body.clone(), p.signature.clone(), GET_CACHE_CONTROL),
+        },
+    };
+    app.metrics.config_request("get", resp.status());
+    resp
+}
+
+pub(crate) async fn post(State(app): State<AppState>, body: Bytes) -> Response {
+    let resp = match post_inner(&app, &body).await {
+        Ok(r) => r,
+        Err(e) => e.into_response(),
+    };
+    app.metrics.config_request("post", resp.status());
+    resp
+}
+
+async fn post_inner(app: &AppState, body: &[u8]) -> Result<Response, ApiError> {
+    // Apps send more context than this reads (platform, app version, ...): unknown fields are
+    // ignored here, unlike the admin API.
+    let v: serde_json::Value = serde_json::from_slice(body)
+        .map_err(|e| ApiError::bad_request("InvalidBody", "body", format!("not JSON: {e}")))?;
+    let obj = v
+        .as_object()
+        .ok_or_else(|| ApiError::bad_request("InvalidBody", "body", "a JSON object is required"))?;
+    let module = match obj.get("module") {
+        None | Some(serde_json::Value::Null) => None,
+        Some(serde_json::Value::String(s)) => Some(s.as_str()),
+        Some(_) => return Err(ApiError::bad_request("InvalidArgument", "module", "module must be a string")),
+    };
+    let module = module_param(module)?;
+    let device = match obj.get("deviceId") {
+        None | Some(serde_json::Value::Null) => None,
+        Some(serde_json::Value::String(s)) if !s.is_empty() && s.len() <= MAX_DEVICE_ID => Some(s.as_str()),
+        Some(_) => {
+            return Err(ApiError::bad_request(
+                "InvalidArgument",
+                "deviceId",
+                format!("deviceId must be a string of 1 to {MAX_DEVICE_ID} bytes"),
+            ))
+        }
+    };
+    let known = match obj.get("configVersion") {
+        None | Some(serde_json::Value::Null) => 0,
+        Some(n) => n.as_i64().filter(|n| *n >= 0).ok_or_else(|| {
+            ApiError::bad_request("InvalidArgument", "configVersion", "configVersion must be an integer >= 0")
+        })?,
+    };
+    let p = app.config.at_least(module, known).await.ok_or_else(|| not_found(module))?;
+    // A per-device body differs by its enabled flags, so it is rendered and signed per request;
+    // either way the answer is personal and must not be cached by intermediaries.
+    Ok(match device {
+        None => respond(&p, p.body.clone(), p.signature.clone(), "no-store"),
+        Some(d) => {
+            let body = Bytes::from(p.document.render(p.version as u64, Some(d)));
+            let sig = HeaderValue::from_str(&app.config.signer().sign(&body)).expect("base64 is header-safe");
+            respond(&p, body, sig, "no-store")
+        }
+    })
+}
+
+pub(crate) async fn public_key(State(app): State<AppState>) -> Response {
+    let body = serde_json::json!({
+        "algorithm": "ed25519",
+        "encoding": "base64",
+        "public_key": app.config.signer().public_key_base64(),
+        "signature_header": SIGNATURE_HEADER,
+    });
+    let mut resp = axum::Json(body).into_response();
+    resp.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("public, max-age=3600"));
+    resp
+}

@@ -1,0 +1,122 @@
+//! The served config documents, one per module, in memory.
+//!
+//! Apps are answered from here, never from the database. A module's entry is replaced only by
+//! a *higher* version, so this replica never serves a version older than one it has served,
+//! whatever order refreshes complete in.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use arc_swap::ArcSwap;
+use axum::http::HeaderValue;
+use bytes::Bytes;
+use httpdns_config::{ConfigDocument, Signer};
+use httpdns_store::{Store, StoreError};
+
+use crate::metrics::Metrics;
+
+/// A module's current document, ready to serve.
+#[derive(Debug)]
+pub struct Published {
+    pub module: String,
+    pub version: i64,
+    pub document: ConfigDocument,
+    /// The body for requests without a device id, and its signature and ETag.
+    pub body: Bytes,
+    pub signature: HeaderValue,
+    pub etag: HeaderValue,
+}
+
+/// The config documents this replica serves.
+pub struct ConfigCache {
+    store: Store,
+    signer: Signer,
+    modules: ArcSwap<HashMap<String, Arc<Published>>>,
+    // Serialises refreshes; readers never take it.
+    refresh_lock: tokio::sync::Mutex<()>,
+    metrics: Arc<Metrics>,
+}
+
+impl std::fmt::Debug for ConfigCache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ConfigCache").field("modules", &self.modules.load().len()).finish_non_exhaustive()
+    }
+}
+
+/// The strong ETag of a version: its number, the same on every replica.
+pub fn etag(version: i64) -> HeaderValue {
+    HeaderValue::from_str(&format!("\"{version}\"")).expect("digits")
+}
+
+impl ConfigCache {
+    pub fn new(store: Store, signer: Signer, metrics: Arc<Metrics>) -> Self {
+        Self {
+            store,
+            signer,
+            modules: ArcSwap::from_pointee(HashMap::new()),
+            refresh_lock: tokio::sync::Mutex::new(()),
+            metrics,
+        }
+    }
+
+    pub fn signer(&self) -> &Signer {
+        &self.signer
+    }
+
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
+    /// The served document of `module`.
+    pub fn get(&self, module: &str) -> Option<Arc<Published>> {
+        self.modules.load().get(module).cloned()
+    }
+
+    /// Loads every module whose stored version is newer than the served one.
+    pub async fn refresh(&self) -> Result<(), StoreError> {
+        let _guard = self.refresh_lock.lock().await;
+        let stored = self.store.config_modules().await?;
+        let current = self.modules.load_full();
+        let mut next: Option<HashMap<String, Arc<Published>>> = None;
+        for (module, version, _) in stored {
+            if current.get(&module).is_some_and(|p| p.version >= version) {
+                continue;
+            }
+            let Some(row) = self.store.config_version(&module, version).await? else { continue };
+            let document: ConfigDocument = match serde_json::from_str(&row.document) {
+                Ok(d) => d,
+                Err(e) => {
+                    self.metrics.store_corrupt_rows.inc();
+                    tracing::error!(%module, version, error = %e, "Skipping a stored config version that does not parse.");
+                    continue;
+                }
+            };
+            let published = self.publishable(module.clone(), version, document);
+            self.metrics.config_version.with_label_values(&[module.as_str()]).set(version);
+            next.get_or_insert_with(|| (*current).clone()).insert(module, Arc::new(published));
+        }
+        if let Some(map) = next {
+            self.modules.store(Arc::new(map));
+        }
+        Ok(())
+    }
+
+    fn publishable(&self, module: String, version: i64, document: ConfigDocument) -> Published {
+        let body = Bytes::from(document.render(version as u64, None));
+        let signature = HeaderValue::from_str(&self.signer.sign(&body)).expect("base64 is header-safe");
+        Published { module, version, document, body, signature, etag: etag(version) }
+    }
+
+    /// Refreshes when `version` is newer than what is served (a client that saw a newer
+    /// version on another replica), so the answer is never older than the client's.
+    pub async fn at_least(&self, module: &str, version: i64) -> Option<Arc<Published>> {
+        let served = self.get(module);
+        if served.as_ref().is_some_and(|p| p.version >= version) {
+            return served;
+        }
+        if let Err(e) = self.refresh().await {
+            tracing::warn!(error = %e, "Config refresh failed; serving what is loaded.");
+        }
+        self.get(module)
+    }
+}

@@ -1,0 +1,31 @@
+//! The config center: versioned domain-list documents for the apps.
+//!
+//! * [`cache`]: the documents this replica serves, replaced only by higher versions.
+//! * [`app`]: `POST|GET /app/config-center/module-config`, `GET /app/config-center/public-key`.
+//! * [`admin`]: `/admin/v1/config/...` for operators (publish, history, rollback).
+
+pub mod admin;
+pub mod app;
+pub mod cache;
+
+use axum::routing::{get, post};
+use axum::Router;
+
+use crate::state::AppState;
+
+/// The public routes.
+pub fn app_routes() -> Router<AppState> {
+    Router::new()
+        .route("/app/config-center/module-config", post(app::post).get(app::get))
+        .route("/app/config-center/public-key", get(app::public_key))
+}
+
+/// The admin routes, without auth (the caller layers it).
+pub fn admin_routes() -> Router<AppState> {
+    Router::new()
+        .route("/admin/v1/config", get(admin::list))
+        .route("/admin/v1/config/{module}", get(admin::current).put(admin::put))
+        .route("/admin/v1/config/{module}/versions", get(admin::history))
+        .route("/admin/v1/config/{module}/versions/{version}", get(admin::version))
+        .route("/admin/v1/config/{module}/rollback", post(admin::rollback))
+}

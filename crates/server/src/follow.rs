@@ -1,0 +1,94 @@
+//! Keeping the answering snapshot and the served config documents in step with the database.
+//!
+//! Every replica polls the store every `sync_interval` (the safety net) and, on PostgreSQL,
+//! also listens on the `NOTIFY` channel that every committed write announces on, so a change
+//! made through any replica reaches all of them in milliseconds rather than a poll period.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use httpdns_api::catalog::Catalog;
+use httpdns_api::config_center::cache::ConfigCache;
+use httpdns_store::NOTIFY_CHANNEL;
+use sqlx::postgres::PgListener;
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+
+/// Syncs on every tick and every notification until `shutdown`. Errors are logged once per
+/// outage, not once per tick.
+pub(crate) async fn follow_store(
+    catalog: Arc<Catalog>,
+    config: Arc<ConfigCache>,
+    changed: Arc<Notify>,
+    interval: Duration,
+    shutdown: CancellationToken,
+) {
+    let mut ticker = tokio::time::interval(interval);
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut failing = false;
+    loop {
+        tokio::select! {
+            () = shutdown.cancelled() => return,
+            _ = ticker.tick() => {}
+            () = changed.notified() => {}
+        }
+        let result = match catalog.sync().await {
+            Ok(_) => config.refresh().await,
+            Err(e) => Err(e),
+        };
+        match result {
+            Ok(()) if failing => {
+                failing = false;
+                tracing::info!("Database reachable again; sync resumed.");
+            }
+            Ok(()) => {}
+            Err(e) if !failing => {
+                failing = true;
+                tracing::warn!(error = %e, "Database unreachable; answering from the last snapshot.");
+            }
+            Err(_) => {}
+        }
+    }
+}
+
+/// Listens for change notifications on PostgreSQL, reconnecting with backoff.
+pub(crate) async fn listen(url: String, changed: Arc<Notify>, shutdown: CancellationToken) {
+    let mut backoff = Duration::from_millis(200);
+    loop {
+        let connected = async {
+            let mut listener = PgListener::connect(&url).await?;
+            listener.listen(NOTIFY_CHANNEL).await?;
+            Ok::<_, sqlx::Error>(listener)
+        };
+        let mut listener = tokio::select! {
+            () = shutdown.cancelled() => return,
+            r = connected => match r {
+                Ok(l) => l,
+                Err(e) => {
+                    tracing::debug!(error = %e, "LISTEN connection failed; retrying.");
+                    tokio::select! {
+                        () = shutdown.cancelled() => return,
+                        () = tokio::time::sleep(backoff) => {}
+                    }
+                    backoff = (backoff * 2).min(Duration::from_secs(10));
+                    continue;
+                }
+            },
+        };
+        backoff = Duration::from_millis(200);
+        // A change may have landed while the listener was away.
+        changed.notify_one();
+        loop {
+            tokio::select! {
+                () = shutdown.cancelled() => return,
+                n = listener.recv() => match n {
+                    Ok(_) => changed.notify_one(),
+                    Err(e) => {
+                        tracing::debug!(error = %e, "LISTEN connection lost; reconnecting.");
+                        break;
+                    }
+                },
+            }
+        }
+    }
+}
