@@ -4,6 +4,8 @@
 //! (which shares the machine's two cores) equal for both targets, so the ratio measures the
 //! server-side work only.
 //!
+//! It also answers the config center's conditional GET with a constant `304`.
+//!
 //! `cargo run --release --example bare_axum -- 127.0.0.1:18481`
 
 use axum::http::header;
@@ -21,11 +23,26 @@ async fn constant() -> impl axum::response::IntoResponse {
     )
 }
 
+/// The ceiling for the config center's conditional GET: a constant `304` with the headers a
+/// real one carries.
+async fn not_modified() -> impl axum::response::IntoResponse {
+    (
+        axum::http::StatusCode::NOT_MODIFIED,
+        [
+            (header::ETAG, "\"1\""),
+            (header::CACHE_CONTROL, "public, max-age=10, must-revalidate"),
+            (header::HeaderName::from_static("x-config-version"), "1"),
+        ],
+    )
+}
+
 fn main() {
     let addr = std::env::args().nth(1).unwrap_or_else(|| "127.0.0.1:18481".into());
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("runtime");
     rt.block_on(async move {
-        let app = Router::new().route("/d", get(constant));
+        let app = Router::new()
+            .route("/d", get(constant))
+            .route("/app/config-center/module-config", get(not_modified));
         let listener = tokio::net::TcpListener::bind(&addr).await.expect("bind");
         eprintln!("bare axum listening on {}", listener.local_addr().expect("addr"));
         axum::serve(listener, app).await.expect("serve");

@@ -81,6 +81,25 @@ impl Route {
 
 const STATUS_CLASSES: [&str; 4] = ["2xx", "3xx", "4xx", "5xx"];
 
+/// The `status` label values of `config_requests_total`.
+const CONFIG_STATUSES: [&str; 6] = ["200", "304", "400", "404", "5xx", "other"];
+
+/// How an app asked the config center.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ConfigMethod {
+    Get,
+    Post,
+}
+
+impl ConfigMethod {
+    fn label(self) -> &'static str {
+        match self {
+            ConfigMethod::Get => "get",
+            ConfigMethod::Post => "post",
+        }
+    }
+}
+
 /// Outcome of one name in one answer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Outcome {
@@ -134,7 +153,8 @@ pub struct Metrics {
     pub store_sync_errors: IntCounter,
     pub store_corrupt_rows: IntCounter,
     pub geoip_loaded: IntGaugeVec,
-    config_requests: IntCounterVec,
+    /// By [`ConfigMethod`] and status slot (see `config_request`), pre-resolved.
+    config_requests: [[IntCounter; 6]; 2],
     /// The served version per config module (modules are created by operators: bounded).
     pub config_version: IntGaugeVec,
     pub geoip_reload_errors: IntCounter,
@@ -216,8 +236,10 @@ impl Metrics {
         let config_version =
             IntGaugeVec::new(Opts::new("config_version", "Config version served, by module."), &["module"])
                 .unwrap();
+        let config_requests_fast = [ConfigMethod::Get, ConfigMethod::Post]
+            .map(|m| CONFIG_STATUSES.map(|st| config_requests.with_label_values(&[m.label(), st])));
         for c in [
-            Box::new(config_requests.clone()) as Box<dyn prometheus::core::Collector>,
+            Box::new(config_requests) as Box<dyn prometheus::core::Collector>,
             Box::new(config_version.clone()),
             Box::new(http_requests) as Box<dyn prometheus::core::Collector>,
             Box::new(http_duration),
@@ -250,7 +272,7 @@ impl Metrics {
             store_corrupt_rows,
             geoip_loaded,
             geoip_reload_errors,
-            config_requests,
+            config_requests: config_requests_fast,
             config_version,
         }
     }
@@ -277,17 +299,17 @@ impl Metrics {
     }
 
     /// Counts an app request to the config center.
-    pub fn config_request(&self, method: &'static str, status: http::StatusCode) {
+    pub fn config_request(&self, method: ConfigMethod, status: http::StatusCode) {
         self.http_answer_request(Route::Config, status);
-        let status = match status.as_u16() {
-            200 => "200",
-            304 => "304",
-            400 => "400",
-            404 => "404",
-            _ if status.is_server_error() => "5xx",
-            _ => "other",
+        let slot = match status.as_u16() {
+            200 => 0,
+            304 => 1,
+            400 => 2,
+            404 => 3,
+            _ if status.is_server_error() => 4,
+            _ => 5,
         };
-        self.config_requests.with_label_values(&[method, status]).inc();
+        self.config_requests[method as usize][slot].inc();
     }
 
     pub fn answer(&self, endpoint: Endpoint, outcome: Outcome) {

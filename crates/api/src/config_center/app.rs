@@ -1,13 +1,13 @@
 //! What apps call: `POST|GET /app/config-center/module-config` and the public key.
 
 use axum::body::Bytes;
-use axum::extract::{Query, State};
+use axum::extract::{Request, State};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
-use serde::Deserialize;
 
 use super::cache::Published;
 use crate::error::ApiError;
+use crate::metrics::ConfigMethod;
 use crate::state::AppState;
 
 /// Header carrying the base64 Ed25519 signature of the exact response body.
@@ -59,21 +59,16 @@ pub(crate) fn none_match(headers: &HeaderMap, etag: &HeaderValue) -> bool {
     })
 }
 
-#[derive(Deserialize)]
-pub(crate) struct GetParams {
-    module: Option<String>,
-}
-
-pub(crate) async fn get(
-    State(app): State<AppState>,
-    Query(q): Query<GetParams>,
-    headers: HeaderMap,
-) -> Response {
-    let resp = match module_param(q.module.as_deref()) {
+// Takes the raw request: the conditional GET is the hot path, and extractors would copy the
+// headers and the query.
+pub(crate) async fn get(State(app): State<AppState>, request: Request) -> Response {
+    let query = request.uri().query().unwrap_or("");
+    let module = form_urlencoded::parse(query.as_bytes()).find(|(k, _)| k == "module").map(|(_, v)| v);
+    let resp = match module_param(module.as_deref()) {
         Err(e) => e.into_response(),
         Ok(module) => match app.config.get(module) {
             None => not_found(module).into_response(),
-            Some(p) if none_match(&headers, &p.etag) => {
+            Some(p) if none_match(request.headers(), &p.etag) => {
                 let mut resp = StatusCode::NOT_MODIFIED.into_response();
                 let h = resp.headers_mut();
                 h.insert(header::ETAG, p.etag.clone());
@@ -84,7 +79,7 @@ pub(crate) async fn get(
             Some(p) => respond(&p, p.body.clone(), p.signature.clone(), GET_CACHE_CONTROL),
         },
     };
-    app.metrics.config_request("get", resp.status());
+    app.metrics.config_request(ConfigMethod::Get, resp.status());
     resp
 }
 
@@ -93,7 +88,7 @@ pub(crate) async fn post(State(app): State<AppState>, body: Bytes) -> Response {
         Ok(r) => r,
         Err(e) => e.into_response(),
     };
-    app.metrics.config_request("post", resp.status());
+    app.metrics.config_request(ConfigMethod::Post, resp.status());
     resp
 }
 
