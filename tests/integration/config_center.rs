@@ -5,7 +5,7 @@ use base64::Engine;
 use reqwest::{Method, StatusCode};
 use serde_json::{json, Value};
 
-use crate::support::{backends, eventually, Db, Server, TOKEN};
+use crate::support::{backends, eventually, Db, Process, Server, TOKEN};
 
 fn seed_doc() -> Value {
     json!({
@@ -169,7 +169,13 @@ async fn publish_conditional_get_preconditions_and_rollback() {
 
 #[tokio::test]
 async fn post_with_and_without_device_id() {
-    let s = Server::start(&Db::Sqlite).await;
+    for (db, _guard) in backends("config_post").await {
+        post_with_and_without_device_id_on(&db).await;
+    }
+}
+
+async fn post_with_and_without_device_id_on(db: &Db) {
+    let s = Server::start(db).await;
     assert!(publish(&s, "cdn", &seed_doc(), None).await.status().is_success());
     let body: Value = app_post(&s, json!({"module": "cdn"})).await.json().await.unwrap();
     assert_eq!(body, seed_doc(), "without deviceId: the document as stored");
@@ -284,7 +290,13 @@ fn sha256(data: &[u8]) -> [u8; 32] {
 
 #[tokio::test]
 async fn invalid_documents_are_refused_with_the_field_named() {
-    let s = Server::start(&Db::Sqlite).await;
+    for (db, _guard) in backends("config_invalid").await {
+        invalid_documents_on(&db).await;
+    }
+}
+
+async fn invalid_documents_on(db: &Db) {
+    let s = Server::start(db).await;
     let with = |path: &[&str], v: Value| {
         let mut d = seed_doc();
         let mut cur = &mut d;
@@ -437,8 +449,14 @@ except InvalidSignature:
 
 #[tokio::test]
 async fn restart_keeps_config_and_key() {
+    for (db, _guard) in backends("config_restart").await {
+        restart_keeps_config_and_key_on(&db).await;
+    }
+}
+
+async fn restart_keeps_config_and_key_on(db: &Db) {
     let tmp = tempfile::tempdir().unwrap();
-    let env = crate::support::env(tmp.path(), &Db::Sqlite);
+    let env = crate::support::env(tmp.path(), db);
     let (key1, body1) = {
         let s = Server::start_with(env.clone(), None).await;
         assert!(publish(&s, "cdn", &seed_doc(), None).await.status().is_success());
@@ -454,12 +472,9 @@ async fn restart_keeps_config_and_key() {
 }
 
 #[tokio::test]
-async fn two_replicas_serve_a_publish_within_a_second_and_never_go_backwards() {
-    let Some(db) = httpdns_test_support::postgres::fresh_database("config_two_replicas").await else {
-        return;
-    };
-    let tmp_a = tempfile::tempdir().unwrap();
-    let tmp_b = tempfile::tempdir().unwrap();
+async fn two_server_processes_serve_a_publish_within_a_second_and_never_go_backwards() {
+    let Some(db) = httpdns_test_support::postgres::fresh_database("config_two_processes").await else { return };
+    let (tmp_a, tmp_b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
     let mut env_a = crate::support::env(tmp_a.path(), &Db::Postgres(db.url.clone()));
     let mut env_b = crate::support::env(tmp_b.path(), &Db::Postgres(db.url.clone()));
     // Replicas share one signing key, as deployments must; the poll is slow on purpose so
@@ -468,27 +483,40 @@ async fn two_replicas_serve_a_publish_within_a_second_and_never_go_backwards() {
         env.insert("HTTPDNS_CONFIG_SIGNING_KEY".into(), STANDARD.encode([9u8; 32]));
         env.insert("HTTPDNS_SYNC_INTERVAL_MS".into(), "5000".into());
     }
-    let a = Server::start_with(env_a, None).await;
-    let b = std::sync::Arc::new(Server::start_with(env_b, None).await);
+    let a = Process::spawn(&env_a, tmp_a.path());
+    let b = Process::spawn(&env_b, tmp_b.path());
+    let http = reqwest::Client::new();
+    let put = |v: u64, doc: Value| {
+        let mut req = http.put(format!("{}/admin/v1/config/cdn", a.base)).bearer_auth(TOKEN).body(doc.to_string());
+        if v > 0 {
+            req = req.header("if-match", format!("\"{v}\""));
+        }
+        req.send()
+    };
+    let b_url = format!("{}/app/config-center/module-config?module=cdn", b.base);
+    let b_version = |url: String| async move {
+        let resp = reqwest::get(url).await.unwrap();
+        resp.headers().get("x-config-version").map(|v| v.to_str().unwrap().parse::<i64>().unwrap())
+    };
 
-    assert!(publish(&a, "cdn", &seed_doc(), None).await.status().is_success());
+    assert!(put(0, seed_doc()).await.unwrap().status().is_success());
     let started = std::time::Instant::now();
-    let seen = eventually(Duration::from_secs(1), || async {
-        app_get(&b, "cdn", None).await.status() == StatusCode::OK
-    })
-    .await;
+    let seen =
+        eventually(Duration::from_secs(1), || async { b_version(b_url.clone()).await.is_some() }).await;
     assert!(seen, "B serves A's publish within 1 s (took {:?})", started.elapsed());
 
     // B is watched continuously while A publishes 100 versions.
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let watcher = {
-        let (b, stop) = (b.clone(), stop.clone());
+        let (url, stop) = (b_url.clone(), stop.clone());
         tokio::spawn(async move {
-            let mut last = 0i64;
-            let mut samples = 0;
+            let (mut last, mut samples) = (0i64, 0);
             while !stop.load(std::sync::atomic::Ordering::Relaxed) {
-                let resp = app_get(&b, "cdn", None).await;
-                let v: i64 = resp.headers()["x-config-version"].to_str().unwrap().parse().unwrap();
+                let v = reqwest::get(&url).await.unwrap().headers()["x-config-version"]
+                    .to_str()
+                    .unwrap()
+                    .parse::<i64>()
+                    .unwrap();
                 assert!(v >= last, "B went backwards: {v} after {last}");
                 last = v;
                 samples += 1;
@@ -496,14 +524,13 @@ async fn two_replicas_serve_a_publish_within_a_second_and_never_go_backwards() {
             (last, samples)
         })
     };
-    for v in 1..=100 {
+    for v in 1..=100u64 {
         let mut doc = seed_doc();
         doc["reviveProbeInterval"] = json!(600000 + v);
-        let resp = publish(&a, "cdn", &doc, Some(&format!("\"{v}\""))).await;
-        assert_eq!(resp.status(), StatusCode::OK);
+        assert_eq!(put(v, doc).await.unwrap().status(), StatusCode::OK);
     }
     let caught_up = eventually(Duration::from_secs(1), || async {
-        app_get(&b, "cdn", None).await.headers()["x-config-version"] == "101"
+        b_version(b_url.clone()).await == Some(101)
     })
     .await;
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
