@@ -143,10 +143,13 @@ async fn bad_input_is_refused_with_the_field_named_and_nothing_written() {
     let (_, n1) = s.admin(Method::GET, "/admin/v1/nodes/n1", None).await;
     assert_eq!(n1["ip"], "1.2.3.4");
     assert_eq!(n1["latency_ms"], 15.0);
-    for list in ["/admin/v1/domains", "/admin/v1/networks", "/admin/v1/pools"] {
+    for list in ["/admin/v1/domains", "/admin/v1/networks"] {
         let (_, body) = s.admin(Method::GET, list, None).await;
         assert_eq!(body["items"], json!([]), "{list}");
     }
+    // Only the pool that n1 names, with default options; no pool options were stored.
+    let (_, pools) = s.admin(Method::GET, "/admin/v1/pools", None).await;
+    assert_eq!(pools["items"], json!([{"name": "edge", "revision": 0, "updated_at_ms": 0, "spec": {}}]));
 }
 
 #[tokio::test]
@@ -186,4 +189,37 @@ async fn list_pages() {
     assert!(p3.get("next").is_none());
     let (status, body) = s.admin(Method::GET, "/admin/v1/domains?limit=0", None).await;
     assert_eq!((status, body["field"].as_str()), (StatusCode::BAD_REQUEST, Some("limit")));
+}
+
+#[tokio::test]
+async fn pools_exist_once_named_and_cidrs_work_with_a_literal_slash() {
+    let s = Server::start(&crate::support::Db::Sqlite).await;
+    let (status, _) = s.admin(Method::GET, "/admin/v1/pools/edge", None).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    s.put_ok(
+        "/admin/v1/nodes/n1",
+        json!({"ip": "1.2.3.4", "pool": "edge", "isp": "telecom", "region": "beijing"}),
+    )
+    .await;
+    s.put_ok("/admin/v1/domains/a.example.com", json!({"pool": "web"})).await;
+    let (status, body) = s.admin(Method::GET, "/admin/v1/pools/edge", None).await;
+    assert_eq!((status, body), (StatusCode::OK, json!({})), "named by a node: exists with defaults");
+    s.put_ok("/admin/v1/pools/api", json!({"health_check": {"kind": "tcp", "port": 443}})).await;
+    let (_, list) = s.admin(Method::GET, "/admin/v1/pools", None).await;
+    let names: Vec<&str> =
+        list["items"].as_array().unwrap().iter().map(|i| i["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["api", "edge", "web"]);
+    let (_, page) = s.admin(Method::GET, "/admin/v1/pools?limit=1&after=api", None).await;
+    assert_eq!((page["items"][0]["name"].as_str(), page["next"].as_str()), (Some("edge"), Some("edge")));
+    let (status, _) = s.admin(Method::DELETE, "/admin/v1/pools/edge", None).await;
+    assert_eq!(status, StatusCode::NO_CONTENT, "resetting an implied pool's options is a no-op");
+    let (status, _) = s.admin(Method::DELETE, "/admin/v1/pools/nothing", None).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+
+    // The documented form and a literal slash name the same network.
+    s.put_ok("/admin/v1/networks/1.0.1.0/24", json!({"isp": "telecom"})).await;
+    let (status, body) = s.admin(Method::GET, "/admin/v1/networks/1.0.1.0%2F24", None).await;
+    assert_eq!((status, body), (StatusCode::OK, json!({"isp": "telecom"})));
+    let (status, _) = s.admin(Method::DELETE, "/admin/v1/networks/1.0.1.0/24", None).await;
+    assert_eq!(status, StatusCode::NO_CONTENT);
 }

@@ -473,7 +473,9 @@ async fn restart_keeps_config_and_key_on(db: &Db) {
 
 #[tokio::test]
 async fn two_server_processes_serve_a_publish_within_a_second_and_never_go_backwards() {
-    let Some(db) = httpdns_test_support::postgres::fresh_database("config_two_processes").await else { return };
+    let Some(db) = httpdns_test_support::postgres::fresh_database("config_two_processes").await else {
+        return;
+    };
     let (tmp_a, tmp_b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
     let mut env_a = crate::support::env(tmp_a.path(), &Db::Postgres(db.url.clone()));
     let mut env_b = crate::support::env(tmp_b.path(), &Db::Postgres(db.url.clone()));
@@ -487,7 +489,8 @@ async fn two_server_processes_serve_a_publish_within_a_second_and_never_go_backw
     let b = Process::spawn(&env_b, tmp_b.path());
     let http = reqwest::Client::new();
     let put = |v: u64, doc: Value| {
-        let mut req = http.put(format!("{}/admin/v1/config/cdn", a.base)).bearer_auth(TOKEN).body(doc.to_string());
+        let mut req =
+            http.put(format!("{}/admin/v1/config/cdn", a.base)).bearer_auth(TOKEN).body(doc.to_string());
         if v > 0 {
             req = req.header("if-match", format!("\"{v}\""));
         }
@@ -529,10 +532,8 @@ async fn two_server_processes_serve_a_publish_within_a_second_and_never_go_backw
         doc["reviveProbeInterval"] = json!(600000 + v);
         assert_eq!(put(v, doc).await.unwrap().status(), StatusCode::OK);
     }
-    let caught_up = eventually(Duration::from_secs(1), || async {
-        b_version(b_url.clone()).await == Some(101)
-    })
-    .await;
+    let caught_up =
+        eventually(Duration::from_secs(1), || async { b_version(b_url.clone()).await == Some(101) }).await;
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     let (last, samples) = watcher.await.unwrap();
     assert!(caught_up, "B reaches version 101 within 1 s of the last publish (last seen {last})");

@@ -24,8 +24,10 @@ pub use resources::{AdminResource, Domains, Networks, Nodes, Pools};
 pub fn routes() -> Router<AppState> {
     crate::config_center::admin_routes()
         .route("/admin/v1/networks", get(resources::list::<Networks>))
+        // A catch-all, so a CIDR works percent-encoded (`1.0.1.0%2F24`, as documented) and
+        // also with a literal slash.
         .route(
-            "/admin/v1/networks/{name}",
+            "/admin/v1/networks/{*name}",
             get(resources::get_one::<Networks>)
                 .put(resources::put_one::<Networks>)
                 .delete(resources::delete_one::<Networks>),

@@ -23,6 +23,12 @@ pub trait AdminResource: Send + Sync + 'static {
     /// The canonical form of the name in the URL, or why it is not one.
     fn canonical_name(raw: &str) -> Result<String, FieldError>;
     fn validate(spec: &Self::Spec, settings: &ApiSettings) -> Result<(), FieldError>;
+
+    /// Names that exist without a stored body (pools named by a node or domain), served with
+    /// default options.
+    fn implied(_app: &AppState) -> Vec<String> {
+        Vec::new()
+    }
 }
 
 pub struct Networks;
@@ -79,6 +85,11 @@ impl AdminResource for Pools {
     fn validate(spec: &PoolSpec, _: &ApiSettings) -> Result<(), FieldError> {
         spec.validate()
     }
+
+    /// "A pool exists as soon as a node or domain names it."
+    fn implied(app: &AppState) -> Vec<String> {
+        app.catalog.snapshot().pool_names().map(|t| t.to_string()).collect()
+    }
 }
 
 impl AdminResource for Domains {
@@ -120,6 +131,10 @@ pub(crate) async fn get_one<R: AdminResource>(
     let name = name_of::<R>(&raw)?;
     let found = app.catalog.store().get(R::KIND, &name).await.map_err(|e| ApiError::unavailable(&e))?;
     let Some(res) = found else {
+        if R::implied(&app).contains(&name) {
+            // Only pools are implied, and a pool's default options are an empty object.
+            return Ok(json_response(StatusCode::OK, &serde_json::json!({}), None));
+        }
         return Err(ApiError::not_found(format!("no {} {name:?}", R::KIND.as_str())));
     };
     let spec: serde_json::Value = serde_json::from_str(&res.body).map_err(|e| ApiError::internal(&e))?;
@@ -153,6 +168,10 @@ pub(crate) async fn delete_one<R: AdminResource>(
     let name = name_of::<R>(&raw)?;
     let deleted = app.catalog.store().delete(R::KIND, &name).await.map_err(|e| ApiError::unavailable(&e))?;
     let Some(revision) = deleted else {
+        // An implied resource has only default options: removing them changes nothing.
+        if R::implied(&app).contains(&name) {
+            return Ok(StatusCode::NO_CONTENT.into_response());
+        }
         return Err(ApiError::not_found(format!("no {} {name:?}", R::KIND.as_str())));
     };
     if let Err(e) = app.catalog.sync().await {
@@ -207,13 +226,27 @@ pub(crate) async fn list<R: AdminResource>(
             }
         },
     };
+    let implied = R::implied(&app);
     // One more than asked tells whether there is a next page.
-    let mut rows: Vec<Resource> = app
-        .catalog
-        .store()
-        .list(R::KIND, params.after.as_deref(), limit + 1)
-        .await
-        .map_err(|e| ApiError::unavailable(&e))?;
+    let mut rows: Vec<Resource> = if implied.is_empty() {
+        app.catalog
+            .store()
+            .list(R::KIND, params.after.as_deref(), limit + 1)
+            .await
+            .map_err(|e| ApiError::unavailable(&e))?
+    } else {
+        // Implied resources (pools) are few: merge them with the stored ones in memory.
+        let mut stored =
+            app.catalog.store().list(R::KIND, None, i64::MAX).await.map_err(|e| ApiError::unavailable(&e))?;
+        for name in implied {
+            if !stored.iter().any(|r| r.name == name) {
+                stored.push(Resource { kind: R::KIND, name, body: "{}".into(), revision: 0, updated_at: 0 });
+            }
+        }
+        stored.sort_by(|a, b| a.name.cmp(&b.name));
+        let after = params.after.as_deref().unwrap_or("");
+        stored.into_iter().filter(|r| r.name.as_str() > after).take(limit as usize + 1).collect()
+    };
     let next = if rows.len() as i64 > limit {
         rows.truncate(limit as usize);
         rows.last().map(|r| r.name.clone())
