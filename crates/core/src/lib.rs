@@ -11,10 +11,12 @@
 //! * [`model`]: the operator-facing specs of networks, nodes, pools and domains.
 //! * [`cidr`]: longest-prefix match for operator networks.
 //! * [`score`]: the 40/30/20/10 node score.
+//! * [`live`]: measured inputs (probes, agent reports, app feedback) as plain values.
 //! * [`snapshot`]: the immutable answering snapshot and the answer choice.
 
 pub mod cidr;
 pub mod ip;
+pub mod live;
 pub mod model;
 pub mod name;
 pub mod score;

@@ -31,9 +31,10 @@ use std::sync::OnceLock;
 use ipnet::IpNet;
 
 use crate::cidr::CidrTable;
+use crate::live::{Feedback, LatencySource, LiveNode};
 use crate::model::{DomainSpec, NetworkSpec, NodeSpec, PoolSpec};
 use crate::name::DomainName;
-use crate::score::{score, ScoreInput, Weights};
+use crate::score::{terms, ScoreInput, ScoreTerms, Weights};
 use crate::token::Token;
 
 /// Address family of an answer.
@@ -97,6 +98,10 @@ pub struct Model {
     pub nodes: Vec<(String, NodeSpec)>,
     pub pools: Vec<(Token, PoolSpec)>,
     pub domains: Vec<(DomainName, DomainSpec)>,
+    /// Measured values by node id, overriding the operator's figures.
+    pub live: HashMap<String, LiveNode>,
+    /// Per (node, client ISP, client region) latency from app feedback.
+    pub feedback: Vec<Feedback>,
 }
 
 /// The result of resolving one name for one family.
@@ -146,6 +151,39 @@ pub struct NodeEntry {
     pub spec: NodeSpec,
     /// Enabled and its address may be served under the policy.
     pub usable: bool,
+    /// The score inputs in force: measured values where there are any, else the spec's.
+    pub latency_ms: f64,
+    pub latency_source: LatencySource,
+    pub load_pct: f64,
+    pub bandwidth_mbps: f64,
+    /// Feedback latency by (client ISP, client region).
+    pub feedback: Vec<(Token, Token, f64)>,
+}
+
+impl NodeEntry {
+    /// The latency used for clients of `isp` and `region`, and where it came from.
+    pub fn latency_for(&self, isp: Option<&Token>, region: Option<&Token>) -> (f64, LatencySource) {
+        if let (Some(i), Some(r)) = (isp, region) {
+            if let Some((_, _, l)) = self.feedback.iter().find(|(fi, fr, _)| fi == i && fr == r) {
+                return (*l, LatencySource::Feedback);
+            }
+        }
+        (self.latency_ms, self.latency_source)
+    }
+
+    /// The score terms of this node for a client.
+    pub fn terms(&self, policy: &Policy, isp: Option<&Token>, region: Option<&Token>) -> ScoreTerms {
+        let (latency_ms, _) = self.latency_for(isp, region);
+        terms(
+            &policy.weights,
+            &ScoreInput {
+                latency_ms,
+                bandwidth_mbps: self.bandwidth_mbps,
+                load_pct: self.load_pct,
+                same_region: region == Some(&self.spec.region),
+            },
+        )
+    }
 }
 
 /// The immutable answering snapshot.
@@ -171,6 +209,8 @@ struct DomainEntry {
 struct PoolEntry {
     name: Token,
     spec: PoolSpec,
+    /// Every node of the pool, usable or not, for explanations.
+    members: Vec<u32>,
     v4: FamilyNodes,
     v6: FamilyNodes,
 }
@@ -221,6 +261,7 @@ impl Snapshot {
                 pools.push(PoolEntry {
                     name: name.clone(),
                     spec: PoolSpec::default(),
+                    members: Vec::new(),
                     v4: FamilyNodes::default(),
                     v6: FamilyNodes::default(),
                 });
@@ -232,6 +273,12 @@ impl Snapshot {
             pools[idx as usize].spec = spec;
         }
 
+        let mut feedback: HashMap<String, Vec<(Token, Token, f64)>> = HashMap::new();
+        for f in model.feedback {
+            if f.latency_ms.is_finite() && f.latency_ms >= 0.0 {
+                feedback.entry(f.node).or_default().push((f.isp, f.region, f.latency_ms));
+            }
+        }
         let mut nodes = Vec::with_capacity(model.nodes.len());
         for (id, spec) in model.nodes {
             let servable = crate::ip::servable(spec.ip, policy.allow_private);
@@ -248,7 +295,26 @@ impl Snapshot {
                     Family::V6 => pools[pool].v6.nodes.push(idx),
                 }
             }
-            nodes.push(NodeEntry { id: id.into_boxed_str(), spec, usable });
+            pools[pool].members.push(idx);
+            let live = model.live.get(&id).copied().unwrap_or_default();
+            let finite = |v: Option<f64>| v.filter(|x| x.is_finite() && *x >= 0.0);
+            let (latency_ms, latency_source) = match finite(live.latency_ms) {
+                Some(l) => (l, LatencySource::Measured),
+                None => (spec.latency_ms, LatencySource::Operator),
+            };
+            let load_pct = finite(live.load_pct).map_or(spec.load_pct, |l| l.min(100.0));
+            let bandwidth_mbps = finite(live.bandwidth_mbps).unwrap_or(spec.bandwidth_mbps);
+            let node_feedback = feedback.remove(&id).unwrap_or_default();
+            nodes.push(NodeEntry {
+                id: id.into_boxed_str(),
+                spec,
+                usable,
+                latency_ms,
+                latency_source,
+                load_pct,
+                bandwidth_mbps,
+                feedback: node_feedback,
+            });
         }
 
         let mut domains = HashMap::with_capacity(model.domains.len());
@@ -360,37 +426,28 @@ impl Snapshot {
         };
         Resolution::Managed(ManagedAnswer { ttl, ips, status })
     }
-
-    /// Every usable node of `name`'s pool and family with its score for `client`, best first,
-    /// for explaining answers. `None` when the name is not managed.
-    pub fn ranked_candidates(
-        &self,
-        name: &DomainName,
-        family: Family,
-        client: &ClientView,
-    ) -> Option<Vec<(u32, f64, bool)>> {
-        let domain = self.domains.get(name)?;
-        let pool = &self.pools[domain.pool as usize];
-        let fam = match family {
-            Family::V4 => &pool.v4,
-            Family::V6 => &pool.v6,
-        };
-        if fam.nodes.is_empty() {
-            return Some(Vec::new());
-        }
-        let ranking = fam.ranking(client, &self.nodes, &self.policy);
-        let same: std::collections::HashSet<u32> = ranking.same_isp.entries.iter().map(|e| e.0).collect();
-        Some(ranking.all.entries.iter().map(|&(n, s)| (n, s, same.contains(&n))).collect())
-    }
 }
 
 impl FamilyNodes {
     fn index(&mut self, nodes: &[NodeEntry]) {
-        let mut isps: Vec<Token> = self.nodes.iter().map(|&n| nodes[n as usize].spec.isp.clone()).collect();
+        // Client ISPs and regions that rank differently: those of the nodes, and those that
+        // feedback exists for (a Shanghai client ranks differently when a node has Shanghai
+        // feedback, even if no node is in Shanghai).
+        let feedback = || self.nodes.iter().flat_map(|&n| nodes[n as usize].feedback.iter());
+        let mut isps: Vec<Token> = self
+            .nodes
+            .iter()
+            .map(|&n| nodes[n as usize].spec.isp.clone())
+            .chain(feedback().map(|f| f.0.clone()))
+            .collect();
         isps.sort();
         isps.dedup();
-        let mut regions: Vec<Token> =
-            self.nodes.iter().map(|&n| nodes[n as usize].spec.region.clone()).collect();
+        let mut regions: Vec<Token> = self
+            .nodes
+            .iter()
+            .map(|&n| nodes[n as usize].spec.region.clone())
+            .chain(feedback().map(|f| f.1.clone()))
+            .collect();
         regions.sort();
         regions.dedup();
         let slots = (isps.len() + 1) * (regions.len() + 1);
@@ -421,20 +478,8 @@ impl FamilyNodes {
         nodes: &[NodeEntry],
         policy: &Policy,
     ) -> Ranking {
-        let mut all: Vec<(u32, f64)> = self
-            .nodes
-            .iter()
-            .map(|&n| {
-                let spec = &nodes[n as usize].spec;
-                let input = ScoreInput {
-                    latency_ms: spec.latency_ms,
-                    bandwidth_mbps: spec.bandwidth_mbps,
-                    load_pct: spec.load_pct,
-                    same_region: region == Some(&spec.region),
-                };
-                (n, score(&policy.weights, &input))
-            })
-            .collect();
+        let mut all: Vec<(u32, f64)> =
+            self.nodes.iter().map(|&n| (n, nodes[n as usize].terms(policy, isp, region).total())).collect();
         all.sort_by(|a, b| {
             b.1.total_cmp(&a.1).then_with(|| nodes[a.0 as usize].id.cmp(&nodes[b.0 as usize].id))
         });
@@ -516,6 +561,10 @@ pub fn client_seed(ip: IpAddr) -> u64 {
     z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
     z ^ (z >> 31)
 }
+
+mod explain;
+
+pub use explain::{Explanation, NodeExplanation};
 
 #[cfg(test)]
 mod tests;

@@ -4,6 +4,7 @@ use proptest::prelude::*;
 
 use super::*;
 use crate::model::{DomainSpec, NodeSpec};
+use crate::score::score;
 
 fn tok(s: &str) -> Token {
     Token::parse(s).unwrap()
@@ -315,6 +316,111 @@ proptest! {
             for pair in scores.windows(2) {
                 prop_assert!(pair[0] >= pair[1], "{scores:?}");
             }
+        }
+    }
+}
+
+// ---- live inputs and explanations -----------------------------------------------------------
+
+#[test]
+fn feedback_changes_the_ranking_for_its_clients_only() {
+    let mut m = model();
+    // u-sh (latency 30) loses to u-bj (latency 1) for Unicom Shanghai clients...
+    let s = Snapshot::build(m.clone(), no_band(), 1);
+    let (got, _) = ips(&s, "www.example.com", Family::V4, &view(Some("unicom"), Some("shanghai")));
+    assert_eq!(got, ["2.2.2.1", "2.2.2.2"]);
+    // ...until Unicom Shanghai apps report 1 ms to it and 80 ms to u-bj.
+    m.feedback = vec![
+        Feedback { node: "u-sh".into(), isp: tok("unicom"), region: tok("shanghai"), latency_ms: 1.0 },
+        Feedback { node: "u-bj".into(), isp: tok("unicom"), region: tok("shanghai"), latency_ms: 80.0 },
+    ];
+    let s = Snapshot::build(m, no_band(), 1);
+    let (got, _) = ips(&s, "www.example.com", Family::V4, &view(Some("unicom"), Some("shanghai")));
+    assert_eq!(got, ["2.2.2.2", "2.2.2.1"]);
+    // Unicom Beijing clients are not affected.
+    let (got, _) = ips(&s, "www.example.com", Family::V4, &view(Some("unicom"), Some("beijing")));
+    assert_eq!(got, ["2.2.2.1", "2.2.2.2"]);
+}
+
+#[test]
+fn feedback_for_a_region_without_nodes_still_applies() {
+    let mut m = model();
+    m.feedback =
+        vec![Feedback { node: "u-sh".into(), isp: tok("unicom"), region: tok("guangdong"), latency_ms: 0.0 }];
+    let s = Snapshot::build(m, no_band(), 1);
+    let (got, _) = ips(&s, "www.example.com", Family::V4, &view(Some("unicom"), Some("guangdong")));
+    assert_eq!(got, ["2.2.2.2", "2.2.2.1"]);
+}
+
+#[test]
+fn measured_values_override_the_operators() {
+    let mut m = model();
+    m.live.insert(
+        "t-sh".into(),
+        LiveNode { latency_ms: Some(500.0), load_pct: Some(95.0), bandwidth_mbps: None },
+    );
+    let s = Snapshot::build(m, no_band(), 1);
+    let (got, _) = ips(&s, "www.example.com", Family::V4, &view(Some("telecom"), Some("shanghai")));
+    assert_eq!(got, ["1.1.1.1", "1.1.1.2"], "the slow, loaded node drops behind");
+    let e = s.nodes().iter().find(|n| &*n.id == "t-sh").unwrap();
+    assert_eq!((e.latency_ms, e.latency_source, e.load_pct), (500.0, LatencySource::Measured, 95.0));
+}
+
+#[test]
+fn explanation_gives_reasons() {
+    let mut m = model();
+    m.nodes[2].1.enabled = false; // u-bj
+    m.nodes.push(("lo".into(), node("127.0.0.1", "edge", "telecom", "beijing", 0.0)));
+    let s = Snapshot::build(m, no_band(), 1);
+    let e = s
+        .explain(
+            &name("www.example.com"),
+            Family::V4,
+            &view(Some("telecom"), Some("beijing")),
+            0,
+            &Down(vec![1]),
+        )
+        .unwrap();
+    let reason = |id: &str| e.nodes.iter().find(|n| n.id == id).unwrap().reason;
+    assert_eq!(e.answer, ["1.1.1.1".parse::<IpAddr>().unwrap()]);
+    assert_eq!(e.candidates, "same_isp");
+    assert_eq!(reason("t-bj"), "in answer");
+    assert_eq!(reason("t-sh"), "down: failing health checks");
+    assert_eq!(reason("u-bj"), "disabled");
+    assert_eq!(reason("u-sh"), "other ISP: nodes of the client's ISP are up");
+    assert!(reason("lo").starts_with("address not servable"));
+    assert!(e.nodes.iter().all(|n| n.ip.is_ipv4()), "only the asked family");
+    assert_eq!(e.nodes[0].id, "t-bj", "answered nodes first");
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(200))]
+
+    #[test]
+    fn explanation_agrees_with_resolve(
+        nodes in proptest::collection::vec(arb_node(), 0..30),
+        client in arb_view(),
+        seed in any::<u64>(),
+        down_mask in any::<u64>(),
+    ) {
+        let model = Model {
+            nodes: nodes.iter().enumerate().map(|(i, n)| (format!("n{i}"), n.clone())).collect(),
+            domains: vec![(name("d.example.com"), DomainSpec { pool: tok("edge"), ttl: 60, max_answers: 3 })],
+            ..Model::default()
+        };
+        let s = Snapshot::build(model, Policy::default(), 1);
+        struct H(u64);
+        impl NodeHealth for H { fn is_up(&self, n: u32) -> bool { self.0 & (1 << (n % 64)) == 0 } }
+        for fam in [Family::V4, Family::V6] {
+            let Resolution::Managed(a) = s.resolve(&name("d.example.com"), fam, &client, seed, &H(down_mask)) else { panic!() };
+            let e = s.explain(&name("d.example.com"), fam, &client, seed, &H(down_mask)).unwrap();
+            prop_assert_eq!(&e.answer, &a.ips);
+            let mut marked: Vec<IpAddr> = e.nodes.iter().filter(|n| n.in_answer).map(|n| n.ip).collect();
+            marked.sort();
+            marked.dedup();
+            let mut answered = a.ips.clone();
+            answered.sort();
+            prop_assert_eq!(marked, answered);
         }
     }
 }
