@@ -5,15 +5,23 @@
 //! [`Catalog::sync`] runs after every admin write in this process (so a `PUT` is answered from
 //! when it returns) and on a timer (so writes made by other replicas arrive within the sync
 //! interval). The answer path only ever calls [`Catalog::snapshot`], a lock-free load.
+//!
+//! Live inputs (probe latencies, agent reports, app feedback) come in through
+//! [`Catalog::set_live`] and trigger a rebuild from the same in-memory model. Each published
+//! snapshot carries a [`HealthView`] of its nodes, so health checks take a node out of answers
+//! the moment it fails, without a rebuild.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
 use arc_swap::{ArcSwap, Guard};
+use httpdns_core::live::{Feedback, LiveNode};
 use httpdns_core::model::{DomainSpec, NetworkSpec, NodeSpec, PoolSpec};
 use httpdns_core::snapshot::{Model, Policy};
 use httpdns_core::{DomainName, Snapshot, Token};
+use httpdns_live::checker::Target;
+use httpdns_live::health::{HealthRegistry, HealthView};
 use httpdns_store::{Change, Kind, Store, StoreError};
 use ipnet::IpNet;
 use tokio::sync::watch;
@@ -35,17 +43,35 @@ pub struct SyncStatus {
 #[derive(Default)]
 struct ModelState {
     revision: i64,
+    live: std::collections::HashMap<String, LiveNode>,
+    feedback: Vec<Feedback>,
     networks: BTreeMap<String, (IpNet, NetworkSpec)>,
     nodes: BTreeMap<String, NodeSpec>,
     pools: BTreeMap<String, (Token, PoolSpec)>,
     domains: BTreeMap<String, (DomainName, DomainSpec)>,
 }
 
+/// A published snapshot with the health of its nodes.
+#[derive(Debug)]
+pub struct Published {
+    pub snapshot: Snapshot,
+    pub health: HealthView,
+}
+
+impl std::ops::Deref for Published {
+    type Target = Snapshot;
+    fn deref(&self) -> &Snapshot {
+        &self.snapshot
+    }
+}
+
 /// Follows the store; shared behind an `Arc`.
 pub struct Catalog {
     store: Store,
     policy: Policy,
-    snapshot: ArcSwap<Snapshot>,
+    snapshot: ArcSwap<Published>,
+    registry: Arc<HealthRegistry>,
+    targets_tx: watch::Sender<Arc<Vec<Target>>>,
     state: tokio::sync::Mutex<ModelState>,
     // A std mutex: held only to copy or replace a small struct, never across an await.
     status: Mutex<SyncStatus>,
@@ -60,11 +86,17 @@ impl std::fmt::Debug for Catalog {
 }
 
 impl Catalog {
-    pub fn new(store: Store, policy: Policy, metrics: Arc<Metrics>) -> Self {
+    pub fn new(store: Store, policy: Policy, metrics: Arc<Metrics>, registry: Arc<HealthRegistry>) -> Self {
         let (revision_tx, _) = watch::channel(0);
+        let (targets_tx, _) = watch::channel(Arc::new(Vec::new()));
         Self {
             store,
-            snapshot: ArcSwap::from_pointee(Snapshot::empty(policy.clone())),
+            snapshot: ArcSwap::from_pointee(Published {
+                snapshot: Snapshot::empty(policy.clone()),
+                health: HealthView::default(),
+            }),
+            registry,
+            targets_tx,
             policy,
             state: tokio::sync::Mutex::new(ModelState::default()),
             status: Mutex::new(SyncStatus {
@@ -79,9 +111,30 @@ impl Catalog {
         }
     }
 
-    /// The current snapshot: a lock-free load, safe on the answer path.
-    pub fn snapshot(&self) -> Guard<Arc<Snapshot>> {
+    /// The current snapshot and its health: a lock-free load, safe on the answer path.
+    pub fn snapshot(&self) -> Guard<Arc<Published>> {
         self.snapshot.load()
+    }
+
+    /// The health registry shared with the checker.
+    pub fn registry(&self) -> &Arc<HealthRegistry> {
+        &self.registry
+    }
+
+    /// The nodes to health-check, republished with every snapshot.
+    pub fn targets(&self) -> watch::Receiver<Arc<Vec<Target>>> {
+        self.targets_tx.subscribe()
+    }
+
+    /// Replaces the live inputs and republishes when they changed.
+    pub async fn set_live(&self, live: std::collections::HashMap<String, LiveNode>, feedback: Vec<Feedback>) {
+        let mut state = self.state.lock().await;
+        if state.live == live && state.feedback == feedback {
+            return;
+        }
+        state.live = live;
+        state.feedback = feedback;
+        self.publish(&state, 0).await;
     }
 
     pub fn store(&self) -> &Store {
@@ -127,11 +180,21 @@ impl Catalog {
             apply(&mut state, change, &self.metrics);
         }
         state.revision = revision;
+        self.publish(&state, changes.len()).await;
+        self.revision_tx.send_replace(revision);
+        Ok(revision)
+    }
+
+    /// Builds a snapshot of `state` and swaps it in, with its health view and check targets.
+    async fn publish(&self, state: &ModelState, changes: usize) {
+        let revision = state.revision;
         let model = Model {
             networks: state.networks.values().cloned().collect(),
             nodes: state.nodes.iter().map(|(id, spec)| (id.clone(), spec.clone())).collect(),
             pools: state.pools.values().cloned().collect(),
             domains: state.domains.values().cloned().collect(),
+            live: state.live.clone(),
+            feedback: state.feedback.clone(),
         };
         let policy = self.policy.clone();
         let started = Instant::now();
@@ -140,17 +203,20 @@ impl Catalog {
             .await
             .expect("snapshot build does not panic");
         let took = started.elapsed();
+        let health = self.registry.view(snapshot.nodes().iter().map(|n| &*n.id));
+        let targets = check_targets(&snapshot);
         self.metrics.record_snapshot(&snapshot, took);
-        self.snapshot.store(Arc::new(snapshot));
+        self.snapshot.store(Arc::new(Published { snapshot, health }));
+        self.targets_tx.send_if_modified(|old| {
+            if **old == targets {
+                false
+            } else {
+                *old = Arc::new(targets);
+                true
+            }
+        });
         self.mark_ok(Some(took));
-        self.revision_tx.send_replace(revision);
-        tracing::debug!(
-            revision,
-            changes = changes.len(),
-            build_ms = took.as_millis() as u64,
-            "Published snapshot."
-        );
-        Ok(revision)
+        tracing::debug!(revision, changes, build_ms = took.as_millis() as u64, "Published snapshot.");
     }
 
     fn mark_ok(&self, built: Option<Duration>) {
@@ -163,6 +229,23 @@ impl Catalog {
             status.build_duration = took;
         }
     }
+}
+
+/// Every usable node of a pool that has a health check.
+fn check_targets(snapshot: &Snapshot) -> Vec<Target> {
+    snapshot
+        .nodes()
+        .iter()
+        .filter(|n| n.usable)
+        .filter_map(|n| {
+            let check = snapshot.pool(&n.spec.pool)?.health_check.clone()?;
+            Some(Target {
+                node_id: n.id.to_string(),
+                addr: std::net::SocketAddr::new(n.spec.ip, check.port),
+                check,
+            })
+        })
+        .collect()
 }
 
 fn apply(state: &mut ModelState, change: &Change, metrics: &Metrics) {

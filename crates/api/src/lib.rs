@@ -21,6 +21,7 @@ pub mod config_center;
 pub mod dnspod;
 pub mod error;
 mod health;
+pub mod live;
 pub mod metrics;
 pub mod resolve;
 pub mod state;
@@ -46,6 +47,7 @@ pub fn router(state: AppState) -> Router {
         .route("/healthz", get(health::healthz))
         .route("/readyz", get(health::readyz))
         .route("/metrics", get(health::metrics))
+        .route("/feedback", axum::routing::post(live::feedback::handle))
         .merge(admin)
         .fallback(not_found)
         .layer(middleware::from_fn_with_state(state.clone(), track));

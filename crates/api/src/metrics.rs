@@ -36,11 +36,12 @@ pub enum Route {
     Metrics,
     Admin,
     Config,
+    Feedback,
     Other,
 }
 
 impl Route {
-    pub const ALL: [Route; 8] = [
+    pub const ALL: [Route; 9] = [
         Route::D,
         Route::Resolve,
         Route::Healthz,
@@ -48,6 +49,7 @@ impl Route {
         Route::Metrics,
         Route::Admin,
         Route::Config,
+        Route::Feedback,
         Route::Other,
     ];
 
@@ -60,6 +62,7 @@ impl Route {
             Route::Metrics => "/metrics",
             Route::Admin => "/admin",
             Route::Config => "/app/config-center",
+            Route::Feedback => "/feedback",
             Route::Other => "other",
         }
     }
@@ -72,6 +75,7 @@ impl Route {
             "/healthz" => Route::Healthz,
             "/readyz" => Route::Readyz,
             "/metrics" => Route::Metrics,
+            "/feedback" => Route::Feedback,
             p if p.starts_with("/admin/") => Route::Admin,
             p if p.starts_with("/app/config-center/") => Route::Config,
             _ => Route::Other,
@@ -140,8 +144,8 @@ impl Outcome {
 pub struct Metrics {
     pub registry: Registry,
     /// Pre-resolved children by [`Route`] and status class: the hot path does no label hashing.
-    http_requests: [[IntCounter; 4]; 8],
-    http_duration: [Histogram; 8],
+    http_requests: [[IntCounter; 4]; 9],
+    http_duration: [Histogram; 9],
     /// Pre-resolved children of `answers`, so the hot path does no label hashing.
     answers_fast: [[IntCounter; 5]; 2],
     answer_duration: [Histogram; 2],
@@ -153,6 +157,11 @@ pub struct Metrics {
     pub store_sync_errors: IntCounter,
     pub store_corrupt_rows: IntCounter,
     pub geoip_loaded: IntGaugeVec,
+    pub node_reports: IntCounter,
+    pub feedback_reports: IntCounterVec,
+    pub health_probes: IntCounterVec,
+    pub health_transitions: IntCounterVec,
+    pub nodes_by_health: IntGaugeVec,
     /// By [`ConfigMethod`] and status slot (see `config_request`), pre-resolved.
     config_requests: [[IntCounter; 6]; 2],
     /// The served version per config module (modules are created by operators: bounded).
@@ -236,11 +245,36 @@ impl Metrics {
         let config_version =
             IntGaugeVec::new(Opts::new("config_version", "Config version served, by module."), &["module"])
                 .unwrap();
+        let node_reports =
+            IntCounter::new("node_reports_total", "Metric reports accepted from node agents.").unwrap();
+        let feedback_reports = IntCounterVec::new(
+            Opts::new(
+                "feedback_reports_total",
+                "App feedback reports by result (accepted, ignored, rate_limited).",
+            ),
+            &["result"],
+        )
+        .unwrap();
+        let health_probes =
+            IntCounterVec::new(Opts::new("health_probes_total", "Health probes by result."), &["result"])
+                .unwrap();
+        let health_transitions = IntCounterVec::new(
+            Opts::new("health_transitions_total", "Nodes going down or coming back up."),
+            &["to"],
+        )
+        .unwrap();
+        let nodes_by_health =
+            IntGaugeVec::new(Opts::new("nodes_health", "Nodes by health state."), &["state"]).unwrap();
         let config_requests_fast = [ConfigMethod::Get, ConfigMethod::Post]
             .map(|m| CONFIG_STATUSES.map(|st| config_requests.with_label_values(&[m.label(), st])));
         for c in [
             Box::new(config_requests) as Box<dyn prometheus::core::Collector>,
             Box::new(config_version.clone()),
+            Box::new(node_reports.clone()),
+            Box::new(feedback_reports.clone()),
+            Box::new(health_probes.clone()),
+            Box::new(health_transitions.clone()),
+            Box::new(nodes_by_health.clone()),
             Box::new(http_requests) as Box<dyn prometheus::core::Collector>,
             Box::new(http_duration),
             Box::new(answers.clone()),
@@ -273,6 +307,11 @@ impl Metrics {
             geoip_loaded,
             geoip_reload_errors,
             config_requests: config_requests_fast,
+            node_reports,
+            feedback_reports,
+            health_probes,
+            health_transitions,
+            nodes_by_health,
             config_version,
         }
     }

@@ -10,6 +10,7 @@ use httpdns_geo::Geo;
 use crate::catalog::Catalog;
 use crate::config_center::cache::ConfigCache;
 use crate::dnspod::format::FormatOptions;
+use crate::live::LiveHub;
 use crate::metrics::Metrics;
 
 /// Settings of the API listener that handlers read.
@@ -32,6 +33,7 @@ pub struct Shared {
     pub catalog: Arc<Catalog>,
     pub config: Arc<ConfigCache>,
     pub geo: Arc<Geo>,
+    pub live: Arc<LiveHub>,
     pub metrics: Arc<Metrics>,
     pub settings: ApiSettings,
 }

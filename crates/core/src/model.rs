@@ -148,6 +148,8 @@ pub struct HealthCheckSpec {
     pub port: u16,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub path: Option<String>,
+    #[serde(default)]
+    pub method: HealthCheckMethod,
     #[serde(default = "default_interval_ms")]
     pub interval_ms: u64,
     #[serde(default = "default_timeout_ms")]
@@ -161,9 +163,20 @@ pub struct HealthCheckSpec {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum HealthCheckKind {
+    /// A TCP connect to the port.
     Tcp,
+    /// An HTTP/1.1 request to the port and path; a 2xx status is healthy.
     Http,
-    Https,
+}
+
+/// The HTTP method of an `http` check.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum HealthCheckMethod {
+    #[default]
+    #[serde(rename = "GET")]
+    Get,
+    #[serde(rename = "HEAD")]
+    Head,
 }
 
 fn default_interval_ms() -> u64 {
@@ -191,7 +204,7 @@ impl PoolSpec {
             (HealthCheckKind::Tcp, Some(_)) => {
                 return Err(FieldError::new("health_check.path", "a tcp check has no path"))
             }
-            (HealthCheckKind::Http | HealthCheckKind::Https, Some(p))
+            (HealthCheckKind::Http, Some(p))
                 if !p.starts_with('/') || p.len() > 1024 || p.chars().any(char::is_control) =>
             {
                 return Err(FieldError::new(

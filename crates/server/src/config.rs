@@ -8,6 +8,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use httpdns_api::dnspod::format::FormatOptions;
+use httpdns_api::live::LiveSettings;
 use httpdns_core::score::Weights;
 use httpdns_core::snapshot::Policy;
 use httpdns_core::Token;
@@ -66,6 +67,7 @@ pub struct Config {
     pub log_format: LogFormat,
     /// How long in-flight requests may take to finish after a shutdown signal.
     pub shutdown_grace: Duration,
+    pub live: LiveSettings,
 }
 
 /// A configuration error, naming the setting.
@@ -102,6 +104,24 @@ pub struct FileConfig {
     geoip: GeoFile,
     #[serde(default)]
     dnspod: DnspodFile,
+    #[serde(default)]
+    live: LiveFile,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct LiveFile {
+    refresh_interval_ms: Option<u64>,
+    report_fresh_ms: Option<u64>,
+    report_decay_ms: Option<u64>,
+    feedback_flush_ms: Option<u64>,
+    feedback_min_clients: Option<usize>,
+    feedback_client_ttl_ms: Option<u64>,
+    feedback_failure_penalty_ms: Option<f64>,
+    feedback_rate_per_client: Option<f64>,
+    feedback_burst: Option<f64>,
+    feedback_max_batch: Option<usize>,
+    probe_workers: Option<usize>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -269,6 +289,8 @@ impl Config {
             Some(other) => return Err(err("HTTPDNS_LOG_FORMAT", format!("{other:?} is not text or json"))),
         };
 
+        let live = live_settings(&file.live)?;
+
         Ok(Self {
             api_addr,
             mirror_addr,
@@ -285,8 +307,72 @@ impl Config {
             dnspod: FormatOptions { cip_every_line: file.dnspod.cip_every_line.unwrap_or(false) },
             log_format,
             shutdown_grace: Duration::from_millis(file.shutdown_grace_ms.unwrap_or(10_000)),
+            live,
         })
     }
+}
+
+fn live_settings(f: &LiveFile) -> Result<LiveSettings, ConfigError> {
+    let d = LiveSettings::default();
+    let ms = |field: &str,
+              v: Option<u64>,
+              default: Duration,
+              min: u64,
+              max: u64|
+     -> Result<Duration, ConfigError> {
+        match v {
+            None => Ok(default),
+            Some(x) if (min..=max).contains(&x) => Ok(Duration::from_millis(x)),
+            Some(_) => Err(err(format!("live.{field}"), format!("must be {min} to {max} milliseconds"))),
+        }
+    };
+    let mut feedback = d.feedback;
+    if let Some(n) = f.feedback_min_clients {
+        if !(1..=100).contains(&n) {
+            return Err(err("live.feedback_min_clients", "must be 1 to 100"));
+        }
+        feedback.min_clients = n;
+    }
+    feedback.client_ttl_ms = ms(
+        "feedback_client_ttl_ms",
+        f.feedback_client_ttl_ms,
+        Duration::from_millis(feedback.client_ttl_ms),
+        1000,
+        86_400_000,
+    )?
+    .as_millis() as u64;
+    if let Some(p) = f.feedback_failure_penalty_ms {
+        if !(p.is_finite() && (0.0..=60_000.0).contains(&p)) {
+            return Err(err("live.feedback_failure_penalty_ms", "must be 0 to 60000"));
+        }
+        feedback.failure_penalty_ms = p;
+    }
+    let positive = |field: &str, v: Option<f64>, default: f64| -> Result<f64, ConfigError> {
+        match v {
+            None => Ok(default),
+            Some(x) if x.is_finite() && x > 0.0 => Ok(x),
+            Some(_) => Err(err(format!("live.{field}"), "must be a number > 0")),
+        }
+    };
+    Ok(LiveSettings {
+        refresh_interval: ms("refresh_interval_ms", f.refresh_interval_ms, d.refresh_interval, 50, 600_000)?,
+        report_fresh: ms("report_fresh_ms", f.report_fresh_ms, d.report_fresh, 0, 86_400_000)?,
+        report_decay: ms("report_decay_ms", f.report_decay_ms, d.report_decay, 0, 86_400_000)?,
+        feedback_flush: ms("feedback_flush_ms", f.feedback_flush_ms, d.feedback_flush, 100, 3_600_000)?,
+        feedback,
+        feedback_rate: positive("feedback_rate_per_client", f.feedback_rate_per_client, d.feedback_rate)?,
+        feedback_burst: positive("feedback_burst", f.feedback_burst, d.feedback_burst)?,
+        feedback_max_batch: match f.feedback_max_batch {
+            None => d.feedback_max_batch,
+            Some(n) if (1..=10_000).contains(&n) => n,
+            Some(_) => return Err(err("live.feedback_max_batch", "must be 1 to 10000")),
+        },
+        probe_workers: match f.probe_workers {
+            None => d.probe_workers,
+            Some(n) if (1..=4096).contains(&n) => n,
+            Some(_) => return Err(err("live.probe_workers", "must be 1 to 4096")),
+        },
+    })
 }
 
 #[cfg(test)]

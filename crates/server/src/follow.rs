@@ -9,6 +9,11 @@ use std::time::Duration;
 
 use httpdns_api::catalog::Catalog;
 use httpdns_api::config_center::cache::ConfigCache;
+use httpdns_api::live::LiveHub;
+use httpdns_api::metrics::Metrics;
+use httpdns_live::checker::{ProbeObserver, Target};
+use httpdns_live::health::Transition;
+use httpdns_live::probe::ProbeError;
 use httpdns_store::NOTIFY_CHANNEL;
 use sqlx::postgres::PgListener;
 use tokio::sync::Notify;
@@ -88,6 +93,55 @@ pub(crate) async fn listen(url: String, changed: Arc<Notify>, shutdown: Cancella
                         break;
                     }
                 },
+            }
+        }
+    }
+}
+
+/// Folds live inputs into the snapshot every refresh interval and saves feedback aggregates
+/// every flush interval, and once more on shutdown so a restart keeps them.
+pub(crate) async fn follow_live(live: Arc<LiveHub>, catalog: Arc<Catalog>, shutdown: CancellationToken) {
+    let mut refresh = tokio::time::interval(live.settings().refresh_interval);
+    refresh.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut flush = tokio::time::interval(live.settings().feedback_flush);
+    flush.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    flush.tick().await;
+    loop {
+        tokio::select! {
+            () = shutdown.cancelled() => break,
+            _ = refresh.tick() => {
+                if let Err(e) = live.refresh(&catalog).await {
+                    tracing::debug!(error = %e, "Live inputs not refreshed.");
+                }
+            }
+            _ = flush.tick() => {
+                if let Err(e) = live.flush(catalog.store()).await {
+                    tracing::warn!(error = %e, "Feedback aggregates not saved; will retry.");
+                }
+            }
+        }
+    }
+    if let Err(e) = live.flush(catalog.store()).await {
+        tracing::warn!(error = %e, "Feedback aggregates not saved at shutdown.");
+    }
+}
+
+/// Counts probes and logs health transitions.
+pub(crate) struct ProbeMetrics(pub(crate) Arc<Metrics>);
+
+impl ProbeObserver for ProbeMetrics {
+    fn probed(&self, target: &Target, result: &Result<Duration, ProbeError>, transition: Transition) {
+        let m = &self.0;
+        m.health_probes.with_label_values(&[if result.is_ok() { "ok" } else { "fail" }]).inc();
+        match transition {
+            Transition::None => {}
+            Transition::WentDown => {
+                m.health_transitions.with_label_values(&["down"]).inc();
+                tracing::warn!(node = %target.node_id, addr = %target.addr, error = ?result.as_ref().err(), "Node failed its health checks; out of answers.");
+            }
+            Transition::WentUp => {
+                m.health_transitions.with_label_values(&["up"]).inc();
+                tracing::info!(node = %target.node_id, addr = %target.addr, "Node passed its health checks; back in answers.");
             }
         }
     }

@@ -15,10 +15,12 @@ use std::sync::Arc;
 use anyhow::Context;
 use httpdns_api::catalog::Catalog;
 use httpdns_api::config_center::cache::ConfigCache;
+use httpdns_api::live::LiveHub;
 use httpdns_api::metrics::Metrics;
 use httpdns_api::state::Shared;
 use httpdns_api::{ApiSettings, AppState};
 use httpdns_geo::Geo;
+use httpdns_live::health::HealthRegistry;
 use httpdns_store::Store;
 use tokio::sync::Notify;
 use tokio::task::JoinSet;
@@ -91,15 +93,24 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
 
     let metrics = Arc::new(Metrics::new());
     let geo = Arc::new(Geo::open(config.geo.clone()).context("loading the GeoIP databases")?);
-    let catalog = Arc::new(Catalog::new(store.clone(), config.policy.clone(), metrics.clone()));
+    let registry = Arc::new(HealthRegistry::default());
+    let catalog =
+        Arc::new(Catalog::new(store.clone(), config.policy.clone(), metrics.clone(), registry.clone()));
     catalog.sync().await.context("loading data from the database")?;
     let config_cache = Arc::new(ConfigCache::new(store.clone(), signer, metrics.clone()));
     config_cache.refresh().await.context("loading config documents")?;
+    let live = Arc::new(LiveHub::new(config.live.clone()));
+    let restored = live.load(&store).await.context("loading feedback aggregates")?;
+    if restored > 0 {
+        tracing::info!(aggregates = restored, "Restored app feedback aggregates.");
+    }
+    live.refresh(&catalog).await.context("applying live inputs")?;
 
     let state = AppState::new(Shared {
         catalog: catalog.clone(),
         config: config_cache.clone(),
         geo: geo.clone(),
+        live: live.clone(),
         metrics: metrics.clone(),
         settings: ApiSettings {
             admin_token: admin_token.clone(),
@@ -148,6 +159,14 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
         config.sync_interval,
         shutdown.clone(),
     ));
+    tasks.spawn(httpdns_live::checker::run(
+        registry,
+        catalog.targets(),
+        Arc::new(follow::ProbeMetrics(metrics.clone())),
+        config.live.probe_workers,
+        shutdown.clone(),
+    ));
+    tasks.spawn(follow::follow_live(live, catalog.clone(), shutdown.clone()));
     tasks.spawn(follow_geo(geo, metrics, config.geo.reload_interval, shutdown.clone()));
 
     Ok(Running {

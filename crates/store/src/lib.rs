@@ -20,6 +20,7 @@
 
 pub mod config;
 mod error;
+pub mod live;
 mod resources;
 
 pub use error::StoreError;

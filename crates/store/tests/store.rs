@@ -116,3 +116,35 @@ async fn data_survives_reopening_sqlite() {
 async fn rejects_unknown_url_schemes() {
     assert!(Store::connect("mysql://x").await.is_err());
 }
+
+#[tokio::test]
+async fn reports_and_feedback_round_trip() {
+    use httpdns_store::live::{FeedbackRow, NodeReport};
+    on_each_backend("reports_and_feedback", |s| async move {
+        let r = |load: f64, at: i64| NodeReport {
+            load_pct: Some(load),
+            bandwidth_mbps: None,
+            latency_ms: Some(3.5),
+            reported_at: at,
+        };
+        s.put_reports(&[("n1".into(), r(10.0, 1000)), ("n2".into(), r(20.0, 2000))]).await.unwrap();
+        s.put_reports(&[("n1".into(), r(30.0, 3000))]).await.unwrap();
+        let mut got = s.reports_since(1500).await.unwrap();
+        got.sort_by(|a, b| a.0.cmp(&b.0));
+        assert_eq!(got, [("n1".to_string(), r(30.0, 3000)), ("n2".to_string(), r(20.0, 2000))]);
+        assert_eq!(got[0].1.bandwidth_mbps, None);
+
+        let row = |lat: f64| FeedbackRow {
+            node: "n1".into(),
+            isp: "unicom".into(),
+            region: "shanghai".into(),
+            latency_ms: lat,
+            success_rate: 0.75,
+            clients: 4,
+        };
+        s.save_feedback(&[row(12.5)]).await.unwrap();
+        s.save_feedback(&[row(8.25)]).await.unwrap();
+        assert_eq!(s.load_feedback(0).await.unwrap(), [row(8.25)]);
+    })
+    .await;
+}

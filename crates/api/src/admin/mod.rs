@@ -23,6 +23,9 @@ pub use resources::{AdminResource, Domains, Networks, Nodes, Pools};
 /// The admin routes, without auth (the caller layers [`require_token`]).
 pub fn routes() -> Router<AppState> {
     crate::config_center::admin_routes()
+        .route("/admin/v1/nodes/{name}/metrics", axum::routing::post(crate::live::reports::one))
+        .route("/admin/v1/metrics", axum::routing::post(crate::live::reports::batch))
+        .route("/admin/v1/explain", get(crate::live::explain::handle))
         .route("/admin/v1/networks", get(resources::list::<Networks>))
         // A catch-all, so a CIDR works percent-encoded (`1.0.1.0%2F24`, as documented) and
         // also with a literal slash.

@@ -15,9 +15,10 @@ use axum::body::Bytes;
 use axum::extract::{Request, State};
 use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode};
 use axum::response::{IntoResponse, Response};
-use httpdns_core::snapshot::{client_seed, AllUp, Resolution};
-use httpdns_core::{ClientView, DomainName, Family, Snapshot};
+use httpdns_core::snapshot::{client_seed, Resolution};
+use httpdns_core::{ClientView, DomainName, Family};
 
+use crate::catalog::Published;
 use crate::error::ApiError;
 use crate::metrics::{Endpoint, Outcome};
 use crate::state::{AppState, PeerAddr};
@@ -125,7 +126,7 @@ pub(crate) fn status_header(outcomes: &[Outcome]) -> HeaderValue {
 
 /// Answers every requested name for one client.
 pub(crate) fn answer_all<'r>(
-    snapshot: &Snapshot,
+    snapshot: &Published,
     req: &'r DRequest,
     view: &ClientView,
     client: IpAddr,
@@ -165,13 +166,13 @@ fn combine(a: Option<Outcome>, b: Option<Outcome>) -> Outcome {
 }
 
 pub(crate) fn family(
-    snapshot: &Snapshot,
+    snapshot: &Published,
     name: &DomainName,
     fam: Family,
     view: &ClientView,
     seed: u64,
 ) -> (Part, Option<Outcome>) {
-    match snapshot.resolve(name, fam, view, seed, &AllUp) {
+    match snapshot.snapshot.resolve(name, fam, view, seed, &snapshot.health) {
         Resolution::NotManaged => (Part::default(), Some(Outcome::NotManaged)),
         Resolution::Managed(a) => (Part { ips: a.ips, ttl: a.ttl }, Some(Outcome::from_status(a.status))),
     }
