@@ -5,6 +5,7 @@ mod admin;
 mod answers;
 mod config_center;
 mod geoip;
+mod live;
 mod metrics;
 mod persistence;
 mod support;
