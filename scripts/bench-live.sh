@@ -5,7 +5,8 @@
 #   scripts/bench-live.sh [duration_seconds] [connections]
 #
 # Needs wrk and python3. The 1,000 nodes are 127.0.x.y addresses; one listener on 0.0.0.0
-# accepts the TCP health checks for all of them (the bare axum example, which otherwise idles).
+# accepts the TCP health checks for all of them (examples/probe_sink.rs: accept and close on
+# one thread, about what a remote node's kernel would spend).
 # Checks use the default interval of 2 s: 500 probes/s.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -16,7 +17,7 @@ TARGET_PORT=18483
 TOKEN=bench-admin-token-0123456789
 
 command -v wrk >/dev/null || { echo "wrk is required: apt-get install wrk" >&2; exit 1; }
-cargo build --release --quiet --bin httpdns --example bare_axum
+cargo build --release --quiet --bin httpdns --example probe_sink
 
 DATA="$(mktemp -d)"
 cleanup() { kill "${HPID:-}" "${BPID:-}" "${FPID:-}" 2>/dev/null || true; rm -rf "$DATA"; }
@@ -33,7 +34,7 @@ HTTPDNS_API_ADDR=$API HTTPDNS_MIRROR_ADDR=off HTTPDNS_DNS_ADDR=off HTTPDNS_DATA_
 HTTPDNS_ADMIN_TOKEN=$TOKEN HTTPDNS_ALLOW_PRIVATE_NODE_IPS=true RUST_LOG=warn \
   ./target/release/httpdns serve --config "$DATA/httpdns.toml" &
 HPID=$!
-./target/release/examples/bare_axum 0.0.0.0:$TARGET_PORT 2>/dev/null &
+./target/release/examples/probe_sink 0.0.0.0:$TARGET_PORT 2>/dev/null &
 BPID=$!
 for _ in $(seq 1 100); do curl -sf "http://$API/readyz" >/dev/null && break; sleep 0.1; done
 

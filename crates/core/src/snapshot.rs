@@ -51,6 +51,21 @@ impl Family {
             IpAddr::V6(_) => Self::V6,
         }
     }
+
+    pub fn other(self) -> Self {
+        match self {
+            Self::V4 => Self::V6,
+            Self::V6 => Self::V4,
+        }
+    }
+
+    /// `ipv4` or `ipv6`.
+    pub fn label(self) -> &'static str {
+        match self {
+            Self::V4 => "ipv4",
+            Self::V6 => "ipv6",
+        }
+    }
 }
 
 /// What is known of a client: its carrier and region, each possibly unknown.
@@ -394,16 +409,10 @@ impl Snapshot {
             return Resolution::NotManaged;
         };
         let pool = &self.pools[domain.pool as usize];
-        let fam = match family {
-            Family::V4 => &pool.v4,
-            Family::V6 => &pool.v6,
-        };
+        let fam = pool.family(family);
         let ttl = domain.spec.ttl;
         if fam.nodes.is_empty() {
-            let other = match family {
-                Family::V4 => &pool.v6,
-                Family::V6 => &pool.v4,
-            };
+            let other = pool.family(family.other());
             let status =
                 if other.nodes.is_empty() { AnswerStatus::NoHealthyNode } else { AnswerStatus::NoRecord };
             return Resolution::Managed(ManagedAnswer { ttl, ips: Vec::new(), status });
@@ -425,6 +434,15 @@ impl Snapshot {
             AnswerStatus::FailOpen
         };
         Resolution::Managed(ManagedAnswer { ttl, ips, status })
+    }
+}
+
+impl PoolEntry {
+    fn family(&self, family: Family) -> &FamilyNodes {
+        match family {
+            Family::V4 => &self.v4,
+            Family::V6 => &self.v6,
+        }
     }
 }
 

@@ -24,6 +24,20 @@ pub enum Expect {
     Version(i64),
 }
 
+impl Expect {
+    /// Whether a publish may go ahead when the module's current version is `current`
+    /// (`None`: the module does not exist).
+    pub fn check(self, current: Option<i64>) -> Result<(), PublishError> {
+        match (current, self) {
+            (None, Expect::Nothing | Expect::Any | Expect::Version(0)) => Ok(()),
+            (None, Expect::Version(_)) => Err(PublishError::Precondition { current: None }),
+            (Some(c), Expect::Nothing) => Err(PublishError::PreconditionRequired { current: c }),
+            (Some(c), Expect::Version(n)) if n != c => Err(PublishError::Precondition { current: Some(c) }),
+            (Some(_), _) => Ok(()),
+        }
+    }
+}
+
 /// Why a publish was refused.
 #[derive(Debug, thiserror::Error)]
 pub enum PublishError {
@@ -105,15 +119,7 @@ impl Store {
                 .await?
                 .map(|r| r.try_get(0))
                 .transpose()?;
-        match (current, p.expect) {
-            (None, Expect::Nothing | Expect::Any | Expect::Version(0)) => {}
-            (None, Expect::Version(_)) => return Err(PublishError::Precondition { current: None }),
-            (Some(c), Expect::Nothing) => return Err(PublishError::PreconditionRequired { current: c }),
-            (Some(c), Expect::Version(n)) if n != c => {
-                return Err(PublishError::Precondition { current: Some(c) })
-            }
-            (Some(_), _) => {}
-        }
+        p.expect.check(current)?;
         let previous: Option<String> = match current {
             Some(c) => Some(
                 sqlx::query("SELECT document FROM config_versions WHERE module = $1 AND version = $2")

@@ -125,7 +125,7 @@ pub(crate) async fn put(
 
     if matches!(q.dry_run.as_deref(), Some("1" | "true")) {
         let cur = app.config.store().config_current(&module).await.map_err(|e| ApiError::unavailable(&e))?;
-        check_precondition(expect, cur.as_ref().map(|c| c.version))?;
+        expect.check(cur.as_ref().map(|c| c.version)).map_err(publish_error)?;
         let prev = cur.map(|c| parse_stored(&c.document)).transpose()?;
         let summary = given_summary.unwrap_or_else(|| summarize(prev.as_ref(), &content));
         return Ok(axum::Json(serde_json::json!({
@@ -151,16 +151,6 @@ pub(crate) async fn put(
     after_publish(&app, &module, written.version).await;
     let status = if written.version == 1 { StatusCode::CREATED } else { StatusCode::OK };
     Ok(doc_response(status, &content, written.version))
-}
-
-fn check_precondition(expect: Expect, current: Option<i64>) -> Result<(), ApiError> {
-    match (current, expect) {
-        (None, Expect::Nothing | Expect::Any | Expect::Version(0)) => Ok(()),
-        (None, Expect::Version(_)) => Err(precondition_failed(None)),
-        (Some(c), Expect::Nothing) => Err(precondition_required(c)),
-        (Some(c), Expect::Version(n)) if n != c => Err(precondition_failed(Some(c))),
-        (Some(_), _) => Ok(()),
-    }
 }
 
 fn precondition_required(current: i64) -> ApiError {

@@ -65,10 +65,7 @@ impl Snapshot {
         let Resolution::Managed(answer) = self.resolve(name, family, client, seed, health) else {
             return None;
         };
-        let fam = match family {
-            Family::V4 => &pool.v4,
-            Family::V6 => &pool.v6,
-        };
+        let fam = pool.family(family);
         let same_isp_up = client.isp.as_ref().is_some_and(|isp| {
             fam.nodes.iter().any(|&n| &self.nodes[n as usize].spec.isp == isp && health.is_up(n))
         });
@@ -138,10 +135,7 @@ impl Snapshot {
             pool: pool.name.to_string(),
             ttl: answer.ttl,
             max_answers: domain.spec.max_answers,
-            family: match family {
-                Family::V4 => "ipv4",
-                Family::V6 => "ipv6",
-            },
+            family: family.label(),
             status: match answer.status {
                 AnswerStatus::Ok => "ok",
                 AnswerStatus::FailOpen => "fail-open",
