@@ -76,7 +76,7 @@ while True:
 PY
   FPID=$!
 }
-feedback_off() { kill "$FPID" 2>/dev/null || true; wait "$FPID" 2>/dev/null || true; FPID=; }
+feedback_off() { [ -n "${FPID:-}" ] && { kill "$FPID" 2>/dev/null || true; wait "$FPID" 2>/dev/null || true; }; FPID=; }
 
 URL="http://$API/d?dn=www.example.com&ip=1.0.1.7&ttl=1"
 run() {
@@ -89,7 +89,10 @@ wrk -t1 -c"$CONNS" -d2s "$URL" >/dev/null
 for _ in $(seq 1 "${ROUNDS:-3}"); do
   checks off; sleep 1
   run >> "$DATA/off"
-  checks on; feedback_on; sleep 3
+  # LIVE_PARTS=checks or feedback measures one part alone.
+  [ "${LIVE_PARTS:-both}" != feedback ] && checks on
+  [ "${LIVE_PARTS:-both}" != checks ] && feedback_on
+  sleep 3
   run >> "$DATA/on"
   feedback_off
 done

@@ -158,6 +158,14 @@ async fn publish_conditional_get_preconditions_and_rollback() {
         let (status, _) = s.admin(Method::GET, "/admin/v1/config/cdn/versions/9", None).await;
         assert_eq!(status, StatusCode::NOT_FOUND);
 
+        // Bare digits are taken as the entity tag too.
+        let resp = publish(&s, "cdn", &seed_doc(), Some("2")).await;
+        assert_eq!(resp.status(), StatusCode::PRECONDITION_FAILED);
+        assert_eq!(
+            publish(&s, "cdn", &seed_doc(), Some("3x")).await.status(),
+            StatusCode::PRECONDITION_FAILED
+        );
+
         // Force with If-Match: *.
         let resp = publish(&s, "cdn", &seed_doc(), Some("*")).await;
         assert_eq!(resp.headers()["etag"], "\"4\"");

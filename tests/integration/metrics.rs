@@ -27,6 +27,8 @@ async fn metrics_scrape_parses_and_counts_answers() {
     assert_eq!(value(r#"httpdns_snapshot_objects{kind="nodes"}"#), 5.0);
     assert!(value("httpdns_snapshot_revision") >= 8.0);
     assert!(value("httpdns_snapshot_built_timestamp_seconds") > 1.7e9);
+    let age = value("httpdns_snapshot_age_seconds");
+    assert!((0.0..60.0).contains(&age), "{age}");
     assert_eq!(value("httpdns_store_up"), 1.0);
 
     // Every sample line is `name{labels} value` with a number, and every family has HELP/TYPE.

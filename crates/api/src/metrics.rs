@@ -151,6 +151,7 @@ pub struct Metrics {
     answer_duration: [Histogram; 2],
     pub snapshot_revision: IntGauge,
     pub snapshot_built: IntGauge,
+    pub snapshot_age: prometheus::Gauge,
     pub snapshot_build_seconds: prometheus::Gauge,
     pub snapshot_objects: IntGaugeVec,
     pub store_up: IntGauge,
@@ -209,6 +210,11 @@ impl Metrics {
         let snapshot_built = IntGauge::new(
             "snapshot_built_timestamp_seconds",
             "Unix time the answering snapshot was built; its age is time() minus this.",
+        )
+        .unwrap();
+        let snapshot_age = prometheus::Gauge::new(
+            "snapshot_age_seconds",
+            "Seconds since the answering snapshot was built, at scrape time.",
         )
         .unwrap();
         let snapshot_build_seconds =
@@ -281,6 +287,7 @@ impl Metrics {
             Box::new(answer_hist),
             Box::new(snapshot_revision.clone()),
             Box::new(snapshot_built.clone()),
+            Box::new(snapshot_age.clone()),
             Box::new(snapshot_build_seconds.clone()),
             Box::new(snapshot_objects.clone()),
             Box::new(store_up.clone()),
@@ -299,6 +306,7 @@ impl Metrics {
             answer_duration,
             snapshot_revision,
             snapshot_built,
+            snapshot_age,
             snapshot_build_seconds,
             snapshot_objects,
             store_up,

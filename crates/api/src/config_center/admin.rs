@@ -35,7 +35,9 @@ fn expect_of(headers: &HeaderMap) -> Result<Expect, ApiError> {
     if s == "*" {
         return Ok(Expect::Any);
     }
-    match s.strip_prefix('"').and_then(|r| r.strip_suffix('"')).and_then(|n| n.parse::<i64>().ok()) {
+    // The entity tag is quoted (`"3"`); bare digits are accepted too, as clients often send them.
+    let tag = s.strip_prefix('"').and_then(|r| r.strip_suffix('"')).unwrap_or(s);
+    match tag.parse::<i64>().ok().filter(|_| tag.bytes().all(|b| b.is_ascii_digit())) {
         Some(n) if n >= 0 => Ok(Expect::Version(n)),
         _ => Err(precondition_failed(None)),
     }
