@@ -150,6 +150,9 @@ pub struct HealthCheckSpec {
     pub path: Option<String>,
     #[serde(default)]
     pub method: HealthCheckMethod,
+    /// Server name sent in the TLS handshake of an `https` check (default: none, the address).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sni: Option<crate::name::DomainName>,
     #[serde(default = "default_interval_ms")]
     pub interval_ms: u64,
     #[serde(default = "default_timeout_ms")]
@@ -167,6 +170,9 @@ pub enum HealthCheckKind {
     Tcp,
     /// An HTTP/1.1 request to the port and path; a 2xx status is healthy.
     Http,
+    /// The same over TLS. The certificate is not verified: nodes are probed by address, and
+    /// the check is about liveness, not identity.
+    Https,
 }
 
 /// The HTTP method of an `http` check.
@@ -197,6 +203,9 @@ impl PoolSpec {
         let Some(hc) = &self.health_check else {
             return Ok(());
         };
+        if hc.sni.is_some() && hc.kind != HealthCheckKind::Https {
+            return Err(FieldError::new("health_check.sni", "only an https check sends a server name"));
+        }
         if hc.port == 0 {
             return Err(FieldError::new("health_check.port", "must be 1 to 65535"));
         }
@@ -204,7 +213,7 @@ impl PoolSpec {
             (HealthCheckKind::Tcp, Some(_)) => {
                 return Err(FieldError::new("health_check.path", "a tcp check has no path"))
             }
-            (HealthCheckKind::Http, Some(p))
+            (HealthCheckKind::Http | HealthCheckKind::Https, Some(p))
                 if !p.starts_with('/') || p.len() > 1024 || p.chars().any(char::is_control) =>
             {
                 return Err(FieldError::new(

@@ -3,7 +3,7 @@
 //! # Layout
 //!
 //! * [`health`]: per-node health state shared with the answer path (atomics, no locks there).
-//! * [`probe`]: one TCP or HTTP probe.
+//! * [`probe`]: one TCP, HTTP or HTTPS probe.
 //! * [`checker`]: the scheduler and the bounded pool of probe workers.
 //! * [`feedback`]: robust aggregation of app feedback per (node, client ISP, client region).
 

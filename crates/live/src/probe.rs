@@ -1,10 +1,13 @@
-//! One probe of one node: a TCP connect, or an HTTP/1.1 request whose status must be 2xx.
+//! One probe of one node: a TCP connect, or an HTTP/1.1 request (optionally over TLS) whose
+//! status must be 2xx.
 
 use std::net::SocketAddr;
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use httpdns_core::model::{HealthCheckKind, HealthCheckMethod, HealthCheckSpec};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 /// Why a probe failed.
@@ -12,6 +15,7 @@ use tokio::net::TcpStream;
 pub enum ProbeError {
     Timeout,
     Connect(String),
+    Tls(String),
     Io(String),
     BadResponse,
     Status(u16),
@@ -26,31 +30,54 @@ pub async fn probe(addr: SocketAddr, check: &HealthCheckSpec) -> Result<Duration
 
 async fn run(addr: SocketAddr, check: &HealthCheckSpec) -> Result<Duration, ProbeError> {
     let started = Instant::now();
-    let mut stream = TcpStream::connect(addr).await.map_err(|e| ProbeError::Connect(e.to_string()))?;
+    let stream = TcpStream::connect(addr).await.map_err(|e| ProbeError::Connect(e.to_string()))?;
     let connect = started.elapsed();
     // Close with a reset instead of leaving the socket in TIME_WAIT: at hundreds of probes a
     // second, TIME_WAIT sockets pile up by the ten thousand in the kernel's tables. A zero
     // linger never blocks on drop, which is what the deprecation warns about.
     #[allow(deprecated)]
     let _ = stream.set_linger(Some(Duration::ZERO));
-    if check.kind == HealthCheckKind::Tcp {
-        return Ok(connect);
-    }
     let _ = stream.set_nodelay(true);
+    match check.kind {
+        HealthCheckKind::Tcp => Ok(connect),
+        HealthCheckKind::Http => http_status(stream, addr, check).await.map(|()| connect),
+        HealthCheckKind::Https => {
+            let name = match &check.sni {
+                Some(d) => {
+                    ServerName::try_from(d.as_str().to_owned()).map_err(|e| ProbeError::Tls(e.to_string()))?
+                }
+                None => ServerName::IpAddress(addr.ip().into()),
+            };
+            let tls = tokio_rustls::TlsConnector::from(tls_config())
+                .connect(name, stream)
+                .await
+                .map_err(|e| ProbeError::Tls(e.to_string()))?;
+            http_status(tls, addr, check).await.map(|()| connect)
+        }
+    }
+}
+
+/// Sends the request and reads the status line (bounded).
+async fn http_status<S: AsyncRead + AsyncWrite + Unpin>(
+    mut stream: S,
+    addr: SocketAddr,
+    check: &HealthCheckSpec,
+) -> Result<(), ProbeError> {
     let method = match check.method {
         HealthCheckMethod::Get => "GET",
         HealthCheckMethod::Head => "HEAD",
     };
     let path = check.path.as_deref().unwrap_or("/");
-    let host = match addr {
-        SocketAddr::V4(a) => a.to_string(),
-        SocketAddr::V6(a) => format!("[{}]:{}", a.ip(), a.port()),
+    let host = match (&check.sni, addr) {
+        (Some(name), _) => name.to_string(),
+        (None, SocketAddr::V4(a)) => a.to_string(),
+        (None, SocketAddr::V6(a)) => format!("[{}]:{}", a.ip(), a.port()),
     };
     let request = format!(
         "{method} {path} HTTP/1.1\r\nHost: {host}\r\nUser-Agent: httpdns-health-check/1\r\nAccept: */*\r\nConnection: close\r\n\r\n"
     );
     stream.write_all(request.as_bytes()).await.map_err(|e| ProbeError::Io(e.to_string()))?;
-    // Only the status line matters; read until its end (bounded).
+    stream.flush().await.map_err(|e| ProbeError::Io(e.to_string()))?;
     let mut buf = Vec::with_capacity(256);
     let mut chunk = [0u8; 256];
     while !buf.windows(2).any(|w| w == b"\r\n") {
@@ -68,8 +95,69 @@ async fn run(addr: SocketAddr, check: &HealthCheckSpec) -> Result<Duration, Prob
     let version = parts.next().unwrap_or("");
     let status = parts.next().and_then(|s| s.parse::<u16>().ok());
     match (version.starts_with("HTTP/1."), status) {
-        (true, Some(code)) if (200..300).contains(&code) => Ok(connect),
+        (true, Some(code)) if (200..300).contains(&code) => Ok(()),
         (true, Some(code)) => Err(ProbeError::Status(code)),
         _ => Err(ProbeError::BadResponse),
     }
 }
+
+/// The TLS client of `https` checks: any certificate is accepted, since nodes are probed by
+/// address and the check is about liveness, not identity (like a load balancer's checks).
+fn tls_config() -> Arc<rustls::ClientConfig> {
+    static CONFIG: OnceLock<Arc<rustls::ClientConfig>> = OnceLock::new();
+    CONFIG
+        .get_or_init(|| {
+            let provider = Arc::new(rustls::crypto::ring::default_provider());
+            let config = rustls::ClientConfig::builder_with_provider(provider.clone())
+                .with_safe_default_protocol_versions()
+                .expect("ring supports the default protocol versions")
+                .dangerous()
+                .with_custom_certificate_verifier(Arc::new(AnyCertificate(provider)))
+                .with_no_client_auth();
+            Arc::new(config)
+        })
+        .clone()
+}
+
+#[derive(Debug)]
+struct AnyCertificate(Arc<rustls::crypto::CryptoProvider>);
+
+impl rustls::client::danger::ServerCertVerifier for AnyCertificate {
+    fn verify_server_cert(
+        &self,
+        _end_entity: &CertificateDer<'_>,
+        _intermediates: &[CertificateDer<'_>],
+        _server_name: &ServerName<'_>,
+        _ocsp_response: &[u8],
+        _now: UnixTime,
+    ) -> Result<rustls::client::danger::ServerCertVerified, rustls::Error> {
+        Ok(rustls::client::danger::ServerCertVerified::assertion())
+    }
+
+    // The handshake signatures are still checked: a peer must hold the key of the
+    // certificate it presents, whatever that certificate is.
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls12_signature(message, cert, dss, &self.0.signature_verification_algorithms)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls13_signature(message, cert, dss, &self.0.signature_verification_algorithms)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
+        self.0.signature_verification_algorithms.supported_schemes()
+    }
+}
+
+#[cfg(test)]
+mod tests;
