@@ -126,6 +126,31 @@ pub(crate) async fn follow_live(live: Arc<LiveHub>, catalog: Arc<Catalog>, shutd
     }
 }
 
+/// Runs the health checker on a runtime of its own, on its own thread: probe traffic (connects,
+/// timers, completions) then never wakes or competes with the API's worker threads, which
+/// keeps its cost off the answer path's latency. Completes when the checker has stopped.
+pub(crate) async fn run_checker(
+    registry: Arc<httpdns_live::health::HealthRegistry>,
+    targets: tokio::sync::watch::Receiver<Arc<Vec<Target>>>,
+    observer: Arc<dyn ProbeObserver>,
+    workers: usize,
+    shutdown: CancellationToken,
+) {
+    let (done_tx, done_rx) = tokio::sync::oneshot::channel::<()>();
+    let spawned = std::thread::Builder::new().name("health-checks".into()).spawn(move || {
+        match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+            Ok(rt) => rt.block_on(httpdns_live::checker::run(registry, targets, observer, workers, shutdown)),
+            Err(e) => tracing::error!(error = %e, "Health checks not started: no runtime."),
+        }
+        let _ = done_tx.send(());
+    });
+    if let Err(e) = spawned {
+        tracing::error!(error = %e, "Health checks not started: no thread.");
+        return;
+    }
+    let _ = done_rx.await;
+}
+
 /// Counts probes and logs health transitions.
 pub(crate) struct ProbeMetrics(pub(crate) Arc<Metrics>);
 

@@ -70,6 +70,14 @@ impl Running {
     }
 }
 
+impl Drop for Running {
+    /// Dropping a server without [`Running::shutdown`] still stops it: the tasks are aborted
+    /// with the task set, and the health-check thread ends on the cancelled token.
+    fn drop(&mut self) {
+        self.shutdown.cancel();
+    }
+}
+
 /// Connects, loads and binds everything `config` asks for, and starts serving.
 pub async fn start(config: Config) -> anyhow::Result<Running> {
     std::fs::create_dir_all(&config.data_dir)
@@ -159,7 +167,7 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
         config.sync_interval,
         shutdown.clone(),
     ));
-    tasks.spawn(httpdns_live::checker::run(
+    tasks.spawn(follow::run_checker(
         registry,
         catalog.targets(),
         Arc::new(follow::ProbeMetrics(metrics.clone())),
