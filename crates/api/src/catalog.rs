@@ -173,7 +173,7 @@ impl Catalog {
         self.metrics.store_up.set(1);
         let first = !self.status().loaded;
         if changes.is_empty() && revision == state.revision && !first {
-            self.mark_ok(None);
+            self.mark_ok();
             return Ok(revision);
         }
         for change in &changes {
@@ -181,6 +181,7 @@ impl Catalog {
         }
         state.revision = revision;
         self.publish(&state, changes.len()).await;
+        self.mark_ok();
         self.revision_tx.send_replace(revision);
         Ok(revision)
     }
@@ -215,19 +216,20 @@ impl Catalog {
                 true
             }
         });
-        self.mark_ok(Some(took));
+        {
+            let mut status = self.status.lock().unwrap_or_else(|e| e.into_inner());
+            status.built_at = SystemTime::now();
+            status.build_duration = took;
+        }
         tracing::debug!(revision, changes, build_ms = took.as_millis() as u64, "Published snapshot.");
     }
 
-    fn mark_ok(&self, built: Option<Duration>) {
+    /// Records a successful sync: data is loaded and the store answers.
+    fn mark_ok(&self) {
         let mut status = self.status.lock().unwrap_or_else(|e| e.into_inner());
         status.loaded = true;
         status.store_ok = true;
         status.last_error = None;
-        if let Some(took) = built {
-            status.built_at = SystemTime::now();
-            status.build_duration = took;
-        }
     }
 }
 

@@ -63,13 +63,14 @@ impl ApiError {
         Self::new(StatusCode::INTERNAL_SERVER_ERROR, "InternalError", "internal error")
     }
 
-    /// The store is unreachable: the write was not made.
+    /// The store is unreachable. Writes are transactions, so a failed write left nothing
+    /// behind; the client may retry.
     pub fn unavailable(cause: &dyn std::fmt::Display) -> Self {
-        tracing::warn!(%cause, "Store unavailable for a write.");
+        tracing::warn!(%cause, "Store unavailable.");
         Self::new(
             StatusCode::SERVICE_UNAVAILABLE,
             "StoreUnavailable",
-            "the database is unavailable; nothing was written",
+            "the database is unavailable; nothing was changed, try again",
         )
     }
 }

@@ -78,10 +78,12 @@ fn validate(i: usize, item: &Item) -> Result<Valid, ApiError> {
 }
 
 pub(crate) async fn handle(State(app): State<AppState>, PeerAddr(peer): PeerAddr, body: Bytes) -> Response {
-    match accept(&app, peer, &body) {
+    let resp = match accept(&app, peer, &body) {
         Ok(r) => r,
         Err(e) => e.into_response(),
-    }
+    };
+    app.metrics.http_answer_request(crate::metrics::Route::Feedback, resp.status());
+    resp
 }
 
 fn accept(app: &AppState, peer: IpAddr, body: &[u8]) -> Result<Response, ApiError> {
