@@ -4,6 +4,7 @@
 mod admin;
 mod answers;
 mod config_center;
+mod dns;
 mod geoip;
 mod live;
 mod metrics;

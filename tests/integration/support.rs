@@ -24,6 +24,8 @@ pub(crate) struct Server {
     // Held so the server lives as long as this value: dropping it aborts the tasks.
     _running: Option<Running>,
     pub(crate) base: String,
+    /// The plain DNS address, when the test turned the listener on.
+    pub(crate) dns: Option<SocketAddr>,
     pub(crate) http: Client,
     _tmp: Option<tempfile::TempDir>,
 }
@@ -56,7 +58,8 @@ impl Server {
         let config = Config::load(file, |k| env.get(k).cloned()).expect("config");
         let running = httpdns_server::start(config).await.expect("server starts");
         let base = format!("http://{}", running.api_addr.unwrap());
-        Self { _running: Some(running), base, http: Client::new(), _tmp: None }
+        let dns = running.dns_addr;
+        Self { _running: Some(running), base, dns, http: Client::new(), _tmp: None }
     }
 
     pub(crate) fn url(&self, path: &str) -> String {

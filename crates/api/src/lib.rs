@@ -19,6 +19,7 @@ pub mod admin;
 pub mod catalog;
 pub mod config_center;
 pub mod dnspod;
+mod doh;
 pub mod error;
 mod health;
 pub mod live;
@@ -54,6 +55,7 @@ pub fn router(state: AppState) -> Router {
     Router::new()
         .route("/d", any(dnspod::handle))
         .route("/resolve", any(resolve::handle))
+        .route("/dns-query", any(doh::handle))
         .merge(config_center::app_routes())
         .merge(tracked)
         .with_state(state)

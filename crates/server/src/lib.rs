@@ -5,6 +5,7 @@
 //! spawns the servers and loops; [`Running::shutdown`] stops them gracefully.
 
 pub mod config;
+mod dns;
 mod follow;
 mod secrets;
 
@@ -33,6 +34,8 @@ pub use config::{Config, Listen, LogFormat};
 pub struct Running {
     /// The bound API address, when the API listener is on.
     pub api_addr: Option<SocketAddr>,
+    /// The bound plain DNS address (UDP and TCP), when on.
+    pub dns_addr: Option<SocketAddr>,
     /// Where the generated admin token was written, when it was not configured.
     pub admin_token_file: Option<PathBuf>,
     pub admin_token: String,
@@ -150,11 +153,21 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
             Some(bound)
         }
     };
-    for (role, listen) in [("mirror", config.mirror_addr), ("dns", config.dns_addr)] {
-        if let Listen::At(addr) = listen {
-            tracing::warn!(role, %addr, "This build does not serve this role yet; the address is not bound.");
-        }
+    if let Listen::At(addr) = config.mirror_addr {
+        tracing::warn!(role = "mirror", %addr, "This build does not serve this role yet; the address is not bound.");
     }
+    let dns_addr = match config.dns_addr {
+        Listen::Off => None,
+        Listen::At(addr) => {
+            let (udp, tcp) = dns::bind(addr).await?;
+            let bound = udp.local_addr()?;
+            tracing::info!(role = "dns", addr = %bound, "Listening.");
+            let handler = dns::handler(catalog.clone(), geo.clone());
+            tasks.spawn(httpdns_dns::listen::serve_udp(udp, handler.clone(), shutdown.clone()));
+            tasks.spawn(httpdns_dns::listen::serve_tcp(tcp, handler, shutdown.clone()));
+            Some(bound)
+        }
+    };
 
     let changed = Arc::new(Notify::new());
     if let Some(url) = store.postgres_url() {
@@ -179,6 +192,7 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
 
     Ok(Running {
         api_addr,
+        dns_addr,
         admin_token_file,
         admin_token,
         state,

@@ -1,0 +1,204 @@
+//! One DNS question answered from the snapshot.
+//!
+//! Managed names are answered authoritatively, chosen exactly as `/d` chooses: the client is
+//! the EDNS Client Subnet address when the query carries one (echoed back with its scope), else
+//! the peer. A/AAAA get the nodes' addresses; other types of a managed name, and families
+//! without nodes, get NODATA with the zone's SOA, so resolvers cache the negative answer for
+//! the domain's TTL. Names that are not managed are REFUSED: this server does not recurse yet.
+
+use std::net::IpAddr;
+
+use hickory_proto::op::{Edns, Message, MessageType, OpCode, Query, ResponseCode};
+use hickory_proto::rr::rdata::opt::{ClientSubnet, EdnsCode, EdnsOption};
+use hickory_proto::rr::rdata::{A, AAAA, SOA};
+use hickory_proto::rr::{DNSClass, Name, RData, Record, RecordType};
+use httpdns_core::snapshot::{client_seed, NodeHealth, Resolution};
+use httpdns_core::{ClientView, DomainName, Family, Snapshot};
+
+/// The UDP payload this server advertises and uses at most (the DNS flag day 2020 value).
+pub const MAX_UDP_PAYLOAD: u16 = 1232;
+
+/// What the transport allows for the response.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Transport {
+    /// UDP: responses over the client's advertised size (512 without EDNS) are truncated.
+    Udp,
+    /// TCP and HTTPS: no size limit below 65,535.
+    Stream,
+}
+
+/// A response and facts about it that HTTP caching needs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Reply {
+    pub bytes: Vec<u8>,
+    /// The smallest TTL in the answer and authority sections.
+    pub min_ttl: Option<u32>,
+    /// The answer depends on who asked (a managed name): shared caches must not keep it.
+    pub client_dependent: bool,
+}
+
+/// What answering needs besides the query.
+pub struct Context<'a, H, C> {
+    pub snapshot: &'a Snapshot,
+    pub health: &'a H,
+    /// Classifies a client address (operator networks, GeoIP).
+    pub classify: C,
+}
+
+fn error_reply(id: u16, op_code: OpCode, code: ResponseCode) -> Vec<u8> {
+    Message::error_msg(id, op_code, code).to_vec().unwrap_or_default()
+}
+
+/// Answers the DNS message in `query` from `peer`. Returns `None` only for input too short
+/// to carry a message id, which gets no answer at all.
+pub fn answer<H: NodeHealth, C: Fn(IpAddr) -> ClientView>(
+    query: &[u8],
+    peer: IpAddr,
+    transport: Transport,
+    ctx: &Context<'_, H, C>,
+) -> Option<Reply> {
+    if query.len() < 12 {
+        return None;
+    }
+    let id = u16::from_be_bytes([query[0], query[1]]);
+    let plain = |code| {
+        Some(Reply { bytes: error_reply(id, OpCode::Query, code), min_ttl: None, client_dependent: false })
+    };
+    let Ok(request) = Message::from_vec(query) else { return plain(ResponseCode::FormErr) };
+    if request.metadata.message_type != MessageType::Query {
+        return None;
+    }
+    if request.metadata.op_code != OpCode::Query {
+        return Some(Reply {
+            bytes: error_reply(id, request.metadata.op_code, ResponseCode::NotImp),
+            min_ttl: None,
+            client_dependent: false,
+        });
+    }
+    let [question] = request.queries.as_slice() else { return plain(ResponseCode::FormErr) };
+
+    let mut response = Message::response(id, OpCode::Query);
+    response.metadata.recursion_desired = request.metadata.recursion_desired;
+    response.add_query(question.clone());
+
+    // EDNS: answer with our own OPT when asked with one, echoing the client subnet with a
+    // scope equal to its source prefix (the answer was chosen for exactly that subnet).
+    let subnet = request.edns.as_ref().and_then(|e| match e.option(EdnsCode::Subnet) {
+        Some(EdnsOption::Subnet(s)) => Some(*s),
+        _ => None,
+    });
+    if request.edns.is_some() {
+        let mut edns = Edns::new();
+        edns.set_max_payload(MAX_UDP_PAYLOAD);
+        edns.set_version(0);
+        if let Some(s) = subnet {
+            edns.options_mut().insert(EdnsOption::Subnet(ClientSubnet::new(
+                s.addr(),
+                s.source_prefix(),
+                s.source_prefix(),
+            )));
+        }
+        response.set_edns(edns);
+    }
+
+    let client = subnet.map_or(peer, |s| s.addr());
+    let (code, client_dependent, min_ttl) = fill(&mut response, question, client, ctx);
+    response.metadata.response_code = code;
+
+    let limit = match transport {
+        Transport::Stream => usize::from(u16::MAX),
+        Transport::Udp => {
+            usize::from(request.edns.as_ref().map_or(512, |e| e.max_payload().clamp(512, MAX_UDP_PAYLOAD)))
+        }
+    };
+    let mut bytes = response.to_vec().ok()?;
+    if bytes.len() > limit {
+        // Too big for UDP: the header and question with TC set, so the client retries over TCP.
+        response.answers.clear();
+        response.authorities.clear();
+        response.metadata.truncation = true;
+        bytes = response.to_vec().ok()?;
+    }
+    Some(Reply { bytes, min_ttl, client_dependent })
+}
+
+/// Fills the answer for one question; returns the response code, whether the answer depends on
+/// the client, and the smallest TTL.
+fn fill<H: NodeHealth, C: Fn(IpAddr) -> ClientView>(
+    response: &mut Message,
+    question: &Query,
+    client: IpAddr,
+    ctx: &Context<'_, H, C>,
+) -> (ResponseCode, bool, Option<u32>) {
+    if question.query_class() != DNSClass::IN {
+        return (ResponseCode::Refused, false, None);
+    }
+    let qname = question.name().clone();
+    let Ok(name) = DomainName::parse(&qname.to_ascii()) else { return (ResponseCode::Refused, false, None) };
+    let Some(domain) = ctx.snapshot.domain(&name) else {
+        return (ResponseCode::Refused, false, None);
+    };
+    response.metadata.authoritative = true;
+    let ttl = domain.ttl;
+    let family = match question.query_type() {
+        RecordType::A => Some(Family::V4),
+        RecordType::AAAA => Some(Family::V6),
+        _ => None,
+    };
+    if question.query_type() == RecordType::SOA {
+        response.add_answer(soa(&qname, ttl, ctx.snapshot.revision()));
+        return (ResponseCode::NoError, false, Some(ttl));
+    }
+    let mut answered = false;
+    if let Some(family) = family {
+        let view = (ctx.classify)(client);
+        if let Resolution::Managed(a) =
+            ctx.snapshot.resolve(&name, family, &view, client_seed(client), ctx.health)
+        {
+            for ip in a.ips {
+                let rdata = match ip {
+                    IpAddr::V4(v4) => RData::A(A(v4)),
+                    IpAddr::V6(v6) => RData::AAAA(AAAA(v6)),
+                };
+                response.add_answer(Record::from_rdata(qname.clone(), a.ttl, rdata));
+                answered = true;
+            }
+        }
+    }
+    if !answered {
+        // NODATA: the name exists, nothing of this type; the SOA tells how long to remember.
+        response.add_authority(soa(&qname, ttl, ctx.snapshot.revision()));
+    }
+    (ResponseCode::NoError, family.is_some(), Some(ttl))
+}
+
+/// The SOA of a managed name, which is its own zone apex here.
+fn soa(apex: &Name, ttl: u32, revision: i64) -> Record {
+    let host = |label: &str| {
+        Name::from_ascii(label).ok().and_then(|l| l.append_domain(apex).ok()).unwrap_or_else(|| apex.clone())
+    };
+    let soa = SOA::new(
+        host("ns"),
+        host("hostmaster"),
+        revision.clamp(0, i64::from(u32::MAX)) as u32,
+        3600,
+        600,
+        86_400,
+        ttl,
+    );
+    Record::from_rdata(apex.clone(), ttl, RData::SOA(soa))
+}
+
+/// Builds a query message (for the JSON API and tests).
+pub fn build_query(id: u16, name: &str, qtype: RecordType, subnet: Option<(IpAddr, u8)>) -> Option<Vec<u8>> {
+    let mut m = Message::new(id, MessageType::Query, OpCode::Query);
+    m.metadata.recursion_desired = true;
+    m.add_query(Query::query(Name::from_ascii(name).ok()?, qtype));
+    if let Some((addr, prefix)) = subnet {
+        let mut edns = Edns::new();
+        edns.set_max_payload(MAX_UDP_PAYLOAD);
+        edns.options_mut().insert(EdnsOption::Subnet(ClientSubnet::new(addr, prefix, 0)));
+        m.set_edns(edns);
+    }
+    m.to_vec().ok()
+}

@@ -1,0 +1,10 @@
+//! DNS answers from the answering snapshot.
+//!
+//! * [`answer`]: one query in wire format answered (managed names authoritatively, with EDNS
+//!   Client Subnet), shared by plain DNS and DNS over HTTPS.
+//! * [`listen`]: the UDP and TCP listeners.
+
+pub mod answer;
+pub mod listen;
+
+pub use answer::{answer, build_query, Context, Reply, Transport};

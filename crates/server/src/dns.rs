@@ -1,0 +1,40 @@
+//! Wiring of the plain DNS listener: binding UDP and TCP on one port, and the handler that
+//! answers from the current snapshot.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use anyhow::Context as _;
+use httpdns_api::catalog::Catalog;
+use httpdns_dns::listen::Handler;
+use httpdns_dns::Context;
+use httpdns_geo::Geo;
+use tokio::net::{TcpListener, UdpSocket};
+
+/// Binds UDP and TCP on the same address. With port 0, UDP picks the port and TCP takes the
+/// same one (retrying with a new port if TCP's is taken).
+pub(crate) async fn bind(addr: SocketAddr) -> anyhow::Result<(UdpSocket, TcpListener)> {
+    for _ in 0..10 {
+        let udp = UdpSocket::bind(addr).await.with_context(|| format!("binding DNS over UDP on {addr}"))?;
+        let port = udp.local_addr()?.port();
+        match TcpListener::bind(SocketAddr::new(addr.ip(), port)).await {
+            Ok(tcp) => return Ok((udp, tcp)),
+            Err(_) if addr.port() == 0 => continue,
+            Err(e) => return Err(e).with_context(|| format!("binding DNS over TCP on {addr}")),
+        }
+    }
+    anyhow::bail!("no port free for DNS over both UDP and TCP on {}", addr.ip())
+}
+
+/// Answers from the snapshot current when the message arrives.
+pub(crate) fn handler(catalog: Arc<Catalog>, geo: Arc<Geo>) -> Handler {
+    Arc::new(move |bytes, peer, transport| {
+        let published = catalog.snapshot();
+        let ctx = Context {
+            snapshot: &published.snapshot,
+            health: &published.health,
+            classify: |ip| httpdns_geo::classify(&published.snapshot, &geo, ip),
+        };
+        httpdns_dns::answer(bytes, peer, transport, &ctx)
+    })
+}
