@@ -3,6 +3,7 @@
 
 mod admin;
 mod answers;
+mod auth;
 mod config_center;
 mod dns;
 mod geoip;

@@ -17,7 +17,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use arc_swap::{ArcSwap, Guard};
 use httpdns_core::live::{Feedback, LiveNode};
-use httpdns_core::model::{DomainSpec, NetworkSpec, NodeSpec, PoolSpec};
+use httpdns_core::model::{parse_account_id, AccountSpec, DomainSpec, NetworkSpec, NodeSpec, PoolSpec};
 use httpdns_core::snapshot::{Model, Policy};
 use httpdns_core::{DomainName, Snapshot, Token};
 use httpdns_live::checker::Target;
@@ -49,6 +49,7 @@ struct ModelState {
     nodes: BTreeMap<String, NodeSpec>,
     pools: BTreeMap<String, (Token, PoolSpec)>,
     domains: BTreeMap<String, (DomainName, DomainSpec)>,
+    accounts: BTreeMap<u32, AccountSpec>,
 }
 
 /// A published snapshot with the health of its nodes.
@@ -196,6 +197,7 @@ impl Catalog {
             domains: state.domains.values().cloned().collect(),
             live: state.live.clone(),
             feedback: state.feedback.clone(),
+            accounts: state.accounts.iter().map(|(id, a)| (*id, a.clone())).collect(),
         };
         let policy = self.policy.clone();
         let started = Instant::now();
@@ -258,6 +260,11 @@ fn apply(state: &mut ModelState, change: &Change, metrics: &Metrics) {
             Kind::Node => drop(state.nodes.remove(&name)),
             Kind::Pool => drop(state.pools.remove(&name)),
             Kind::Domain => drop(state.domains.remove(&name)),
+            Kind::Account => {
+                if let Ok(id) = name.parse::<u32>() {
+                    state.accounts.remove(&id);
+                }
+            }
             _ => {}
         }
         return;
@@ -284,6 +291,11 @@ fn apply(state: &mut ModelState, change: &Change, metrics: &Metrics) {
                 let dn = DomainName::parse(&name).map_err(|e| e.to_string())?;
                 let spec: DomainSpec = serde_json::from_str(body).map_err(|e| e.to_string())?;
                 state.domains.insert(name.clone(), (dn, spec));
+            }
+            Kind::Account => {
+                let id = parse_account_id(&name).map_err(|e| e.message)?;
+                let spec: AccountSpec = serde_json::from_str(body).map_err(|e| e.to_string())?;
+                state.accounts.insert(id, spec);
             }
             _ => {}
         }

@@ -24,6 +24,7 @@ pub mod error;
 mod health;
 pub mod live;
 pub mod metrics;
+pub mod ratelimit;
 pub mod resolve;
 pub mod state;
 
@@ -56,6 +57,7 @@ pub fn router(state: AppState) -> Router {
         .route("/d", any(dnspod::handle))
         .route("/resolve", any(resolve::handle))
         .route("/dns-query", any(doh::handle))
+        .route("/{account}/{api}", any(resolve::account))
         .merge(config_center::app_routes())
         .merge(tracked)
         .with_state(state)

@@ -11,7 +11,7 @@
 use std::net::IpAddr;
 use std::time::Instant;
 
-use axum::extract::State;
+use axum::extract::{Path, State};
 use axum::http::{header, HeaderValue, Method, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use httpdns_core::{DomainName, Family};
@@ -111,11 +111,36 @@ fn answer(app: &AppState, peer: IpAddr, method: &Method, query: Option<&str>, st
     if method != Method::GET && method != Method::HEAD {
         return ApiError::new(StatusCode::METHOD_NOT_ALLOWED, "MethodNotAllowed", "use GET").into_response();
     }
+    if app.settings.auth_required {
+        return forbidden(
+            "UnsignedInterfaceDisabled",
+            "this server answers signed requests only: use /{account}/sign_resolve",
+        )
+        .into_response();
+    }
     let pairs: Vec<_> = form_urlencoded::parse(query.unwrap_or("").as_bytes()).collect();
-    let req = match parse(pairs.iter().map(|(k, v)| (k.as_ref(), v.as_ref()))) {
-        Ok(r) => r,
-        Err(e) => return e.into_response(),
-    };
+    match entries(app, peer, &pairs, started, false) {
+        Ok((dns, outcomes)) => json(&Body { dns }, &outcomes),
+        Err(e) => e.into_response(),
+    }
+}
+
+/// Resolves the `host` list of a request for one client.
+fn entries(
+    app: &AppState,
+    peer: IpAddr,
+    pairs: &[(std::borrow::Cow<'_, str>, std::borrow::Cow<'_, str>)],
+    started: Instant,
+    single: bool,
+) -> Result<(Vec<Entry>, Vec<Outcome>), ApiError> {
+    let req = parse(pairs.iter().map(|(k, v)| (k.as_ref(), v.as_ref())))?;
+    if single && req.hosts.len() > 1 {
+        return Err(ApiError::bad_request(
+            "TooManyHosts",
+            "host",
+            "d answers one host; use resolve for several",
+        ));
+    }
     let client = req.ip.unwrap_or(peer);
     let snapshot = app.catalog.snapshot();
     let view = httpdns_geo::classify(&snapshot, &app.geo, client);
@@ -156,13 +181,127 @@ fn answer(app: &AppState, peer: IpAddr, method: &Method, query: Option<&str>, st
         app.metrics.answer(Endpoint::Resolve, *o);
     }
     app.metrics.answer_time(Endpoint::Resolve, started.elapsed());
-    let body = serde_json::to_vec(&Body { dns }).unwrap_or_default();
+    Ok((dns, outcomes))
+}
+
+fn json(body: &impl Serialize, outcomes: &[Outcome]) -> Response {
+    let body = serde_json::to_vec(body).unwrap_or_default();
     let mut resp = (StatusCode::OK, body).into_response();
     let h = resp.headers_mut();
     h.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
     h.insert(header::CACHE_CONTROL, HeaderValue::from_static("private, no-store"));
-    h.insert(STATUS_HEADER, status_header(&outcomes));
+    h.insert(STATUS_HEADER, status_header(outcomes));
     resp
+}
+
+/// Largest signature validity accepted: a `t` further ahead is `InvalidDuration`.
+const MAX_SIGNATURE_VALIDITY_S: i64 = 86_400;
+
+/// Which Alibaba account endpoint.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum AccountApi {
+    D,
+    Resolve,
+    SignD,
+    SignResolve,
+}
+
+/// `/{account_id}/d|resolve|sign_d|sign_resolve`: Alibaba's account-scoped API.
+pub(crate) async fn account(
+    State(app): State<AppState>,
+    PeerAddr(peer): PeerAddr,
+    Path((account, api)): Path<(String, String)>,
+    method: Method,
+    uri: Uri,
+) -> Response {
+    let started = Instant::now();
+    let api = match api.as_str() {
+        "d" => AccountApi::D,
+        "resolve" => AccountApi::Resolve,
+        "sign_d" => AccountApi::SignD,
+        "sign_resolve" => AccountApi::SignResolve,
+        _ => return ApiError::not_found("no such endpoint").into_response(),
+    };
+    let resp = if method != Method::GET && method != Method::HEAD {
+        ApiError::new(StatusCode::METHOD_NOT_ALLOWED, "MethodNotAllowed", "use GET").into_response()
+    } else {
+        let pairs: Vec<_> = form_urlencoded::parse(uri.query().unwrap_or("").as_bytes()).collect();
+        match account_answer(&app, peer, &account, api, &pairs, started) {
+            Ok(r) => r,
+            Err(e) => e.into_response(),
+        }
+    };
+    app.metrics.http_answer_request(crate::metrics::Route::Resolve, resp.status());
+    resp
+}
+
+/// Applies an account's `rate_limit_qps` (a burst of one second's worth).
+pub(crate) fn allow_account(app: &AppState, id: u32, qps: Option<u32>) -> bool {
+    qps.is_none_or(|q| app.account_limits.allow_at(id, f64::from(q), f64::from(q)))
+}
+
+fn forbidden(code: &'static str, message: &str) -> ApiError {
+    ApiError::new(StatusCode::FORBIDDEN, code, message)
+}
+
+fn account_answer(
+    app: &AppState,
+    peer: IpAddr,
+    account: &str,
+    api: AccountApi,
+    pairs: &[(std::borrow::Cow<'_, str>, std::borrow::Cow<'_, str>)],
+    started: Instant,
+) -> Result<Response, ApiError> {
+    let get = |k: &str| pairs.iter().find(|(n, _)| n == k).map(|(_, v)| v.as_ref());
+    let snapshot = app.catalog.snapshot();
+    let id = httpdns_core::model::parse_account_id(account)
+        .map_err(|_| forbidden("InvalidAccount", "no such account"))?;
+    let spec = snapshot
+        .account(id)
+        .filter(|a| a.enabled)
+        .ok_or_else(|| forbidden("InvalidAccount", "no such account"))?;
+    if !allow_account(app, id, spec.rate_limit_qps) {
+        return Err(ApiError::new(
+            StatusCode::TOO_MANY_REQUESTS,
+            "Throttled",
+            "the account's rate limit is reached",
+        ));
+    }
+    let signed = matches!(api, AccountApi::SignD | AccountApi::SignResolve);
+    if !signed && app.settings.auth_required {
+        return Err(forbidden("UnsignedInterfaceDisabled", "this server answers signed requests only"));
+    }
+    if signed {
+        let host = get("host").filter(|h| !h.is_empty()).ok_or_else(|| {
+            ApiError::bad_request("MissingArgument", "host", "missing host: the domain name to resolve")
+        })?;
+        let t = get("t")
+            .ok_or_else(|| ApiError::bad_request("MissingArgument", "t", "missing t: the expiry time"))?;
+        let s = get("s")
+            .ok_or_else(|| ApiError::bad_request("MissingArgument", "s", "missing s: the signature"))?;
+        let expiry: i64 =
+            t.parse().map_err(|_| ApiError::bad_request("InvalidArgument", "t", "t must be Unix seconds"))?;
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs() as i64);
+        if expiry < now {
+            return Err(forbidden("SignatureExpired", "the signature's expiry time has passed"));
+        }
+        if expiry - now > MAX_SIGNATURE_VALIDITY_S {
+            return Err(forbidden(
+                "InvalidDuration",
+                "the signature is valid for too long (at most one day)",
+            ));
+        }
+        let expected = httpdns_auth::alibaba_signature(host, &spec.secret, t);
+        if !httpdns_auth::constant_time_eq(expected.as_bytes(), s.to_ascii_lowercase().as_bytes()) {
+            return Err(forbidden("InvalidSignature", "the signature does not match"));
+        }
+    }
+    drop(snapshot);
+    let single = matches!(api, AccountApi::D | AccountApi::SignD);
+    let (mut dns, outcomes) = entries(app, peer, pairs, started, single)?;
+    Ok(if single { json(&dns.remove(0), &outcomes) } else { json(&Body { dns }, &outcomes) })
 }
 
 fn rank(o: Outcome) -> usize {

@@ -12,6 +12,7 @@ use crate::config_center::cache::ConfigCache;
 use crate::dnspod::format::FormatOptions;
 use crate::live::LiveHub;
 use crate::metrics::Metrics;
+use crate::ratelimit::RateLimiter;
 
 /// Settings of the API listener that handlers read.
 #[derive(Debug, Clone)]
@@ -21,6 +22,9 @@ pub struct ApiSettings {
     /// Accept private and loopback node addresses (intranet deployments, tests).
     pub allow_private_node_ips: bool,
     pub dnspod: FormatOptions,
+    /// Only authenticated requests are answered: `/d` needs `id=` (DES/AES), and Alibaba's
+    /// account API only its signed endpoints.
+    pub auth_required: bool,
 }
 
 /// Shared state of the API router: one `Arc`, since axum clones the state for every request.
@@ -36,6 +40,8 @@ pub struct Shared {
     pub live: Arc<LiveHub>,
     pub metrics: Arc<Metrics>,
     pub settings: ApiSettings,
+    /// Per-account request limits (`rate_limit_qps`).
+    pub account_limits: RateLimiter<u32>,
 }
 
 impl AppState {

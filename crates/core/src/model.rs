@@ -278,6 +278,44 @@ impl DomainSpec {
     }
 }
 
+/// A client account for signed or encrypted requests (DNSPod `id=`, Alibaba `/{account}/...`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AccountSpec {
+    /// The shared secret: the DES/AES key of DNSPod requests, the signing secret of Alibaba ones.
+    pub secret: String,
+    /// Requests per second allowed to this account (none: unlimited).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rate_limit_qps: Option<u32>,
+    #[serde(default = "default_true")]
+    pub enabled: bool,
+}
+
+impl AccountSpec {
+    pub fn validate(&self) -> Result<(), FieldError> {
+        let s = &self.secret;
+        // DES uses the first 8 bytes of the key, so shorter secrets cannot work.
+        if s.len() < 8 || s.len() > 128 || !s.bytes().all(|b| b.is_ascii_graphic()) {
+            return Err(FieldError::new(
+                "secret",
+                "must be 8 to 128 printable ASCII characters without spaces",
+            ));
+        }
+        if self.rate_limit_qps == Some(0) {
+            return Err(FieldError::new("rate_limit_qps", "must be at least 1 (omit it for no limit)"));
+        }
+        Ok(())
+    }
+}
+
+/// An account id: a decimal number from 1 to 4294967295, in canonical form.
+pub fn parse_account_id(raw: &str) -> Result<u32, FieldError> {
+    match raw.parse::<u32>() {
+        Ok(n) if n > 0 && !raw.starts_with('0') && !raw.starts_with('+') => Ok(n),
+        _ => Err(FieldError::new("id", "an account id is a number from 1 to 4294967295")),
+    }
+}
+
 /// The name of a node or other free-form resource: 1..=128 characters of ASCII letters,
 /// digits, `.`, `-` and `_`. Keeps ids safe to echo into URLs, logs and file names.
 pub fn validate_resource_id(id: &str) -> Result<(), FieldError> {

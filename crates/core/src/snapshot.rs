@@ -32,7 +32,7 @@ use ipnet::IpNet;
 
 use crate::cidr::CidrTable;
 use crate::live::{Feedback, LatencySource, LiveNode};
-use crate::model::{DomainSpec, NetworkSpec, NodeSpec, PoolSpec};
+use crate::model::{AccountSpec, DomainSpec, NetworkSpec, NodeSpec, PoolSpec};
 use crate::name::DomainName;
 use crate::score::{terms, ScoreInput, ScoreTerms, Weights};
 use crate::token::Token;
@@ -117,6 +117,8 @@ pub struct Model {
     pub live: HashMap<String, LiveNode>,
     /// Per (node, client ISP, client region) latency from app feedback.
     pub feedback: Vec<Feedback>,
+    /// Client accounts by id.
+    pub accounts: Vec<(u32, AccountSpec)>,
 }
 
 /// The result of resolving one name for one family.
@@ -211,6 +213,7 @@ pub struct Snapshot {
     pools: Vec<PoolEntry>,
     pool_index: HashMap<Token, u32>,
     domains: HashMap<DomainName, DomainEntry>,
+    accounts: HashMap<u32, AccountSpec>,
     stats: SnapshotStats,
 }
 
@@ -344,7 +347,8 @@ impl Snapshot {
         }
         stats.pools = pools.len();
 
-        Self { revision, policy, networks, nodes, pools, pool_index, domains, stats }
+        let accounts = model.accounts.into_iter().collect();
+        Self { revision, policy, networks, nodes, pools, pool_index, domains, accounts, stats }
     }
 
     /// An empty snapshot (no data loaded yet).
@@ -368,6 +372,11 @@ impl Snapshot {
     /// The operator network containing `ip`, if any (longest prefix).
     pub fn network(&self, ip: IpAddr) -> Option<&NetworkSpec> {
         self.networks.lookup(ip)
+    }
+
+    /// A client account.
+    pub fn account(&self, id: u32) -> Option<&AccountSpec> {
+        self.accounts.get(&id)
     }
 
     /// Whether `name` is a managed domain.

@@ -29,6 +29,7 @@ pub const ENV_VARS: &[(&str, &str)] = &[
     ("HTTPDNS_GEOIP_CITY_DB", "path of a GeoIP2/GeoLite2 City database"),
     ("HTTPDNS_GEOIP_ASN_DB", "path of a GeoLite2 ASN database"),
     ("HTTPDNS_CONFIG_SIGNING_KEY", "Ed25519 seed (base64 or hex, 32 bytes) signing config documents"),
+    ("HTTPDNS_AUTH_REQUIRED", "answer authenticated requests only (true/false)"),
     ("HTTPDNS_SYNC_INTERVAL_MS", "how often the snapshot follows the database, in ms"),
     ("HTTPDNS_LOG_FORMAT", "text or json"),
 ];
@@ -68,6 +69,8 @@ pub struct Config {
     /// How long in-flight requests may take to finish after a shutdown signal.
     pub shutdown_grace: Duration,
     pub live: LiveSettings,
+    /// Only authenticated requests are answered (DNSPod `id=`, Alibaba signed endpoints).
+    pub auth_required: bool,
 }
 
 /// A configuration error, naming the setting.
@@ -106,6 +109,7 @@ pub struct FileConfig {
     dnspod: DnspodFile,
     #[serde(default)]
     live: LiveFile,
+    auth_required: Option<bool>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -290,6 +294,10 @@ impl Config {
         };
 
         let live = live_settings(&file.live)?;
+        let auth_required = match env("HTTPDNS_AUTH_REQUIRED") {
+            Some(v) => parse_bool("HTTPDNS_AUTH_REQUIRED", &v)?,
+            None => file.auth_required.unwrap_or(false),
+        };
 
         Ok(Self {
             api_addr,
@@ -308,6 +316,7 @@ impl Config {
             log_format,
             shutdown_grace: Duration::from_millis(file.shutdown_grace_ms.unwrap_or(10_000)),
             live,
+            auth_required,
         })
     }
 }

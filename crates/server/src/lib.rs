@@ -127,7 +127,9 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
             admin_token: admin_token.clone(),
             allow_private_node_ips: config.allow_private_node_ips,
             dnspod: config.dnspod,
+            auth_required: config.auth_required,
         },
+        account_limits: httpdns_api::ratelimit::RateLimiter::new(1.0, 1.0),
     });
 
     let shutdown = CancellationToken::new();

@@ -18,7 +18,7 @@ use crate::state::AppState;
 
 pub use auth::require_token;
 pub(crate) use body::parse as parse_body;
-pub use resources::{AdminResource, Domains, Networks, Nodes, Pools};
+pub use resources::{Accounts, AdminResource, Domains, Networks, Nodes, Pools};
 
 /// The admin routes, without auth (the caller layers [`require_token`]).
 pub fn routes() -> Router<AppState> {
@@ -48,6 +48,13 @@ pub fn routes() -> Router<AppState> {
             get(resources::get_one::<Pools>)
                 .put(resources::put_one::<Pools>)
                 .delete(resources::delete_one::<Pools>),
+        )
+        .route("/admin/v1/accounts", get(resources::list::<Accounts>))
+        .route(
+            "/admin/v1/accounts/{name}",
+            get(resources::get_one::<Accounts>)
+                .put(resources::put_one::<Accounts>)
+                .delete(resources::delete_one::<Accounts>),
         )
         .route("/admin/v1/domains", get(resources::list::<Domains>))
         .route(

@@ -2,7 +2,10 @@ use axum::body::Bytes;
 use axum::extract::{Path, Query, State};
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
-use httpdns_core::model::{validate_resource_id, DomainSpec, FieldError, NetworkSpec, NodeSpec, PoolSpec};
+use httpdns_core::model::{
+    parse_account_id, validate_resource_id, AccountSpec, DomainSpec, FieldError, NetworkSpec, NodeSpec,
+    PoolSpec,
+};
 use httpdns_core::{DomainName, Token};
 use httpdns_store::{Kind, Resource};
 use ipnet::IpNet;
@@ -35,6 +38,21 @@ pub struct Networks;
 pub struct Nodes;
 pub struct Pools;
 pub struct Domains;
+pub struct Accounts;
+
+impl AdminResource for Accounts {
+    const KIND: Kind = Kind::Account;
+    const NAME_FIELD: &'static str = "id";
+    type Spec = AccountSpec;
+
+    fn canonical_name(raw: &str) -> Result<String, FieldError> {
+        parse_account_id(raw).map(|n| n.to_string())
+    }
+
+    fn validate(spec: &AccountSpec, _: &ApiSettings) -> Result<(), FieldError> {
+        spec.validate()
+    }
+}
 
 impl AdminResource for Networks {
     const KIND: Kind = Kind::Network;

@@ -74,7 +74,12 @@ async fn answer(app: &AppState, peer: IpAddr, request: Request, started: Instant
     } else {
         Bytes::new()
     };
-    let pairs = pairs(parts.uri.query(), &form);
+    let mut pairs = pairs(parts.uri.query(), &form);
+    // An enterprise request (`id=`) carries `dn` and `ip` encrypted with the account's key.
+    let key = match decrypt_params(app, &mut pairs) {
+        Ok(k) => k,
+        Err(e) => return e.into_response(),
+    };
     let req = match params::parse(pairs.iter().map(|(k, v)| (k.as_ref(), v.as_ref()))) {
         Ok(r) => r,
         Err(e) => return ApiError::bad_request(e.code(), e.field(), e.to_string()).into_response(),
@@ -84,7 +89,13 @@ async fn answer(app: &AppState, peer: IpAddr, request: Request, started: Instant
     let snapshot = app.catalog.snapshot();
     let view = httpdns_geo::classify(&snapshot, &app.geo, client);
     let (answers, outcomes) = answer_all(&snapshot, &req, &view, client);
-    let body = format::format(&req, &answers, client, app.settings.dnspod);
+    let mut body = format::format(&req, &answers, client, app.settings.dnspod);
+    if let Some((alg, secret)) = key {
+        match httpdns_auth::encrypt(alg, &secret, body.as_bytes()) {
+            Ok(hex) => body = hex,
+            Err(_) => return ApiError::internal(&"cannot encrypt with the account key").into_response(),
+        }
+    }
 
     for o in &outcomes {
         app.metrics.answer(Endpoint::D, *o);
@@ -104,6 +115,73 @@ async fn answer(app: &AppState, peer: IpAddr, request: Request, started: Instant
         );
     }
     resp
+}
+
+type Pairs<'a> = Vec<(std::borrow::Cow<'a, str>, std::borrow::Cow<'a, str>)>;
+
+/// For a request with `id=`: checks the account and replaces `dn` and `ip` by their decrypted
+/// values, returning the cipher and key to encrypt the answer with. Without `id=`, passes when
+/// unauthenticated requests are allowed.
+fn decrypt_params(
+    app: &AppState,
+    pairs: &mut Pairs<'_>,
+) -> Result<Option<(httpdns_auth::Alg, String)>, ApiError> {
+    let first = |pairs: &Pairs<'_>, k: &str| pairs.iter().find(|(n, _)| n == k).map(|(_, v)| v.to_string());
+    let Some(id) = first(pairs, "id") else {
+        if app.settings.auth_required {
+            return Err(ApiError::new(
+                StatusCode::UNAUTHORIZED,
+                "Unauthorized",
+                "this server answers authenticated requests only: send id= with dn and ip encrypted",
+            ));
+        }
+        return Ok(None);
+    };
+    let invalid =
+        || ApiError::new(StatusCode::UNAUTHORIZED, "InvalidAccount", "no such account").with_field("id");
+    let id = httpdns_core::model::parse_account_id(&id).map_err(|_| invalid())?;
+    let snapshot = app.catalog.snapshot();
+    let account = snapshot.account(id).filter(|a| a.enabled).ok_or_else(invalid)?;
+    if !crate::resolve::allow_account(app, id, account.rate_limit_qps) {
+        return Err(ApiError::new(
+            StatusCode::TOO_MANY_REQUESTS,
+            "Throttled",
+            "the account's rate limit is reached",
+        ));
+    }
+    let alg = match first(pairs, "alg").as_deref() {
+        None | Some("") => httpdns_auth::Alg::Des,
+        Some(a) if a.eq_ignore_ascii_case("des") => httpdns_auth::Alg::Des,
+        Some(a) if a.eq_ignore_ascii_case("aes") => httpdns_auth::Alg::Aes,
+        Some(_) => return Err(ApiError::bad_request("InvalidArgument", "alg", "alg must be des or aes")),
+    };
+    let secret = account.secret.clone();
+    let mut seen = (false, false);
+    for (k, v) in pairs.iter_mut() {
+        let field = match k.as_ref() {
+            "dn" if !seen.0 => {
+                seen.0 = true;
+                "dn"
+            }
+            "ip" if !seen.1 => {
+                seen.1 = true;
+                "ip"
+            }
+            _ => continue,
+        };
+        if v.is_empty() {
+            continue;
+        }
+        let plain = httpdns_auth::decrypt(alg, &secret, v).map_err(|_| {
+            ApiError::bad_request(
+                "InvalidArgument",
+                field,
+                format!("{field} does not decrypt with the account's key"),
+            )
+        })?;
+        *v = std::borrow::Cow::Owned(plain);
+    }
+    Ok(Some((alg, secret)))
 }
 
 fn is_form(headers: &HeaderMap) -> bool {

@@ -9,8 +9,8 @@ use httpdns_live::feedback::{Aggregator, Estimate, FeedbackConfig, Key};
 use httpdns_store::live::FeedbackRow;
 use httpdns_store::{Store, StoreError};
 
-use super::ratelimit::RateLimiter;
 use crate::catalog::Catalog;
+use crate::ratelimit::RateLimiter;
 
 /// Settings of the live inputs.
 #[derive(Debug, Clone)]
@@ -59,7 +59,7 @@ pub struct LiveHub {
     settings: LiveSettings,
     // A std mutex: short updates per report, never held across an await.
     aggregator: Mutex<Aggregator>,
-    pub(crate) limiter: RateLimiter,
+    pub(crate) limiter: RateLimiter<IpAddr>,
 }
 
 /// `weight × reported + (1 − weight) × fallback`, rounded so that jitter below the score's

@@ -9,7 +9,6 @@
 pub mod explain;
 pub mod feedback;
 pub mod hub;
-mod ratelimit;
 pub mod reports;
 
 pub use hub::{LiveHub, LiveSettings};

@@ -1,7 +1,7 @@
-//! A token bucket per client address.
+//! Token buckets by key (a client address, an account id).
 
 use std::collections::HashMap;
-use std::net::IpAddr;
+use std::hash::Hash;
 use std::sync::Mutex;
 use std::time::Instant;
 
@@ -9,20 +9,27 @@ use std::time::Instant;
 const SWEEP_AT: usize = 50_000;
 
 #[derive(Debug)]
-pub(crate) struct RateLimiter {
+pub struct RateLimiter<K> {
     rate: f64,
     burst: f64,
     // A std mutex: a map update per request, never held across an await.
-    buckets: Mutex<HashMap<IpAddr, (f64, Instant)>>,
+    buckets: Mutex<HashMap<K, (f64, Instant)>>,
 }
 
-impl RateLimiter {
-    pub(crate) fn new(rate_per_s: f64, burst: f64) -> Self {
+impl<K: Hash + Eq> RateLimiter<K> {
+    /// A limiter whose keys share one rate and burst (see [`RateLimiter::allow_at`] for keys
+    /// with rates of their own).
+    pub fn new(rate_per_s: f64, burst: f64) -> Self {
         Self { rate: rate_per_s, burst: burst.max(1.0), buckets: Mutex::new(HashMap::new()) }
     }
 
-    /// Takes a token for `client`; false when it has none left.
-    pub(crate) fn allow(&self, client: IpAddr) -> bool {
+    /// Takes a token for `key`; false when it has none left.
+    pub fn allow(&self, key: K) -> bool {
+        self.allow_at(key, self.rate, self.burst)
+    }
+
+    /// Takes a token for `key` at `rate` per second with `burst` tokens at most.
+    pub fn allow_at(&self, key: K, rate: f64, burst: f64) -> bool {
         let now = Instant::now();
         let mut map = self.buckets.lock().unwrap_or_else(|e| e.into_inner());
         if map.len() >= SWEEP_AT {
@@ -30,8 +37,8 @@ impl RateLimiter {
             // A bucket idle long enough to be full again carries no information.
             map.retain(|_, (_, last)| now.duration_since(*last).as_secs_f64() * rate < burst);
         }
-        let (tokens, last) = map.entry(client).or_insert((self.burst, now));
-        *tokens = (*tokens + now.duration_since(*last).as_secs_f64() * self.rate).min(self.burst);
+        let (tokens, last) = map.entry(key).or_insert((burst, now));
+        *tokens = (*tokens + now.duration_since(*last).as_secs_f64() * rate).min(burst);
         *last = now;
         if *tokens >= 1.0 {
             *tokens -= 1.0;
@@ -49,8 +56,8 @@ mod tests {
     #[test]
     fn burst_then_refuse() {
         let r = RateLimiter::new(0.001, 3.0);
-        let a: IpAddr = "1.2.3.4".parse().unwrap();
-        let b: IpAddr = "1.2.3.5".parse().unwrap();
+        let a: std::net::IpAddr = "1.2.3.4".parse().unwrap();
+        let b: std::net::IpAddr = "1.2.3.5".parse().unwrap();
         assert!(r.allow(a) && r.allow(a) && r.allow(a));
         assert!(!r.allow(a));
         assert!(r.allow(b), "per client");
