@@ -218,3 +218,34 @@ async fn unknown_paths_are_json_404() {
     assert_eq!(resp.status(), StatusCode::NOT_FOUND);
     assert_eq!(resp.json::<Value>().await.unwrap()["code"], "NotFound");
 }
+
+#[tokio::test]
+async fn forwarded_client_addresses_from_trusted_proxies_only() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut env = crate::support::env(tmp.path(), &Db::Sqlite);
+    env.insert("HTTPDNS_TRUSTED_PROXIES".into(), "127.0.0.0/8".into());
+    let s = Server::start_with(env, None).await;
+    s.seed().await;
+    let get = |h: &'static str, v: &'static str| {
+        s.http.get(s.url("/d?dn=www.example.com&clientip=1")).header(h, v).send()
+    };
+    // The test client connects from 127.0.0.1, a trusted proxy: the forwarded client counts.
+    let body = get("x-forwarded-for", "1.0.2.7").await.unwrap().text().await.unwrap();
+    assert_eq!(body, "2.2.2.1;2.2.2.2|1.0.2.7");
+    let body = get("x-real-ip", "1.0.1.7").await.unwrap().text().await.unwrap();
+    assert_eq!(body, "1.1.1.1;1.1.1.2|1.0.1.7");
+    // Untrusted peers' headers are ignored.
+    let plain = Server::start(&Db::Sqlite).await;
+    plain.seed().await;
+    let body = plain
+        .http
+        .get(plain.url("/d?dn=www.example.com&clientip=1"))
+        .header("x-forwarded-for", "1.0.2.7")
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(body.ends_with("|127.0.0.1"), "{body}");
+}

@@ -5,7 +5,10 @@ use std::sync::Arc;
 
 use axum::extract::{ConnectInfo, FromRequestParts};
 use axum::http::request::Parts;
+use axum::http::HeaderMap;
 use httpdns_geo::Geo;
+
+use httpdns_core::cidr::CidrTable;
 
 use crate::catalog::Catalog;
 use crate::config_center::cache::ConfigCache;
@@ -25,6 +28,8 @@ pub struct ApiSettings {
     /// Only authenticated requests are answered: `/d` needs `id=` (DES/AES), and Alibaba's
     /// account API only its signed endpoints.
     pub auth_required: bool,
+    /// Proxies whose `X-Forwarded-For` / `X-Real-IP` are believed. Empty: none.
+    pub trusted_proxies: CidrTable<()>,
 }
 
 /// Shared state of the API router: one `Arc`, since axum clones the state for every request.
@@ -57,19 +62,77 @@ impl std::ops::Deref for AppState {
     }
 }
 
-/// The TCP peer's address. Without connection info (a router driven directly in a unit
-/// test) it is `0.0.0.0`, which classifies as unknown.
+/// The client's address: the TCP peer's, or, when the peer is a trusted proxy, the one it
+/// forwarded. Without connection info (a router driven directly in a unit test) it is
+/// `0.0.0.0`, which classifies as unknown.
 #[derive(Debug, Clone, Copy)]
 pub struct PeerAddr(pub IpAddr);
 
-impl<S: Send + Sync> FromRequestParts<S> for PeerAddr {
+impl FromRequestParts<AppState> for PeerAddr {
     type Rejection = std::convert::Infallible;
 
-    async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, Self::Rejection> {
-        let ip = parts
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Self::Rejection> {
+        let peer = parts
             .extensions
             .get::<ConnectInfo<SocketAddr>>()
             .map_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED), |c| c.0.ip().to_canonical());
-        Ok(PeerAddr(ip))
+        Ok(PeerAddr(client_address(peer, &parts.headers, &state.settings.trusted_proxies)))
+    }
+}
+
+/// The client behind trusted proxies: walking `X-Forwarded-For` from the right (the entries
+/// the nearest proxies appended), the first address that is not itself a trusted proxy; else
+/// `X-Real-IP`. Headers from an untrusted peer are ignored: anyone can send them.
+pub fn client_address(peer: IpAddr, headers: &HeaderMap, trusted: &CidrTable<()>) -> IpAddr {
+    if trusted.is_empty() || trusted.lookup(peer).is_none() {
+        return peer;
+    }
+    let forwarded: Vec<IpAddr> = headers
+        .get_all("x-forwarded-for")
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .filter_map(|a| a.trim().parse::<IpAddr>().ok())
+        .map(|a| a.to_canonical())
+        .collect();
+    if let Some(client) = forwarded.iter().rev().find(|a| trusted.lookup(**a).is_none()) {
+        return *client;
+    }
+    headers
+        .get("x-real-ip")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<IpAddr>().ok())
+        .map_or(peer, |a| a.to_canonical())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn headers(pairs: &[(&'static str, &'static str)]) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        for (k, v) in pairs {
+            h.append(*k, v.parse().unwrap());
+        }
+        h
+    }
+
+    #[test]
+    fn forwarded_addresses_only_from_trusted_proxies() {
+        let trusted =
+            CidrTable::new([("10.0.0.0/8".parse().unwrap(), ()), ("192.168.1.1/32".parse().unwrap(), ())]);
+        let ip = |s: &str| s.parse::<IpAddr>().unwrap();
+        let xff = headers(&[("x-forwarded-for", "1.2.3.4, 5.6.7.8, 192.168.1.1")]);
+        assert_eq!(client_address(ip("10.1.1.1"), &xff, &trusted), ip("5.6.7.8"), "rightmost untrusted");
+        assert_eq!(client_address(ip("8.8.8.8"), &xff, &trusted), ip("8.8.8.8"), "untrusted peer");
+        let real = headers(&[("x-real-ip", "9.9.9.9")]);
+        assert_eq!(client_address(ip("10.1.1.1"), &real, &trusted), ip("9.9.9.9"));
+        let garbage = headers(&[("x-forwarded-for", "nonsense")]);
+        assert_eq!(client_address(ip("10.1.1.1"), &garbage, &trusted), ip("10.1.1.1"));
+        assert_eq!(
+            client_address(ip("10.1.1.1"), &xff, &CidrTable::default()),
+            ip("10.1.1.1"),
+            "none trusted"
+        );
     }
 }

@@ -30,6 +30,7 @@ pub const ENV_VARS: &[(&str, &str)] = &[
     ("HTTPDNS_GEOIP_ASN_DB", "path of a GeoLite2 ASN database"),
     ("HTTPDNS_CONFIG_SIGNING_KEY", "Ed25519 seed (base64 or hex, 32 bytes) signing config documents"),
     ("HTTPDNS_AUTH_REQUIRED", "answer authenticated requests only (true/false)"),
+    ("HTTPDNS_TRUSTED_PROXIES", "CIDRs whose X-Forwarded-For / X-Real-IP are believed, comma-separated"),
     ("HTTPDNS_SYNC_INTERVAL_MS", "how often the snapshot follows the database, in ms"),
     ("HTTPDNS_LOG_FORMAT", "text or json"),
 ];
@@ -71,6 +72,8 @@ pub struct Config {
     pub live: LiveSettings,
     /// Only authenticated requests are answered (DNSPod `id=`, Alibaba signed endpoints).
     pub auth_required: bool,
+    /// Proxies whose forwarding headers are believed.
+    pub trusted_proxies: Vec<ipnet::IpNet>,
 }
 
 /// A configuration error, naming the setting.
@@ -110,6 +113,7 @@ pub struct FileConfig {
     #[serde(default)]
     live: LiveFile,
     auth_required: Option<bool>,
+    trusted_proxies: Option<Vec<String>>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -171,6 +175,15 @@ fn parse_bool(setting: &str, value: &str) -> Result<bool, ConfigError> {
         "0" | "false" | "no" | "off" | "" => Ok(false),
         _ => Err(err(setting, format!("{value:?} is not true or false"))),
     }
+}
+
+/// Parses a CIDR or a bare address (a /32 or /128).
+fn parse_cidr(setting: &str, value: &str) -> Result<ipnet::IpNet, ConfigError> {
+    let v = value.trim();
+    v.parse::<ipnet::IpNet>()
+        .or_else(|_| v.parse::<IpAddr>().map(ipnet::IpNet::from))
+        .map(|n| n.trunc())
+        .map_err(|_| err(setting, format!("{v:?} is not a CIDR or an address")))
 }
 
 /// Parses `ip:port` or a bare IP (port 53).
@@ -294,6 +307,18 @@ impl Config {
         };
 
         let live = live_settings(&file.live)?;
+        let trusted_proxies = match env("HTTPDNS_TRUSTED_PROXIES") {
+            Some(v) => v
+                .split(',')
+                .map(|c| parse_cidr("HTTPDNS_TRUSTED_PROXIES", c))
+                .collect::<Result<Vec<_>, _>>()?,
+            None => file
+                .trusted_proxies
+                .unwrap_or_default()
+                .iter()
+                .map(|c| parse_cidr("trusted_proxies", c))
+                .collect::<Result<Vec<_>, _>>()?,
+        };
         let auth_required = match env("HTTPDNS_AUTH_REQUIRED") {
             Some(v) => parse_bool("HTTPDNS_AUTH_REQUIRED", &v)?,
             None => file.auth_required.unwrap_or(false),
@@ -317,6 +342,7 @@ impl Config {
             shutdown_grace: Duration::from_millis(file.shutdown_grace_ms.unwrap_or(10_000)),
             live,
             auth_required,
+            trusted_proxies,
         })
     }
 }
@@ -435,6 +461,11 @@ mod tests {
         assert_eq!(c.policy.weights.latency, 0.5);
         assert_eq!(c.geo.isp_map.isp(Some(64512), None).unwrap().as_str(), "campus");
         assert_eq!(c.geo.isp_map.isp(Some(4134), None).unwrap().as_str(), "telecom");
+        let c =
+            Config::load(None, env_of(&[("HTTPDNS_TRUSTED_PROXIES", "10.0.0.0/8, 192.168.1.1")])).unwrap();
+        assert_eq!(c.trusted_proxies, ["10.0.0.0/8".parse().unwrap(), "192.168.1.1/32".parse().unwrap()]);
+        let e = Config::load(None, env_of(&[("HTTPDNS_TRUSTED_PROXIES", "nope")])).unwrap_err();
+        assert_eq!(e.setting, "HTTPDNS_TRUSTED_PROXIES");
     }
 
     #[test]

@@ -128,6 +128,9 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
             allow_private_node_ips: config.allow_private_node_ips,
             dnspod: config.dnspod,
             auth_required: config.auth_required,
+            trusted_proxies: httpdns_core::cidr::CidrTable::new(
+                config.trusted_proxies.iter().map(|n| (*n, ())),
+            ),
         },
         account_limits: httpdns_api::ratelimit::RateLimiter::new(1.0, 1.0),
     });
