@@ -25,7 +25,7 @@ DATA="$(mktemp -d)"
 cleanup() { kill "${HPID:-}" "${BPID:-}" 2>/dev/null || true; rm -rf "$DATA"; }
 trap cleanup EXIT
 
-HTTPDNS_API_ADDR=$API HTTPDNS_MIRROR_ADDR=off HTTPDNS_DNS_ADDR=off HTTPDNS_DATA_DIR="$DATA" \
+HTTPDNS_API_ADDR=$API HTTPDNS_MIRROR_ADDR=off HTTPDNS_DNS_ADDR=off HTTPDNS_UPSTREAMS=off HTTPDNS_DATA_DIR="$DATA" \
 HTTPDNS_ADMIN_TOKEN=$TOKEN RUST_LOG=warn ./target/release/httpdns serve &
 HPID=$!
 ./target/release/examples/bare_axum $BARE 2>/dev/null &

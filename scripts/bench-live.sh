@@ -30,7 +30,7 @@ feedback_rate_per_client = 1000
 feedback_burst = 1000
 probe_workers = 64
 TOML
-HTTPDNS_API_ADDR=$API HTTPDNS_MIRROR_ADDR=off HTTPDNS_DNS_ADDR=off HTTPDNS_DATA_DIR="$DATA" \
+HTTPDNS_API_ADDR=$API HTTPDNS_MIRROR_ADDR=off HTTPDNS_DNS_ADDR=off HTTPDNS_UPSTREAMS=off HTTPDNS_DATA_DIR="$DATA" \
 HTTPDNS_ADMIN_TOKEN=$TOKEN HTTPDNS_ALLOW_PRIVATE_NODE_IPS=true RUST_LOG=warn \
   ./target/release/httpdns serve --config "$DATA/httpdns.toml" &
 HPID=$!

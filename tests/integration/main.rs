@@ -11,3 +11,4 @@ mod live;
 mod metrics;
 mod persistence;
 mod support;
+mod upstream;

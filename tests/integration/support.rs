@@ -39,6 +39,8 @@ pub(crate) fn env(data_dir: &Path, db: &Db) -> HashMap<String, String> {
     env.insert("HTTPDNS_DATA_DIR".into(), data_dir.display().to_string());
     env.insert("HTTPDNS_ADMIN_TOKEN".into(), TOKEN.into());
     env.insert("HTTPDNS_SYNC_INTERVAL_MS".into(), "100".into());
+    // No upstream unless a test starts one: tests talk to loopback only.
+    env.insert("HTTPDNS_UPSTREAMS".into(), "off".into());
     if let Db::Postgres(url) = db {
         env.insert("HTTPDNS_DATABASE_URL".into(), url.clone());
     }

@@ -12,7 +12,7 @@ use base64::engine::general_purpose::{URL_SAFE, URL_SAFE_NO_PAD};
 use base64::Engine;
 use hickory_proto::op::Message;
 use hickory_proto::rr::{RData, RecordType};
-use httpdns_dns::{Context, Reply, Transport};
+use httpdns_dns::{Answer, Context, Reply, Transport};
 
 use crate::error::ApiError;
 use crate::state::{AppState, PeerAddr};
@@ -20,14 +20,23 @@ use crate::state::{AppState, PeerAddr};
 const DNS_MESSAGE: &str = "application/dns-message";
 const DNS_JSON: &str = "application/dns-json";
 
-fn answer(app: &AppState, wire: &[u8], client: IpAddr) -> Option<Reply> {
-    let published = app.catalog.snapshot();
-    let ctx = Context {
-        snapshot: &published.snapshot,
-        health: &published.health,
-        classify: |ip| httpdns_geo::classify(&published.snapshot, &app.geo, ip),
+async fn answer(app: &AppState, wire: &[u8], client: IpAddr) -> Option<Reply> {
+    let answered = {
+        let published = app.catalog.snapshot();
+        let ctx = Context {
+            snapshot: &published.snapshot,
+            health: &published.health,
+            classify: |ip| httpdns_geo::classify(&published.snapshot, &app.geo, ip),
+        };
+        httpdns_dns::answer(wire, client, Transport::Stream, &ctx)?
     };
-    httpdns_dns::answer(wire, client, Transport::Stream, &ctx)
+    Some(match answered {
+        Answer::Reply(r) => r,
+        Answer::Forward(f) => {
+            let lookup = app.upstream.lookup(&f.name, f.qtype, f.client).await;
+            f.finish(lookup)
+        }
+    })
 }
 
 /// `max-age` from the smallest TTL; `private` when the answer was chosen for this client.
@@ -61,7 +70,7 @@ async fn serve(app: &AppState, peer: IpAddr, request: Request) -> Result<Respons
                     .or_else(|_| URL_SAFE.decode(dns))
                     .map_err(|_| ApiError::bad_request("InvalidArgument", "dns", "dns must be base64url"))?
             } else if get("name").is_some() {
-                return json(app, peer, get("name"), get("type"), get("edns_client_subnet"));
+                return json(app, peer, get("name"), get("type"), get("edns_client_subnet")).await;
             } else {
                 return Err(ApiError::bad_request(
                     "MissingArgument",
@@ -89,6 +98,7 @@ async fn serve(app: &AppState, peer: IpAddr, request: Request) -> Result<Respons
         }
     };
     let reply = answer(app, &wire, peer)
+        .await
         .ok_or_else(|| ApiError::bad_request("InvalidArgument", "dns", "not a DNS query message"))?;
     let mut resp = (StatusCode::OK, reply.bytes.clone()).into_response();
     let h = resp.headers_mut();
@@ -126,7 +136,7 @@ fn subnet(s: Option<&str>) -> Result<Option<(IpAddr, u8)>, ApiError> {
     Ok(Some((addr, prefix)))
 }
 
-fn json(
+async fn json(
     app: &AppState,
     peer: IpAddr,
     name: Option<&str>,
@@ -140,7 +150,7 @@ fn json(
     let fqdn = if name.ends_with('.') { name.to_owned() } else { format!("{name}.") };
     let wire = httpdns_dns::build_query(0, &fqdn, qtype, subnet(ecs)?)
         .ok_or_else(|| ApiError::bad_request("InvalidHost", "name", "not a domain name"))?;
-    let reply = answer(app, &wire, peer).ok_or_else(|| ApiError::internal(&"no DNS reply"))?;
+    let reply = answer(app, &wire, peer).await.ok_or_else(|| ApiError::internal(&"no DNS reply"))?;
     let msg = Message::from_vec(&reply.bytes).map_err(|e| ApiError::internal(&e))?;
     let rr = |r: &hickory_proto::rr::Record| {
         let data = match &r.data {

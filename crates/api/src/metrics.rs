@@ -112,11 +112,26 @@ pub enum Outcome {
     NoRecord,
     NoHealthyNode,
     NotManaged,
+    /// Not managed here, answered through the upstream resolver.
+    Upstream,
+    /// Not managed here; upstreams failed and an expired cached answer was served.
+    UpstreamStale,
+    /// Not managed here and the upstream resolver failed.
+    UpstreamError,
 }
 
 impl Outcome {
-    pub const ALL: [Outcome; 5] =
-        [Outcome::Ok, Outcome::FailOpen, Outcome::NoRecord, Outcome::NoHealthyNode, Outcome::NotManaged];
+    /// In order of preference when one name has two families.
+    pub const ALL: [Outcome; 8] = [
+        Outcome::Ok,
+        Outcome::Upstream,
+        Outcome::FailOpen,
+        Outcome::UpstreamStale,
+        Outcome::NoRecord,
+        Outcome::NoHealthyNode,
+        Outcome::NotManaged,
+        Outcome::UpstreamError,
+    ];
 
     /// The label and the `X-Httpdns-Status` value.
     pub fn as_str(self) -> &'static str {
@@ -126,6 +141,9 @@ impl Outcome {
             Outcome::NoRecord => "no-record",
             Outcome::NoHealthyNode => "no-healthy-node",
             Outcome::NotManaged => "not-managed",
+            Outcome::Upstream => "upstream",
+            Outcome::UpstreamStale => "upstream-stale",
+            Outcome::UpstreamError => "upstream-error",
         }
     }
 
@@ -147,7 +165,7 @@ pub struct Metrics {
     http_requests: [[IntCounter; 4]; 9],
     http_duration: [Histogram; 9],
     /// Pre-resolved children of `answers`, so the hot path does no label hashing.
-    answers_fast: [[IntCounter; 5]; 2],
+    answers_fast: [[IntCounter; 8]; 2],
     answer_duration: [Histogram; 2],
     pub snapshot_revision: IntGauge,
     pub snapshot_built: IntGauge,

@@ -102,12 +102,18 @@ pub(crate) async fn handle(
     uri: Uri,
 ) -> Response {
     let started = Instant::now();
-    let resp = answer(&app, peer, &method, uri.query(), started);
+    let resp = answer(&app, peer, &method, uri.query(), started).await;
     app.metrics.http_answer_request(crate::metrics::Route::Resolve, resp.status());
     resp
 }
 
-fn answer(app: &AppState, peer: IpAddr, method: &Method, query: Option<&str>, started: Instant) -> Response {
+async fn answer(
+    app: &AppState,
+    peer: IpAddr,
+    method: &Method,
+    query: Option<&str>,
+    started: Instant,
+) -> Response {
     if method != Method::GET && method != Method::HEAD {
         return ApiError::new(StatusCode::METHOD_NOT_ALLOWED, "MethodNotAllowed", "use GET").into_response();
     }
@@ -119,14 +125,15 @@ fn answer(app: &AppState, peer: IpAddr, method: &Method, query: Option<&str>, st
         .into_response();
     }
     let pairs: Vec<_> = form_urlencoded::parse(query.unwrap_or("").as_bytes()).collect();
-    match entries(app, peer, &pairs, started, false) {
+    match entries(app, peer, &pairs, started, false).await {
+        Ok((_, outcomes)) if outcomes.contains(&Outcome::UpstreamError) => upstream_failed(&outcomes),
         Ok((dns, outcomes)) => json(&Body { dns }, &outcomes),
         Err(e) => e.into_response(),
     }
 }
 
 /// Resolves the `host` list of a request for one client.
-fn entries(
+async fn entries(
     app: &AppState,
     peer: IpAddr,
     pairs: &[(std::borrow::Cow<'_, str>, std::borrow::Cow<'_, str>)],
@@ -177,11 +184,53 @@ fn entries(
             origin_ttl: ttl,
         });
     }
+    drop(snapshot);
+    // Names that are not managed here go to the upstream resolver.
+    if app.upstream.is_configured() {
+        for ((host, entry), outcome) in req.hosts.iter().zip(dns.iter_mut()).zip(outcomes.iter_mut()) {
+            if *outcome != Outcome::NotManaged {
+                continue;
+            }
+            let mut ttl = None::<u32>;
+            let mut best = None::<Outcome>;
+            for (fam, wanted) in [(Family::V4, req.v4), (Family::V6, req.v6)] {
+                if !wanted {
+                    continue;
+                }
+                let (part, o) = crate::dnspod::upstream_part(app, host, fam, client).await;
+                if !part.ips.is_empty() {
+                    ttl = Some(ttl.map_or(part.ttl, |t| t.min(part.ttl)));
+                }
+                best = Some(match best {
+                    Some(prev) if rank(prev) <= rank(o) => prev,
+                    _ => o,
+                });
+                let ips: Vec<String> = part.ips.iter().map(ToString::to_string).collect();
+                match fam {
+                    Family::V4 => entry.ips = Some(ips),
+                    Family::V6 => entry.ipsv6 = Some(ips),
+                }
+            }
+            entry.ttl = ttl.unwrap_or(EMPTY_TTL);
+            entry.origin_ttl = entry.ttl;
+            *outcome = best.unwrap_or(Outcome::NotManaged);
+        }
+    }
     for o in &outcomes {
         app.metrics.answer(Endpoint::Resolve, *o);
     }
     app.metrics.answer_time(Endpoint::Resolve, started.elapsed());
     Ok((dns, outcomes))
+}
+
+/// A name that is not managed here could not be resolved upstream: a 502 rather than an empty
+/// list the client would cache.
+fn upstream_failed(outcomes: &[Outcome]) -> Response {
+    let mut resp =
+        ApiError::new(StatusCode::BAD_GATEWAY, "InternalError", "upstream DNS resolution failed; try again")
+            .into_response();
+    resp.headers_mut().insert(STATUS_HEADER, status_header(outcomes));
+    resp
 }
 
 fn json(body: &impl Serialize, outcomes: &[Outcome]) -> Response {
@@ -226,7 +275,7 @@ pub(crate) async fn account(
         ApiError::new(StatusCode::METHOD_NOT_ALLOWED, "MethodNotAllowed", "use GET").into_response()
     } else {
         let pairs: Vec<_> = form_urlencoded::parse(uri.query().unwrap_or("").as_bytes()).collect();
-        match account_answer(&app, peer, &account, api, &pairs, started) {
+        match account_answer(&app, peer, &account, api, &pairs, started).await {
             Ok(r) => r,
             Err(e) => e.into_response(),
         }
@@ -244,7 +293,7 @@ fn forbidden(code: &'static str, message: &str) -> ApiError {
     ApiError::new(StatusCode::FORBIDDEN, code, message)
 }
 
-fn account_answer(
+async fn account_answer(
     app: &AppState,
     peer: IpAddr,
     account: &str,
@@ -300,7 +349,10 @@ fn account_answer(
     }
     drop(snapshot);
     let single = matches!(api, AccountApi::D | AccountApi::SignD);
-    let (mut dns, outcomes) = entries(app, peer, pairs, started, single)?;
+    let (mut dns, outcomes) = entries(app, peer, pairs, started, single).await?;
+    if outcomes.contains(&Outcome::UpstreamError) {
+        return Ok(upstream_failed(&outcomes));
+    }
     Ok(if single { json(&dns.remove(0), &outcomes) } else { json(&Body { dns }, &outcomes) })
 }
 

@@ -43,6 +43,8 @@ pub struct Shared {
     pub config: Arc<ConfigCache>,
     pub geo: Arc<Geo>,
     pub live: Arc<LiveHub>,
+    /// Resolution of names that are not managed here.
+    pub upstream: Arc<httpdns_dns::upstream::Upstream>,
     pub metrics: Arc<Metrics>,
     pub settings: ApiSettings,
     /// Per-account request limits (`rate_limit_qps`).

@@ -4,7 +4,8 @@
 //! the EDNS Client Subnet address when the query carries one (echoed back with its scope), else
 //! the peer. A/AAAA get the nodes' addresses; other types of a managed name, and families
 //! without nodes, get NODATA with the zone's SOA, so resolvers cache the negative answer for
-//! the domain's TTL. Names that are not managed are REFUSED: this server does not recurse yet.
+//! the domain's TTL. A and AAAA questions for names that are not managed are handed back as a
+//! [`Forward`] for the upstream resolver; other types of such names are REFUSED.
 
 use std::net::IpAddr;
 
@@ -37,6 +38,67 @@ pub struct Reply {
     pub client_dependent: bool,
 }
 
+/// The result of answering from the snapshot: a reply, or a question for the upstream
+/// resolver (a name that is not managed here).
+#[derive(Debug)]
+pub enum Answer {
+    Reply(Reply),
+    Forward(Forward),
+}
+
+/// A question to resolve upstream, with the response prepared around it.
+#[derive(Debug)]
+pub struct Forward {
+    pub name: DomainName,
+    pub qtype: RecordType,
+    pub client: IpAddr,
+    response: Message,
+    limit: usize,
+}
+
+impl Forward {
+    /// Completes the response with what the upstream resolver found: SERVFAIL when it failed,
+    /// REFUSED when there is no upstream. (Other types than A and AAAA of names that are not
+    /// managed are not forwarded and answer REFUSED.)
+    pub fn finish(
+        mut self,
+        lookup: Result<crate::upstream::Lookup, crate::upstream::UpstreamError>,
+    ) -> Reply {
+        self.response.metadata.recursion_available = true;
+        let mut min_ttl = None;
+        match lookup {
+            Ok(l) => {
+                self.response.metadata.response_code = l.rcode;
+                if let Ok(qname) = Name::from_ascii(format!("{}.", self.name)) {
+                    for ip in &l.ips {
+                        let rdata = match ip {
+                            IpAddr::V4(v4) => RData::A(A(*v4)),
+                            IpAddr::V6(v6) => RData::AAAA(AAAA(*v6)),
+                        };
+                        self.response.add_answer(Record::from_rdata(qname.clone(), l.ttl, rdata));
+                    }
+                }
+                min_ttl = Some(l.ttl);
+            }
+            // Without upstreams this server does not recurse: REFUSED, as an authoritative-only
+            // server answers; an upstream failure is SERVFAIL.
+            Err(crate::upstream::UpstreamError::NoServers) => {
+                self.response.metadata.recursion_available = false;
+                self.response.metadata.response_code = ResponseCode::Refused;
+            }
+            Err(_) => self.response.metadata.response_code = ResponseCode::ServFail,
+        }
+        let mut bytes = self.response.to_vec().unwrap_or_default();
+        if bytes.len() > self.limit {
+            self.response.answers.clear();
+            self.response.metadata.truncation = true;
+            bytes = self.response.to_vec().unwrap_or_default();
+        }
+        // Upstream answers with a client subnet depend on it; without one they do not.
+        Reply { bytes, min_ttl, client_dependent: crate::upstream::client_subnet(self.client).is_some() }
+    }
+}
+
 /// What answering needs besides the query.
 pub struct Context<'a, H, C> {
     pub snapshot: &'a Snapshot,
@@ -56,24 +118,28 @@ pub fn answer<H: NodeHealth, C: Fn(IpAddr) -> ClientView>(
     peer: IpAddr,
     transport: Transport,
     ctx: &Context<'_, H, C>,
-) -> Option<Reply> {
+) -> Option<Answer> {
     if query.len() < 12 {
         return None;
     }
     let id = u16::from_be_bytes([query[0], query[1]]);
     let plain = |code| {
-        Some(Reply { bytes: error_reply(id, OpCode::Query, code), min_ttl: None, client_dependent: false })
+        Some(Answer::Reply(Reply {
+            bytes: error_reply(id, OpCode::Query, code),
+            min_ttl: None,
+            client_dependent: false,
+        }))
     };
     let Ok(request) = Message::from_vec(query) else { return plain(ResponseCode::FormErr) };
     if request.metadata.message_type != MessageType::Query {
         return None;
     }
     if request.metadata.op_code != OpCode::Query {
-        return Some(Reply {
+        return Some(Answer::Reply(Reply {
             bytes: error_reply(id, request.metadata.op_code, ResponseCode::NotImp),
             min_ttl: None,
             client_dependent: false,
-        });
+        }));
     }
     let [question] = request.queries.as_slice() else { return plain(ResponseCode::FormErr) };
 
@@ -102,15 +168,24 @@ pub fn answer<H: NodeHealth, C: Fn(IpAddr) -> ClientView>(
     }
 
     let client = subnet.map_or(peer, |s| s.addr());
-    let (code, client_dependent, min_ttl) = fill(&mut response, question, client, ctx);
-    response.metadata.response_code = code;
-
     let limit = match transport {
         Transport::Stream => usize::from(u16::MAX),
         Transport::Udp => {
             usize::from(request.edns.as_ref().map_or(512, |e| e.max_payload().clamp(512, MAX_UDP_PAYLOAD)))
         }
     };
+    let (code, client_dependent, min_ttl) = match fill(&mut response, question, client, ctx) {
+        Filled::Done(code, dependent, ttl) => (code, dependent, ttl),
+        Filled::NotManaged(name) => {
+            let qtype = question.query_type();
+            if matches!(qtype, RecordType::A | RecordType::AAAA) {
+                return Some(Answer::Forward(Forward { name, qtype, client, response, limit }));
+            }
+            (ResponseCode::Refused, false, None)
+        }
+    };
+    response.metadata.response_code = code;
+
     let mut bytes = response.to_vec().ok()?;
     if bytes.len() > limit {
         // Too big for UDP: the header and question with TC set, so the client retries over TCP.
@@ -119,24 +194,31 @@ pub fn answer<H: NodeHealth, C: Fn(IpAddr) -> ClientView>(
         response.metadata.truncation = true;
         bytes = response.to_vec().ok()?;
     }
-    Some(Reply { bytes, min_ttl, client_dependent })
+    Some(Answer::Reply(Reply { bytes, min_ttl, client_dependent }))
 }
 
-/// Fills the answer for one question; returns the response code, whether the answer depends on
-/// the client, and the smallest TTL.
+enum Filled {
+    /// The response code, whether the answer depends on the client, and the smallest TTL.
+    Done(ResponseCode, bool, Option<u32>),
+    NotManaged(DomainName),
+}
+
+/// Fills the answer for one question of a managed name.
 fn fill<H: NodeHealth, C: Fn(IpAddr) -> ClientView>(
     response: &mut Message,
     question: &Query,
     client: IpAddr,
     ctx: &Context<'_, H, C>,
-) -> (ResponseCode, bool, Option<u32>) {
+) -> Filled {
     if question.query_class() != DNSClass::IN {
-        return (ResponseCode::Refused, false, None);
+        return Filled::Done(ResponseCode::Refused, false, None);
     }
     let qname = question.name().clone();
-    let Ok(name) = DomainName::parse(&qname.to_ascii()) else { return (ResponseCode::Refused, false, None) };
+    let Ok(name) = DomainName::parse(&qname.to_ascii()) else {
+        return Filled::Done(ResponseCode::Refused, false, None);
+    };
     let Some(domain) = ctx.snapshot.domain(&name) else {
-        return (ResponseCode::Refused, false, None);
+        return Filled::NotManaged(name);
     };
     response.metadata.authoritative = true;
     let ttl = domain.ttl;
@@ -147,7 +229,7 @@ fn fill<H: NodeHealth, C: Fn(IpAddr) -> ClientView>(
     };
     if question.query_type() == RecordType::SOA {
         response.add_answer(soa(&qname, ttl, ctx.snapshot.revision()));
-        return (ResponseCode::NoError, false, Some(ttl));
+        return Filled::Done(ResponseCode::NoError, false, Some(ttl));
     }
     let mut answered = false;
     if let Some(family) = family {
@@ -169,7 +251,7 @@ fn fill<H: NodeHealth, C: Fn(IpAddr) -> ClientView>(
         // NODATA: the name exists, nothing of this type; the SOA tells how long to remember.
         response.add_authority(soa(&qname, ttl, ctx.snapshot.revision()));
     }
-    (ResponseCode::NoError, family.is_some(), Some(ttl))
+    Filled::Done(ResponseCode::NoError, family.is_some(), Some(ttl))
 }
 
 /// The SOA of a managed name, which is its own zone apex here.

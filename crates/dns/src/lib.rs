@@ -6,5 +6,6 @@
 
 pub mod answer;
 pub mod listen;
+pub mod upstream;
 
-pub use answer::{answer, build_query, Context, Reply, Transport};
+pub use answer::{answer, build_query, Answer, Context, Forward, Reply, Transport};

@@ -8,16 +8,23 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream, UdpSocket};
 use tokio_util::sync::CancellationToken;
 
-use crate::answer::{Reply, Transport};
+use crate::answer::{Answer, Transport};
+use crate::upstream::Upstream;
 
-/// Answers one message: the caller supplies the snapshot-backed handler.
-pub type Handler = Arc<dyn Fn(&[u8], IpAddr, Transport) -> Option<Reply> + Send + Sync>;
+/// Answers one message from the snapshot: the caller supplies it.
+pub type Handler = Arc<dyn Fn(&[u8], IpAddr, Transport) -> Option<Answer> + Send + Sync>;
 
 /// How long an idle TCP connection is kept.
 const TCP_IDLE: Duration = Duration::from_secs(10);
 
 /// Serves UDP until `shutdown`.
-pub async fn serve_udp(socket: UdpSocket, handler: Handler, shutdown: CancellationToken) {
+pub async fn serve_udp(
+    socket: UdpSocket,
+    handler: Handler,
+    upstream: Arc<Upstream>,
+    shutdown: CancellationToken,
+) {
+    let socket = Arc::new(socket);
     let mut buf = vec![0u8; 65_535];
     loop {
         let (n, peer) = tokio::select! {
@@ -30,22 +37,38 @@ pub async fn serve_udp(socket: UdpSocket, handler: Handler, shutdown: Cancellati
                 }
             },
         };
-        // Answering is CPU-only and fast: done inline, no task per packet.
-        if let Some(reply) = handler(&buf[..n], peer.ip().to_canonical(), Transport::Udp) {
-            let _ = socket.send_to(&reply.bytes, peer).await;
+        // Answering from the snapshot is CPU-only and fast: done inline, no task per packet.
+        // Only upstream questions get a task, so a slow upstream never stalls the socket.
+        match handler(&buf[..n], peer.ip().to_canonical(), Transport::Udp) {
+            Some(Answer::Reply(reply)) => {
+                let _ = socket.send_to(&reply.bytes, peer).await;
+            }
+            Some(Answer::Forward(f)) => {
+                let (socket, upstream) = (socket.clone(), upstream.clone());
+                tokio::spawn(async move {
+                    let lookup = upstream.lookup(&f.name, f.qtype, f.client).await;
+                    let _ = socket.send_to(&f.finish(lookup).bytes, peer).await;
+                });
+            }
+            None => {}
         }
     }
 }
 
 /// Serves TCP (RFC 7766 length-prefixed messages, several per connection) until `shutdown`.
-pub async fn serve_tcp(listener: TcpListener, handler: Handler, shutdown: CancellationToken) {
+pub async fn serve_tcp(
+    listener: TcpListener,
+    handler: Handler,
+    upstream: Arc<Upstream>,
+    shutdown: CancellationToken,
+) {
     let mut conns = tokio::task::JoinSet::new();
     loop {
         tokio::select! {
             () = shutdown.cancelled() => break,
             accepted = listener.accept() => {
                 let Ok((stream, peer)) = accepted else { continue };
-                conns.spawn(connection(stream, peer, handler.clone(), shutdown.clone()));
+                conns.spawn(connection(stream, peer, handler.clone(), upstream.clone(), shutdown.clone()));
             }
             Some(_) = conns.join_next(), if !conns.is_empty() => {}
         }
@@ -53,7 +76,13 @@ pub async fn serve_tcp(listener: TcpListener, handler: Handler, shutdown: Cancel
     conns.abort_all();
 }
 
-async fn connection(mut stream: TcpStream, peer: SocketAddr, handler: Handler, shutdown: CancellationToken) {
+async fn connection(
+    mut stream: TcpStream,
+    peer: SocketAddr,
+    handler: Handler,
+    upstream: Arc<Upstream>,
+    shutdown: CancellationToken,
+) {
     let mut len = [0u8; 2];
     loop {
         let read = tokio::select! {
@@ -67,7 +96,14 @@ async fn connection(mut stream: TcpStream, peer: SocketAddr, handler: Handler, s
         if !matches!(tokio::time::timeout(TCP_IDLE, stream.read_exact(&mut msg)).await, Ok(Ok(_))) {
             return;
         }
-        let Some(reply) = handler(&msg, peer.ip().to_canonical(), Transport::Stream) else { return };
+        let reply = match handler(&msg, peer.ip().to_canonical(), Transport::Stream) {
+            Some(Answer::Reply(r)) => r,
+            Some(Answer::Forward(f)) => {
+                let lookup = upstream.lookup(&f.name, f.qtype, f.client).await;
+                f.finish(lookup)
+            }
+            None => return,
+        };
         let Ok(n) = u16::try_from(reply.bytes.len()) else { return };
         let mut out = Vec::with_capacity(reply.bytes.len() + 2);
         out.extend_from_slice(&n.to_be_bytes());

@@ -25,7 +25,7 @@ pub const ENV_VARS: &[(&str, &str)] = &[
     ("HTTPDNS_DATABASE_URL", "sqlite://PATH or postgres://..."),
     ("HTTPDNS_ADMIN_TOKEN", "bearer token of the admin API"),
     ("HTTPDNS_ALLOW_PRIVATE_NODE_IPS", "accept private and loopback node addresses (true/false)"),
-    ("HTTPDNS_UPSTREAMS", "upstream DNS servers, ip:port,ip:port"),
+    ("HTTPDNS_UPSTREAMS", "upstream DNS servers, ip:port,ip:port, or off"),
     ("HTTPDNS_GEOIP_CITY_DB", "path of a GeoIP2/GeoLite2 City database"),
     ("HTTPDNS_GEOIP_ASN_DB", "path of a GeoLite2 ASN database"),
     ("HTTPDNS_CONFIG_SIGNING_KEY", "Ed25519 seed (base64 or hex, 32 bytes) signing config documents"),
@@ -34,6 +34,16 @@ pub const ENV_VARS: &[(&str, &str)] = &[
     ("HTTPDNS_SYNC_INTERVAL_MS", "how often the snapshot follows the database, in ms"),
     ("HTTPDNS_LOG_FORMAT", "text or json"),
 ];
+
+/// Where names that are not managed here are resolved.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Upstreams {
+    /// The system's resolvers (`/etc/resolv.conf`).
+    System,
+    Servers(Vec<SocketAddr>),
+    /// No upstream resolution (`off`): such names get empty answers, and REFUSED over DNS.
+    Off,
+}
 
 /// A listener address, or `off`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -60,8 +70,7 @@ pub struct Config {
     /// The config signing key's text; `None`: generated into the data directory.
     pub config_signing_key: Option<String>,
     pub allow_private_node_ips: bool,
-    /// Empty means the system's resolvers.
-    pub upstreams: Vec<SocketAddr>,
+    pub upstreams: Upstreams,
     pub policy: Policy,
     pub geo: GeoConfig,
     pub sync_interval: Duration,
@@ -74,6 +83,12 @@ pub struct Config {
     pub auth_required: bool,
     /// Proxies whose forwarding headers are believed.
     pub trusted_proxies: Vec<ipnet::IpNet>,
+    /// Cache and timeout settings of upstream resolution (servers: `upstreams`).
+    pub upstream_timeout: Duration,
+    pub upstream_min_ttl: u32,
+    pub upstream_max_ttl: u32,
+    pub upstream_negative_ttl: u32,
+    pub upstream_stale: Duration,
 }
 
 /// A configuration error, naming the setting.
@@ -114,6 +129,18 @@ pub struct FileConfig {
     live: LiveFile,
     auth_required: Option<bool>,
     trusted_proxies: Option<Vec<String>>,
+    #[serde(default)]
+    upstream: UpstreamFile,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct UpstreamFile {
+    timeout_ms: Option<u64>,
+    min_ttl: Option<u32>,
+    max_ttl: Option<u32>,
+    negative_ttl: Option<u32>,
+    stale_ms: Option<u64>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -250,15 +277,17 @@ impl Config {
             None => file.allow_private_node_ips.unwrap_or(false),
         };
         let upstreams = match env("HTTPDNS_UPSTREAMS") {
-            Some(v) => {
-                v.split(',').map(|u| parse_upstream("HTTPDNS_UPSTREAMS", u)).collect::<Result<_, _>>()?
-            }
-            None => file
-                .upstreams
-                .unwrap_or_default()
-                .iter()
-                .map(|u| parse_upstream("upstreams", u))
-                .collect::<Result<_, _>>()?,
+            Some(v) if v.trim().eq_ignore_ascii_case("off") => Upstreams::Off,
+            Some(v) => Upstreams::Servers(
+                v.split(',').map(|u| parse_upstream("HTTPDNS_UPSTREAMS", u)).collect::<Result<_, _>>()?,
+            ),
+            None => match file.upstreams {
+                None => Upstreams::System,
+                Some(list) if list.iter().any(|u| u.trim().eq_ignore_ascii_case("off")) => Upstreams::Off,
+                Some(list) => Upstreams::Servers(
+                    list.iter().map(|u| parse_upstream("upstreams", u)).collect::<Result<_, _>>()?,
+                ),
+            },
         };
 
         let weights = file.scoring.weights.unwrap_or_default();
@@ -343,6 +372,20 @@ impl Config {
             live,
             auth_required,
             trusted_proxies,
+            upstream_timeout: Duration::from_millis(match file.upstream.timeout_ms {
+                None => 2000,
+                Some(t) if (10..=30_000).contains(&t) => t,
+                Some(_) => return Err(err("upstream.timeout_ms", "must be 10 to 30000")),
+            }),
+            upstream_min_ttl: file.upstream.min_ttl.unwrap_or(10),
+            upstream_max_ttl: match file.upstream.max_ttl {
+                Some(m) if m < file.upstream.min_ttl.unwrap_or(10) => {
+                    return Err(err("upstream.max_ttl", "must be at least min_ttl"))
+                }
+                m => m.unwrap_or(86_400),
+            },
+            upstream_negative_ttl: file.upstream.negative_ttl.unwrap_or(60),
+            upstream_stale: Duration::from_millis(file.upstream.stale_ms.unwrap_or(86_400_000)),
         })
     }
 }
@@ -427,7 +470,7 @@ mod tests {
         assert_eq!(c.data_dir, PathBuf::from("./data"));
         assert_eq!(c.database_url, "sqlite://./data/httpdns.db");
         assert!(!c.allow_private_node_ips);
-        assert!(c.upstreams.is_empty());
+        assert_eq!(c.upstreams, Upstreams::System);
         assert_eq!(c.policy.weights, Weights::default());
     }
 
@@ -456,7 +499,12 @@ mod tests {
         assert_eq!(c.api_addr, Listen::At("127.0.0.1:0".parse().unwrap()));
         assert_eq!(c.dns_addr, Listen::Off);
         assert!(c.allow_private_node_ips && c.policy.allow_private);
-        assert_eq!(c.upstreams, ["1.1.1.1:53".parse().unwrap(), "9.9.9.9:5353".parse().unwrap()]);
+        assert_eq!(
+            c.upstreams,
+            Upstreams::Servers(vec!["1.1.1.1:53".parse().unwrap(), "9.9.9.9:5353".parse().unwrap()])
+        );
+        let c = Config::load(None, env_of(&[("HTTPDNS_UPSTREAMS", "off")])).unwrap();
+        assert_eq!(c.upstreams, Upstreams::Off);
         assert_eq!(c.policy.band, 0.05);
         assert_eq!(c.policy.weights.latency, 0.5);
         assert_eq!(c.geo.isp_map.isp(Some(64512), None).unwrap().as_str(), "campus");

@@ -26,6 +26,23 @@ pub(crate) async fn bind(addr: SocketAddr) -> anyhow::Result<(UdpSocket, TcpList
     anyhow::bail!("no port free for DNS over both UDP and TCP on {}", addr.ip())
 }
 
+/// The upstream servers: the configured ones, else the system's resolvers
+/// (`nameserver` lines of `/etc/resolv.conf`).
+pub(crate) fn upstream_servers(configured: &crate::config::Upstreams) -> Vec<SocketAddr> {
+    match configured {
+        crate::config::Upstreams::Off => return Vec::new(),
+        crate::config::Upstreams::Servers(list) => return list.clone(),
+        crate::config::Upstreams::System => {}
+    }
+    std::fs::read_to_string("/etc/resolv.conf")
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("nameserver"))
+        .filter_map(|a| a.trim().split('%').next()?.parse::<std::net::IpAddr>().ok())
+        .map(|ip| SocketAddr::new(ip, 53))
+        .collect()
+}
+
 /// Answers from the snapshot current when the message arrives.
 pub(crate) fn handler(catalog: Arc<Catalog>, geo: Arc<Geo>) -> Handler {
     Arc::new(move |bytes, peer, transport| {

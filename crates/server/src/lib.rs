@@ -110,6 +110,17 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
     catalog.sync().await.context("loading data from the database")?;
     let config_cache = Arc::new(ConfigCache::new(store.clone(), signer, metrics.clone()));
     config_cache.refresh().await.context("loading config documents")?;
+    let servers = dns::upstream_servers(&config.upstreams);
+    tracing::info!(servers = ?servers, "Upstream DNS servers for names not managed here.");
+    let upstream = Arc::new(httpdns_dns::upstream::Upstream::new(httpdns_dns::upstream::UpstreamConfig {
+        allow_private: config.allow_private_node_ips,
+        timeout: config.upstream_timeout,
+        min_ttl: config.upstream_min_ttl,
+        max_ttl: config.upstream_max_ttl,
+        negative_ttl: config.upstream_negative_ttl,
+        stale_for: config.upstream_stale,
+        ..httpdns_dns::upstream::UpstreamConfig::new(servers)
+    }));
     let live = Arc::new(LiveHub::new(config.live.clone()));
     let restored = live.load(&store).await.context("loading feedback aggregates")?;
     if restored > 0 {
@@ -122,6 +133,7 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
         config: config_cache.clone(),
         geo: geo.clone(),
         live: live.clone(),
+        upstream: upstream.clone(),
         metrics: metrics.clone(),
         settings: ApiSettings {
             admin_token: admin_token.clone(),
@@ -168,8 +180,13 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
             let bound = udp.local_addr()?;
             tracing::info!(role = "dns", addr = %bound, "Listening.");
             let handler = dns::handler(catalog.clone(), geo.clone());
-            tasks.spawn(httpdns_dns::listen::serve_udp(udp, handler.clone(), shutdown.clone()));
-            tasks.spawn(httpdns_dns::listen::serve_tcp(tcp, handler, shutdown.clone()));
+            tasks.spawn(httpdns_dns::listen::serve_udp(
+                udp,
+                handler.clone(),
+                upstream.clone(),
+                shutdown.clone(),
+            ));
+            tasks.spawn(httpdns_dns::listen::serve_tcp(tcp, handler, upstream.clone(), shutdown.clone()));
             Some(bound)
         }
     };

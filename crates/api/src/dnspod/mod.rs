@@ -88,7 +88,9 @@ async fn answer(app: &AppState, peer: IpAddr, request: Request, started: Instant
     let client = req.ip.unwrap_or(peer);
     let snapshot = app.catalog.snapshot();
     let view = httpdns_geo::classify(&snapshot, &app.geo, client);
-    let (answers, outcomes) = answer_all(&snapshot, &req, &view, client);
+    let (mut answers, mut outcomes) = answer_all(&snapshot, &req, &view, client);
+    drop(snapshot);
+    upstream_all(app, &req, client, &mut answers, &mut outcomes).await;
     let mut body = format::format(&req, &answers, client, app.settings.dnspod);
     if let Some((alg, secret)) = key {
         match httpdns_auth::encrypt(alg, &secret, body.as_bytes()) {
@@ -225,6 +227,56 @@ pub(crate) fn answer_all<'r>(
         answers.push(NameAnswer { name, v4, v6 });
     }
     (answers, outcomes)
+}
+
+/// Resolves the names that are not managed here through the upstream resolver.
+async fn upstream_all(
+    app: &AppState,
+    req: &DRequest,
+    client: IpAddr,
+    answers: &mut [NameAnswer<'_>],
+    outcomes: &mut [Outcome],
+) {
+    if !app.upstream.is_configured() {
+        return;
+    }
+    for (a, o) in answers.iter_mut().zip(outcomes.iter_mut()) {
+        if *o != Outcome::NotManaged {
+            continue;
+        }
+        let (mut o4, mut o6) = (None, None);
+        if matches!(req.qtype, QType::A | QType::Addrs) {
+            let (part, out) = upstream_part(app, a.name, Family::V4, client).await;
+            a.v4 = part;
+            o4 = Some(out);
+        }
+        if matches!(req.qtype, QType::Aaaa | QType::Addrs) {
+            let (part, out) = upstream_part(app, a.name, Family::V6, client).await;
+            a.v6 = part;
+            o6 = Some(out);
+        }
+        *o = combine(o4, o6);
+    }
+}
+
+/// One family of a name that is not managed here, from the upstream resolver.
+pub(crate) async fn upstream_part(
+    app: &AppState,
+    name: &DomainName,
+    fam: Family,
+    client: IpAddr,
+) -> (Part, Outcome) {
+    let qtype = match fam {
+        Family::V4 => hickory_proto::rr::RecordType::A,
+        Family::V6 => hickory_proto::rr::RecordType::AAAA,
+    };
+    match app.upstream.lookup(name, qtype, client).await {
+        Ok(l) => {
+            let outcome = if l.stale { Outcome::UpstreamStale } else { Outcome::Upstream };
+            (Part { ips: l.ips, ttl: l.ttl }, outcome)
+        }
+        Err(_) => (Part::default(), Outcome::UpstreamError),
+    }
 }
 
 /// One outcome for a name asked in one or two families: the better of the two.

@@ -1,0 +1,369 @@
+//! Resolution of names that are not managed here, through upstream DNS servers.
+//!
+//! * EDNS Client Subnet toward the upstream from the client's address (/24 for IPv4, /56 for
+//!   IPv6), never for private addresses, so CDNs behind those names still see the region.
+//! * A cache keyed by name, type and that subnet, honouring TTLs within configured clamps.
+//! * One upstream query for many concurrent askers of the same key.
+//! * Refresh ahead: an entry asked for after 75% of its TTL is refreshed in the background.
+//! * Serve-stale (RFC 8767): when every upstream fails, an expired entry younger than the stale
+//!   window is answered with a 30 s TTL.
+//! * Negative caching of NXDOMAIN and NODATA.
+//! * Answers pass the same address filter as managed ones.
+
+use std::collections::HashMap;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use hickory_proto::op::{Edns, Message, MessageType, OpCode, Query, ResponseCode};
+use hickory_proto::rr::rdata::opt::{ClientSubnet, EdnsOption};
+use hickory_proto::rr::{Name, RData, RecordType};
+use httpdns_core::ip::{classify, IpClass};
+use httpdns_core::DomainName;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpStream, UdpSocket};
+use tokio::sync::oneshot;
+
+/// TTL given to a stale answer (RFC 8767 recommends 30 s).
+pub const STALE_TTL: u32 = 30;
+
+/// Settings of upstream resolution.
+#[derive(Debug, Clone)]
+pub struct UpstreamConfig {
+    pub servers: Vec<SocketAddr>,
+    /// Per server and attempt.
+    pub timeout: Duration,
+    pub min_ttl: u32,
+    pub max_ttl: u32,
+    /// TTL of NXDOMAIN and NODATA answers without an SOA.
+    pub negative_ttl: u32,
+    /// How long after expiry an entry may still be served when upstreams fail.
+    pub stale_for: Duration,
+    /// Serve private and loopback addresses found upstream (intranets, tests).
+    pub allow_private: bool,
+    /// Entries kept at most.
+    pub max_entries: usize,
+}
+
+impl UpstreamConfig {
+    pub fn new(servers: Vec<SocketAddr>) -> Self {
+        Self {
+            servers,
+            timeout: Duration::from_secs(2),
+            min_ttl: 10,
+            max_ttl: 86_400,
+            negative_ttl: 60,
+            stale_for: Duration::from_secs(86_400),
+            allow_private: false,
+            max_entries: 100_000,
+        }
+    }
+}
+
+/// An upstream answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Lookup {
+    pub ips: Vec<IpAddr>,
+    /// Remaining TTL.
+    pub ttl: u32,
+    /// TTL as the upstream gave it (clamped).
+    pub origin_ttl: u32,
+    pub rcode: ResponseCode,
+    /// Served from an expired entry because upstreams failed.
+    pub stale: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum UpstreamError {
+    #[error("no upstream servers configured")]
+    NoServers,
+    #[error("every upstream failed: {0}")]
+    Failed(String),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct Key {
+    name: DomainName,
+    qtype: u16,
+    subnet: Option<(IpAddr, u8)>,
+}
+
+#[derive(Debug, Clone)]
+struct Entry {
+    ips: Vec<IpAddr>,
+    rcode: ResponseCode,
+    ttl: u32,
+    fetched: Instant,
+    refreshing: bool,
+}
+
+type Waiters = Vec<oneshot::Sender<Result<Entry, UpstreamError>>>;
+
+/// The upstream resolver with its cache; share it behind an `Arc`.
+#[derive(Debug)]
+pub struct Upstream {
+    cfg: UpstreamConfig,
+    // Std mutexes: short map operations, never held across an await.
+    cache: Mutex<HashMap<Key, Entry>>,
+    inflight: Mutex<HashMap<Key, Waiters>>,
+    queries: std::sync::atomic::AtomicU64,
+}
+
+/// The subnet sent to upstreams for a client: /24 or /56 of a public address, none otherwise.
+pub fn client_subnet(client: IpAddr) -> Option<(IpAddr, u8)> {
+    if classify(client) != IpClass::Public {
+        return None;
+    }
+    Some(match client.to_canonical() {
+        IpAddr::V4(a) => (IpAddr::V4(std::net::Ipv4Addr::from_bits(a.to_bits() & 0xffff_ff00)), 24),
+        IpAddr::V6(a) => (IpAddr::V6(std::net::Ipv6Addr::from_bits(a.to_bits() & !((1u128 << 72) - 1))), 56),
+    })
+}
+
+impl Upstream {
+    pub fn new(cfg: UpstreamConfig) -> Self {
+        Self {
+            cfg,
+            cache: Mutex::new(HashMap::new()),
+            inflight: Mutex::new(HashMap::new()),
+            queries: 0.into(),
+        }
+    }
+
+    pub fn is_configured(&self) -> bool {
+        !self.cfg.servers.is_empty()
+    }
+
+    /// Queries sent upstream so far.
+    pub fn queries_sent(&self) -> u64 {
+        self.queries.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Resolves `name` (`A` or `AAAA`) for `client`.
+    pub async fn lookup(
+        self: &Arc<Self>,
+        name: &DomainName,
+        qtype: RecordType,
+        client: IpAddr,
+    ) -> Result<Lookup, UpstreamError> {
+        if self.cfg.servers.is_empty() {
+            return Err(UpstreamError::NoServers);
+        }
+        let key = Key { name: name.clone(), qtype: u16::from(qtype), subnet: client_subnet(client) };
+        let now = Instant::now();
+        let cached = self.cache.lock().unwrap_or_else(|e| e.into_inner()).get(&key).cloned();
+        if let Some(e) = &cached {
+            let age = now.duration_since(e.fetched);
+            let ttl = Duration::from_secs(u64::from(e.ttl));
+            if age < ttl {
+                // Refresh ahead, so popular names never expire for their askers.
+                if age * 4 >= ttl * 3 && !e.refreshing {
+                    self.mark_refreshing(&key);
+                    let (me, key) = (self.clone(), key.clone());
+                    tokio::spawn(async move {
+                        let _ = me.fetch_once(key).await;
+                    });
+                }
+                return Ok(lookup_of(e, (ttl - age).as_secs() as u32, false));
+            }
+        }
+        match self.fetch_once(key).await {
+            Ok(e) => Ok(lookup_of(&e, e.ttl, false)),
+            Err(err) => match cached {
+                Some(e)
+                    if now.duration_since(e.fetched)
+                        < Duration::from_secs(u64::from(e.ttl)) + self.cfg.stale_for =>
+                {
+                    Ok(lookup_of(&e, STALE_TTL, true))
+                }
+                _ => Err(err),
+            },
+        }
+    }
+
+    fn mark_refreshing(&self, key: &Key) {
+        if let Some(e) = self.cache.lock().unwrap_or_else(|e| e.into_inner()).get_mut(key) {
+            e.refreshing = true;
+        }
+    }
+
+    /// One upstream query per key at a time: later askers wait for the first one's result.
+    async fn fetch_once(&self, key: Key) -> Result<Entry, UpstreamError> {
+        let rx = {
+            let mut inflight = self.inflight.lock().unwrap_or_else(|e| e.into_inner());
+            match inflight.get_mut(&key) {
+                Some(waiters) => {
+                    let (tx, rx) = oneshot::channel();
+                    waiters.push(tx);
+                    Some(rx)
+                }
+                None => {
+                    inflight.insert(key.clone(), Vec::new());
+                    None
+                }
+            }
+        };
+        if let Some(rx) = rx {
+            return rx.await.unwrap_or_else(|_| Err(UpstreamError::Failed("the query was abandoned".into())));
+        }
+        // This task owns the query; a guard hands the result to the waiters however it ends.
+        let result = self.fetch(&key).await;
+        if let Ok(e) = &result {
+            let mut cache = self.cache.lock().unwrap_or_else(|e| e.into_inner());
+            if cache.len() >= self.cfg.max_entries {
+                let stale = self.cfg.stale_for;
+                let now = Instant::now();
+                cache.retain(|_, e| {
+                    now.duration_since(e.fetched) < Duration::from_secs(u64::from(e.ttl)) + stale
+                });
+                if cache.len() >= self.cfg.max_entries {
+                    cache.clear();
+                }
+            }
+            cache.insert(key.clone(), e.clone());
+        } else if let Some(e) = self.cache.lock().unwrap_or_else(|e| e.into_inner()).get_mut(&key) {
+            e.refreshing = false;
+        }
+        let waiters =
+            self.inflight.lock().unwrap_or_else(|e| e.into_inner()).remove(&key).unwrap_or_default();
+        for w in waiters {
+            let _ = w.send(result.clone());
+        }
+        result
+    }
+
+    async fn fetch(&self, key: &Key) -> Result<Entry, UpstreamError> {
+        let name =
+            Name::from_ascii(format!("{}.", key.name)).map_err(|e| UpstreamError::Failed(e.to_string()))?;
+        let qtype = RecordType::from(key.qtype);
+        let mut last = String::new();
+        for server in &self.cfg.servers {
+            self.queries.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            match self.exchange(*server, &name, qtype, key.subnet).await {
+                Ok(m)
+                    if matches!(m.metadata.response_code, ResponseCode::NoError | ResponseCode::NXDomain) =>
+                {
+                    return Ok(self.entry_of(&m, qtype));
+                }
+                Ok(m) => last = format!("{server}: {}", m.metadata.response_code),
+                Err(e) => last = format!("{server}: {e}"),
+            }
+        }
+        Err(UpstreamError::Failed(last))
+    }
+
+    fn entry_of(&self, m: &Message, qtype: RecordType) -> Entry {
+        let mut ips = Vec::new();
+        let mut ttl = u32::MAX;
+        for r in &m.answers {
+            let ip = match (&r.data, qtype) {
+                (RData::A(a), RecordType::A) => IpAddr::V4(a.0),
+                (RData::AAAA(a), RecordType::AAAA) => IpAddr::V6(a.0),
+                _ => continue,
+            };
+            ttl = ttl.min(r.ttl);
+            let ok = match classify(ip) {
+                IpClass::Public => true,
+                IpClass::Private => self.cfg.allow_private,
+                IpClass::Invalid => false,
+            };
+            if ok && !ips.contains(&ip) {
+                ips.push(ip);
+            }
+        }
+        if ips.is_empty() {
+            // Negative: the SOA's minimum when given (RFC 2308), else the configured TTL.
+            ttl = m
+                .authorities
+                .iter()
+                .find_map(|r| match &r.data {
+                    RData::SOA(s) => Some(s.minimum.min(r.ttl)),
+                    _ => None,
+                })
+                .unwrap_or(self.cfg.negative_ttl);
+        }
+        Entry {
+            ips,
+            rcode: m.metadata.response_code,
+            ttl: ttl.clamp(self.cfg.min_ttl, self.cfg.max_ttl),
+            fetched: Instant::now(),
+            refreshing: false,
+        }
+    }
+
+    async fn exchange(
+        &self,
+        server: SocketAddr,
+        name: &Name,
+        qtype: RecordType,
+        subnet: Option<(IpAddr, u8)>,
+    ) -> Result<Message, String> {
+        let mut id = [0u8; 2];
+        let _ = getrandom::fill(&mut id);
+        let id = u16::from_be_bytes(id);
+        let mut q = Message::new(id, MessageType::Query, OpCode::Query);
+        q.metadata.recursion_desired = true;
+        q.add_query(Query::query(name.clone(), qtype));
+        let mut edns = Edns::new();
+        edns.set_max_payload(crate::answer::MAX_UDP_PAYLOAD);
+        if let Some((addr, prefix)) = subnet {
+            edns.options_mut().insert(EdnsOption::Subnet(ClientSubnet::new(addr, prefix, 0)));
+        }
+        q.set_edns(edns);
+        let wire = q.to_vec().map_err(|e| e.to_string())?;
+        let udp = tokio::time::timeout(self.cfg.timeout, async {
+            let bind: SocketAddr =
+                if server.is_ipv4() { "0.0.0.0:0" } else { "[::]:0" }.parse().expect("addr");
+            let sock = UdpSocket::bind(bind).await.map_err(|e| e.to_string())?;
+            sock.connect(server).await.map_err(|e| e.to_string())?;
+            sock.send(&wire).await.map_err(|e| e.to_string())?;
+            let mut buf = vec![0u8; 4096];
+            loop {
+                let n = sock.recv(&mut buf).await.map_err(|e| e.to_string())?;
+                // Only the answer to this query counts (a guard against spoofed replies).
+                if let Ok(m) = Message::from_vec(&buf[..n]) {
+                    if m.metadata.id == id && m.queries.first().is_some_and(|mq| mq.name() == name) {
+                        return Ok::<_, String>(m);
+                    }
+                }
+            }
+        })
+        .await
+        .map_err(|_| "timed out".to_owned())??;
+        if !udp.metadata.truncation {
+            return Ok(udp);
+        }
+        // Truncated: the same question over TCP.
+        tokio::time::timeout(self.cfg.timeout, async {
+            let mut s = TcpStream::connect(server).await.map_err(|e| e.to_string())?;
+            let mut out = (wire.len() as u16).to_be_bytes().to_vec();
+            out.extend_from_slice(&wire);
+            s.write_all(&out).await.map_err(|e| e.to_string())?;
+            let mut len = [0u8; 2];
+            s.read_exact(&mut len).await.map_err(|e| e.to_string())?;
+            let mut msg = vec![0u8; usize::from(u16::from_be_bytes(len))];
+            s.read_exact(&mut msg).await.map_err(|e| e.to_string())?;
+            Message::from_vec(&msg).map_err(|e| e.to_string())
+        })
+        .await
+        .map_err(|_| "timed out over TCP".to_owned())?
+    }
+}
+
+fn lookup_of(e: &Entry, ttl: u32, stale: bool) -> Lookup {
+    Lookup { ips: e.ips.clone(), ttl: ttl.max(1), origin_ttl: e.ttl, rcode: e.rcode, stale }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn client_subnets() {
+        let ip = |s: &str| s.parse::<IpAddr>().unwrap();
+        assert_eq!(client_subnet(ip("1.2.3.4")), Some((ip("1.2.3.0"), 24)));
+        assert_eq!(client_subnet(ip("2408:8000:1234:5678::1")), Some((ip("2408:8000:1234:5600::"), 56)));
+        assert_eq!(client_subnet(ip("10.1.2.3")), None);
+        assert_eq!(client_subnet(ip("127.0.0.1")), None);
+    }
+}
