@@ -503,8 +503,8 @@ mod tests {
             c.upstreams,
             Upstreams::Servers(vec!["1.1.1.1:53".parse().unwrap(), "9.9.9.9:5353".parse().unwrap()])
         );
-        let c = Config::load(None, env_of(&[("HTTPDNS_UPSTREAMS", "off")])).unwrap();
-        assert_eq!(c.upstreams, Upstreams::Off);
+        let off = Config::load(None, env_of(&[("HTTPDNS_UPSTREAMS", "off")])).unwrap();
+        assert_eq!(off.upstreams, Upstreams::Off);
         assert_eq!(c.policy.band, 0.05);
         assert_eq!(c.policy.weights.latency, 0.5);
         assert_eq!(c.geo.isp_map.isp(Some(64512), None).unwrap().as_str(), "campus");
