@@ -199,6 +199,13 @@ mod tests {
     }
 
     #[test]
+    fn constant_time_eq_compares_whole_values() {
+        assert!(constant_time_eq(b"abc", b"abc"));
+        assert!(!constant_time_eq(b"abc", b"abd"));
+        assert!(!constant_time_eq(b"abc", b"abcd"));
+    }
+
+    #[test]
     fn hex_helpers() {
         assert_eq!(hex(&[0, 15, 255]), "000fff");
         assert_eq!(unhex("000FfF"), Some(vec![0, 15, 255]));
