@@ -76,7 +76,6 @@ pub struct Catalog {
     state: tokio::sync::Mutex<ModelState>,
     // A std mutex: held only to copy or replace a small struct, never across an await.
     status: Mutex<SyncStatus>,
-    revision_tx: watch::Sender<i64>,
     metrics: Arc<Metrics>,
 }
 
@@ -88,7 +87,6 @@ impl std::fmt::Debug for Catalog {
 
 impl Catalog {
     pub fn new(store: Store, policy: Policy, metrics: Arc<Metrics>, registry: Arc<HealthRegistry>) -> Self {
-        let (revision_tx, _) = watch::channel(0);
         let (targets_tx, _) = watch::channel(Arc::new(Vec::new()));
         Self {
             store,
@@ -107,7 +105,6 @@ impl Catalog {
                 built_at: SystemTime::now(),
                 build_duration: Duration::ZERO,
             }),
-            revision_tx,
             metrics,
         }
     }
@@ -150,11 +147,6 @@ impl Catalog {
         self.status.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
-    /// A receiver of published revisions, for subsystems that follow the catalog.
-    pub fn subscribe(&self) -> watch::Receiver<i64> {
-        self.revision_tx.subscribe()
-    }
-
     /// Pulls changes from the store and publishes a new snapshot if there were any. Returns
     /// the revision now published.
     pub async fn sync(&self) -> Result<i64, StoreError> {
@@ -183,7 +175,6 @@ impl Catalog {
         state.revision = revision;
         self.publish(&state, changes.len()).await;
         self.mark_ok();
-        self.revision_tx.send_replace(revision);
         Ok(revision)
     }
 

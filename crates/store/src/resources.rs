@@ -92,8 +92,8 @@ impl std::fmt::Debug for Store {
     }
 }
 
-static SQLITE_MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("../../migrations/sqlite");
-static POSTGRES_MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("../../migrations/postgres");
+/// One set for both backends: the schema uses only SQL that SQLite and PostgreSQL share.
+static MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("../../migrations");
 
 pub(crate) fn now_ms() -> i64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64)
@@ -143,10 +143,7 @@ impl Store {
 
     /// Applies pending migrations.
     pub async fn migrate(&self) -> Result<(), StoreError> {
-        match self.backend {
-            Backend::Sqlite => SQLITE_MIGRATIONS.run(&self.pool).await?,
-            Backend::Postgres => POSTGRES_MIGRATIONS.run(&self.pool).await?,
-        }
+        MIGRATIONS.run(&self.pool).await?;
         Ok(())
     }
 

@@ -22,45 +22,23 @@ pub use resources::{Accounts, AdminResource, Domains, Networks, Nodes, Pools};
 
 /// The admin routes, without auth (the caller layers [`require_token`]).
 pub fn routes() -> Router<AppState> {
-    crate::config_center::admin_routes()
+    let router = crate::config_center::admin_routes()
         .route("/admin/v1/nodes/{name}/metrics", axum::routing::post(crate::live::reports::one))
         .route("/admin/v1/metrics", axum::routing::post(crate::live::reports::batch))
-        .route("/admin/v1/explain", get(crate::live::explain::handle))
-        .route("/admin/v1/networks", get(resources::list::<Networks>))
-        // A catch-all, so a CIDR works percent-encoded (`1.0.1.0%2F24`, as documented) and
-        // also with a literal slash.
-        .route(
-            "/admin/v1/networks/{*name}",
-            get(resources::get_one::<Networks>)
-                .put(resources::put_one::<Networks>)
-                .delete(resources::delete_one::<Networks>),
-        )
-        .route("/admin/v1/nodes", get(resources::list::<Nodes>))
-        .route(
-            "/admin/v1/nodes/{name}",
-            get(resources::get_one::<Nodes>)
-                .put(resources::put_one::<Nodes>)
-                .delete(resources::delete_one::<Nodes>),
-        )
-        .route("/admin/v1/pools", get(resources::list::<Pools>))
-        .route(
-            "/admin/v1/pools/{name}",
-            get(resources::get_one::<Pools>)
-                .put(resources::put_one::<Pools>)
-                .delete(resources::delete_one::<Pools>),
-        )
-        .route("/admin/v1/accounts", get(resources::list::<Accounts>))
-        .route(
-            "/admin/v1/accounts/{name}",
-            get(resources::get_one::<Accounts>)
-                .put(resources::put_one::<Accounts>)
-                .delete(resources::delete_one::<Accounts>),
-        )
-        .route("/admin/v1/domains", get(resources::list::<Domains>))
-        .route(
-            "/admin/v1/domains/{name}",
-            get(resources::get_one::<Domains>)
-                .put(resources::put_one::<Domains>)
-                .delete(resources::delete_one::<Domains>),
-        )
+        .route("/admin/v1/explain", get(crate::live::explain::handle));
+    // Networks take a catch-all, so a CIDR works percent-encoded (`1.0.1.0%2F24`, as
+    // documented) and also with a literal slash.
+    let router = resource::<Networks>(router, "/admin/v1/networks", "{*name}");
+    let router = resource::<Nodes>(router, "/admin/v1/nodes", "{name}");
+    let router = resource::<Pools>(router, "/admin/v1/pools", "{name}");
+    let router = resource::<Accounts>(router, "/admin/v1/accounts", "{name}");
+    resource::<Domains>(router, "/admin/v1/domains", "{name}")
+}
+
+/// The list route and the `GET`/`PUT`/`DELETE` route of one resource kind.
+fn resource<R: AdminResource>(router: Router<AppState>, base: &str, name: &str) -> Router<AppState> {
+    router.route(base, get(resources::list::<R>)).route(
+        &format!("{base}/{name}"),
+        get(resources::get_one::<R>).put(resources::put_one::<R>).delete(resources::delete_one::<R>),
+    )
 }
