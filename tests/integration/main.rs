@@ -9,6 +9,8 @@ mod dns;
 mod geoip;
 mod live;
 mod metrics;
+mod mirror;
+mod origin;
 mod persistence;
 mod support;
 mod upstream;

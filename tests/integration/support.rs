@@ -26,6 +26,8 @@ pub(crate) struct Server {
     pub(crate) base: String,
     /// The plain DNS address, when the test turned the listener on.
     pub(crate) dns: Option<SocketAddr>,
+    /// The mirror gateway's address, when the test turned the listener on.
+    pub(crate) mirror: Option<SocketAddr>,
     pub(crate) http: Client,
     _tmp: Option<tempfile::TempDir>,
 }
@@ -61,7 +63,13 @@ impl Server {
         let running = httpdns_server::start(config).await.expect("server starts");
         let base = format!("http://{}", running.api_addr.unwrap());
         let dns = running.dns_addr;
-        Self { _running: Some(running), base, dns, http: Client::new(), _tmp: None }
+        let mirror = running.mirror_addr;
+        Self { _running: Some(running), base, dns, mirror, http: Client::new(), _tmp: None }
+    }
+
+    /// A URL on the mirror listener.
+    pub(crate) fn mirror_url(&self, path: &str) -> String {
+        format!("http://{}{path}", self.mirror.expect("mirror listener on"))
     }
 
     pub(crate) fn url(&self, path: &str) -> String {

@@ -22,6 +22,7 @@ use httpdns_core::snapshot::{Model, Policy};
 use httpdns_core::{DomainName, Snapshot, Token};
 use httpdns_live::checker::Target;
 use httpdns_live::health::{HealthRegistry, HealthView};
+use httpdns_mirror::{Mirror, RuleSpec};
 use httpdns_store::{Change, Kind, Store, StoreError};
 use ipnet::IpNet;
 use tokio::sync::watch;
@@ -50,6 +51,7 @@ struct ModelState {
     pools: BTreeMap<String, (Token, PoolSpec)>,
     domains: BTreeMap<String, (DomainName, DomainSpec)>,
     accounts: BTreeMap<u32, AccountSpec>,
+    mirror_rules: BTreeMap<String, RuleSpec>,
 }
 
 /// A published snapshot with the health of its nodes.
@@ -77,6 +79,8 @@ pub struct Catalog {
     // A std mutex: held only to copy or replace a small struct, never across an await.
     status: Mutex<SyncStatus>,
     metrics: Arc<Metrics>,
+    /// The gateway that gets the mirror rules, once attached.
+    mirror: std::sync::OnceLock<Arc<Mirror>>,
 }
 
 impl std::fmt::Debug for Catalog {
@@ -106,6 +110,7 @@ impl Catalog {
                 build_duration: Duration::ZERO,
             }),
             metrics,
+            mirror: std::sync::OnceLock::new(),
         }
     }
 
@@ -133,6 +138,13 @@ impl Catalog {
         state.live = live;
         state.feedback = feedback;
         self.publish(&state, 0).await;
+    }
+
+    /// Hands the mirror rules to `mirror` from now on (and the current ones at once).
+    pub async fn attach_mirror(&self, mirror: Arc<Mirror>) {
+        let state = self.state.lock().await;
+        mirror.set_rules(state.mirror_rules.iter().map(|(k, v)| (k.clone(), v.clone())).collect());
+        let _ = self.mirror.set(mirror);
     }
 
     pub fn store(&self) -> &Store {
@@ -171,6 +183,11 @@ impl Catalog {
         }
         for change in &changes {
             apply(&mut state, change, &self.metrics);
+        }
+        if changes.iter().any(|c| c.kind == Kind::MirrorRule) {
+            if let Some(mirror) = self.mirror.get() {
+                mirror.set_rules(state.mirror_rules.iter().map(|(k, v)| (k.clone(), v.clone())).collect());
+            }
         }
         state.revision = revision;
         self.publish(&state, changes.len()).await;
@@ -256,6 +273,7 @@ fn apply(state: &mut ModelState, change: &Change, metrics: &Metrics) {
                     state.accounts.remove(&id);
                 }
             }
+            Kind::MirrorRule => drop(state.mirror_rules.remove(&name)),
             _ => {}
         }
         return;
@@ -287,6 +305,10 @@ fn apply(state: &mut ModelState, change: &Change, metrics: &Metrics) {
                 let id = parse_account_id(&name).map_err(|e| e.message)?;
                 let spec: AccountSpec = serde_json::from_str(body).map_err(|e| e.to_string())?;
                 state.accounts.insert(id, spec);
+            }
+            Kind::MirrorRule => {
+                let spec: RuleSpec = serde_json::from_str(body).map_err(|e| e.to_string())?;
+                state.mirror_rules.insert(name.clone(), spec);
             }
             _ => {}
         }

@@ -47,6 +47,8 @@ pub struct Shared {
     pub upstream: Arc<httpdns_dns::upstream::Upstream>,
     pub metrics: Arc<Metrics>,
     pub settings: ApiSettings,
+    /// The mirroring gateway (its admin endpoints live here).
+    pub mirror: Arc<httpdns_mirror::Mirror>,
     /// Per-account request limits (`rate_limit_qps`).
     pub account_limits: RateLimiter<u32>,
 }

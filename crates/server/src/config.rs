@@ -33,7 +33,22 @@ pub const ENV_VARS: &[(&str, &str)] = &[
     ("HTTPDNS_TRUSTED_PROXIES", "CIDRs whose X-Forwarded-For / X-Real-IP are believed, comma-separated"),
     ("HTTPDNS_SYNC_INTERVAL_MS", "how often the snapshot follows the database, in ms"),
     ("HTTPDNS_LOG_FORMAT", "text or json"),
+    (
+        "HTTPDNS_MIRROR_STORE",
+        "where the mirror keeps copies: `local` (under the data directory) or `s3://BUCKET[/PREFIX]`",
+    ),
+    ("HTTPDNS_MIRROR_S3_ENDPOINT", "S3-compatible endpoint URL (MinIO, Ceph, OSS...); unset: AWS"),
+    ("HTTPDNS_MIRROR_S3_REGION", "S3 region (default us-east-1)"),
 ];
+
+/// Where the mirror keeps its copies.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum MirrorStore {
+    /// `<data dir>/mirror/objects`.
+    Local,
+    /// An S3-compatible bucket, credentials from `AWS_ACCESS_KEY_ID`/`AWS_SECRET_ACCESS_KEY`.
+    S3 { bucket: String, prefix: String, endpoint: Option<String>, region: String },
+}
 
 /// Where names that are not managed here are resolved.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -89,6 +104,7 @@ pub struct Config {
     pub upstream_max_ttl: u32,
     pub upstream_negative_ttl: u32,
     pub upstream_stale: Duration,
+    pub mirror_store: MirrorStore,
 }
 
 /// A configuration error, naming the setting.
@@ -131,6 +147,16 @@ pub struct FileConfig {
     trusted_proxies: Option<Vec<String>>,
     #[serde(default)]
     upstream: UpstreamFile,
+    #[serde(default)]
+    mirror: MirrorFile,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct MirrorFile {
+    store: Option<String>,
+    s3_endpoint: Option<String>,
+    s3_region: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -223,6 +249,37 @@ fn parse_upstream(setting: &str, value: &str) -> Result<SocketAddr, ConfigError>
         return Ok(SocketAddr::new(ip, 53));
     }
     Err(err(setting, format!("{v:?} is not ip:port")))
+}
+
+fn mirror_store(
+    store: Option<String>,
+    endpoint: Option<String>,
+    region: Option<String>,
+) -> Result<MirrorStore, ConfigError> {
+    let store = store.unwrap_or_else(|| "local".into());
+    if store == "local" {
+        return Ok(MirrorStore::Local);
+    }
+    let Some(rest) = store.strip_prefix("s3://") else {
+        return Err(err("HTTPDNS_MIRROR_STORE", "must be local or s3://BUCKET[/PREFIX]"));
+    };
+    let (bucket, prefix) = rest.split_once('/').unwrap_or((rest, ""));
+    let bucket_ok = (3..=63).contains(&bucket.len())
+        && bucket.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'.');
+    if !bucket_ok {
+        return Err(err("HTTPDNS_MIRROR_STORE", format!("{bucket:?} is not an S3 bucket name")));
+    }
+    if let Some(e) = &endpoint {
+        if !(e.starts_with("http://") || e.starts_with("https://")) {
+            return Err(err("HTTPDNS_MIRROR_S3_ENDPOINT", "must be an http:// or https:// URL"));
+        }
+    }
+    Ok(MirrorStore::S3 {
+        bucket: bucket.to_owned(),
+        prefix: prefix.trim_matches('/').to_owned(),
+        endpoint,
+        region: region.unwrap_or_else(|| "us-east-1".into()),
+    })
 }
 
 impl Config {
@@ -353,7 +410,14 @@ impl Config {
             None => file.auth_required.unwrap_or(false),
         };
 
+        let mirror_store = mirror_store(
+            env("HTTPDNS_MIRROR_STORE").or(file.mirror.store),
+            env("HTTPDNS_MIRROR_S3_ENDPOINT").or(file.mirror.s3_endpoint),
+            env("HTTPDNS_MIRROR_S3_REGION").or(file.mirror.s3_region),
+        )?;
+
         Ok(Self {
+            mirror_store,
             api_addr,
             mirror_addr,
             dns_addr,

@@ -27,13 +27,15 @@ use tokio::sync::Notify;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
-pub use config::{Config, Listen, LogFormat};
+pub use config::{Config, Listen, LogFormat, MirrorStore};
 
 /// A started server.
 #[derive(Debug)]
 pub struct Running {
     /// The bound API address, when the API listener is on.
     pub api_addr: Option<SocketAddr>,
+    /// The bound mirror gateway address, when on.
+    pub mirror_addr: Option<SocketAddr>,
     /// The bound plain DNS address (UDP and TCP), when on.
     pub dns_addr: Option<SocketAddr>,
     /// Where the generated admin token was written, when it was not configured.
@@ -127,6 +129,12 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
         tracing::info!(aggregates = restored, "Restored app feedback aggregates.");
     }
     live.refresh(&catalog).await.context("applying live inputs")?;
+    let mirror = Arc::new(httpdns_mirror::Mirror::new(
+        mirror_objects(&config).context("opening the mirror's object store")?,
+        httpdns_mirror::MirrorMetrics::new(&metrics.registry),
+    ));
+    tracing::info!(store = mirror.objects.backend_name(), "Mirror store ready.");
+    catalog.attach_mirror(mirror.clone()).await;
 
     let state = AppState::new(Shared {
         catalog: catalog.clone(),
@@ -134,6 +142,7 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
         geo: geo.clone(),
         live: live.clone(),
         upstream: upstream.clone(),
+        mirror: mirror.clone(),
         metrics: metrics.clone(),
         settings: ApiSettings {
             admin_token: admin_token.clone(),
@@ -170,9 +179,27 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
             Some(bound)
         }
     };
-    if let Listen::At(addr) = config.mirror_addr {
-        tracing::warn!(role = "mirror", %addr, "This build does not serve this role yet; the address is not bound.");
-    }
+    let mirror_addr = match config.mirror_addr {
+        Listen::Off => None,
+        Listen::At(addr) => {
+            let listener = tokio::net::TcpListener::bind(addr)
+                .await
+                .with_context(|| format!("binding the mirror listener on {addr}"))?;
+            let bound = listener.local_addr()?;
+            tracing::info!(role = "mirror", addr = %bound, "Listening.");
+            let app = httpdns_mirror::router(mirror.clone());
+            let stop = shutdown.clone();
+            tasks.spawn(async move {
+                if let Err(e) =
+                    axum::serve(listener, app).with_graceful_shutdown(stop.cancelled_owned()).await
+                {
+                    tracing::error!(error = %e, "Mirror listener failed.");
+                }
+            });
+            Some(bound)
+        }
+    };
+    tasks.spawn(mirror.clone().run_probes(shutdown.clone()));
     let dns_addr = match config.dns_addr {
         Listen::Off => None,
         Listen::At(addr) => {
@@ -214,6 +241,7 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
 
     Ok(Running {
         api_addr,
+        mirror_addr,
         dns_addr,
         admin_token_file,
         admin_token,
@@ -222,6 +250,29 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
         tasks,
         grace: config.shutdown_grace,
     })
+}
+
+/// The mirror's store of copies, as configured. Fills are staged under the data directory.
+fn mirror_objects(config: &Config) -> anyhow::Result<httpdns_mirror::Objects> {
+    let base = config.data_dir.join("mirror");
+    let tmp = base.join("tmp");
+    match &config.mirror_store {
+        MirrorStore::Local => Ok(httpdns_mirror::Objects::local(base.join("objects"), tmp)?),
+        MirrorStore::S3 { bucket, prefix, endpoint, region } => {
+            let mut builder =
+                object_store::aws::AmazonS3Builder::from_env().with_bucket_name(bucket).with_region(region);
+            if let Some(e) = endpoint {
+                builder = builder.with_endpoint(e).with_allow_http(e.starts_with("http://"));
+            }
+            let s3 = builder.build().context("configuring the S3 store")?;
+            let store: Arc<dyn object_store::ObjectStore> = if prefix.is_empty() {
+                Arc::new(s3)
+            } else {
+                Arc::new(object_store::prefix::PrefixStore::new(s3, prefix.as_str()))
+            };
+            Ok(httpdns_mirror::Objects::remote(store, tmp)?)
+        }
+    }
 }
 
 /// Reloads the GeoIP databases when their files change.

@@ -6,3 +6,10 @@
 
 pub mod mmdb;
 pub mod postgres;
+
+/// Says loudly, on the real stderr (the harness hides `eprintln!` of passing tests), that a
+/// part of the suite did not run and why.
+pub fn skipped(suite: &str, why: &str) {
+    use std::io::Write;
+    let _ = writeln!(std::io::stderr(), "*** SKIPPED: {suite}: {why} ***");
+}

@@ -9,6 +9,7 @@
 
 mod auth;
 mod body;
+mod mirror;
 mod resources;
 
 use axum::routing::get;
@@ -18,20 +19,31 @@ use crate::state::AppState;
 
 pub use auth::require_token;
 pub(crate) use body::parse as parse_body;
+pub use mirror::MirrorRules;
 pub use resources::{Accounts, AdminResource, Domains, Networks, Nodes, Pools};
+
+/// Largest object the admin API writes into the mirror store in one request.
+const MAX_OBJECT_WRITE: usize = 256 << 20;
 
 /// The admin routes, without auth (the caller layers [`require_token`]).
 pub fn routes() -> Router<AppState> {
     let router = crate::config_center::admin_routes()
         .route("/admin/v1/nodes/{name}/metrics", axum::routing::post(crate::live::reports::one))
         .route("/admin/v1/metrics", axum::routing::post(crate::live::reports::batch))
-        .route("/admin/v1/explain", get(crate::live::explain::handle));
+        .route("/admin/v1/explain", get(crate::live::explain::handle))
+        .route("/admin/v1/mirror/purge", axum::routing::post(mirror::purge))
+        .route("/admin/v1/mirror/report", get(mirror::report))
+        .route(
+            "/admin/v1/mirror/objects/{*path}",
+            axum::routing::put(mirror::write).layer(axum::extract::DefaultBodyLimit::max(MAX_OBJECT_WRITE)),
+        );
     // Networks take a catch-all, so a CIDR works percent-encoded (`1.0.1.0%2F24`, as
     // documented) and also with a literal slash.
     let router = resource::<Networks>(router, "/admin/v1/networks", "{*name}");
     let router = resource::<Nodes>(router, "/admin/v1/nodes", "{name}");
     let router = resource::<Pools>(router, "/admin/v1/pools", "{name}");
     let router = resource::<Accounts>(router, "/admin/v1/accounts", "{name}");
+    let router = resource::<MirrorRules>(router, "/admin/v1/mirror/rules", "{name}");
     resource::<Domains>(router, "/admin/v1/domains", "{name}")
 }
 

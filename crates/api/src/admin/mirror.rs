@@ -1,0 +1,84 @@
+//! Admin endpoints of the mirroring gateway: rules (through the generic resource handlers),
+//! purge, direct writes and the per-prefix report.
+
+use axum::body::Bytes;
+use axum::extract::{Path, State};
+use axum::http::{header, HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use httpdns_core::model::{validate_resource_id, FieldError};
+use httpdns_mirror::{PurgeError, RuleSpec};
+use httpdns_store::Kind;
+use serde::Deserialize;
+
+use super::resources::AdminResource;
+use crate::error::ApiError;
+use crate::state::{ApiSettings, AppState};
+
+/// `/admin/v1/mirror/rules/{name}`.
+pub struct MirrorRules;
+
+impl AdminResource for MirrorRules {
+    const KIND: Kind = Kind::MirrorRule;
+    const NAME_FIELD: &'static str = "name";
+    type Spec = RuleSpec;
+
+    fn canonical_name(raw: &str) -> Result<String, FieldError> {
+        validate_resource_id(raw).map(|()| raw.to_owned()).map_err(|e| FieldError::new("name", e.message))
+    }
+
+    fn validate(spec: &RuleSpec, _: &ApiSettings) -> Result<(), FieldError> {
+        spec.validate()
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct PurgeBody {
+    /// A request path on the mirror listener, e.g. `/image/a.jpg`.
+    path: String,
+    /// Remove everything under `path` rather than the one object.
+    #[serde(default)]
+    prefix: bool,
+}
+
+fn purge_error(e: PurgeError) -> ApiError {
+    match e {
+        PurgeError::BadPath(k) => ApiError::bad_request("InvalidArgument", "path", k.0),
+        PurgeError::Store(e) => ApiError::unavailable(&e),
+    }
+}
+
+/// `POST /admin/v1/mirror/purge` `{"path": "/image/a.jpg", "prefix": false}`.
+pub(crate) async fn purge(State(app): State<AppState>, bytes: Bytes) -> Result<Response, ApiError> {
+    let body: PurgeBody = super::parse_body(&bytes)?;
+    let path = if body.prefix { body.path.trim_end_matches('/') } else { body.path.as_str() };
+    let purged = app.mirror.purge(path, body.prefix).await.map_err(purge_error)?;
+    tracing::info!(path = %body.path, prefix = body.prefix, purged, "Mirror purge.");
+    Ok(Json(serde_json::json!({ "path": body.path, "prefix": body.prefix, "purged": purged }))
+        .into_response())
+}
+
+/// `PUT /admin/v1/mirror/objects/{*path}`: the body becomes the stored copy of that path.
+pub(crate) async fn write(
+    State(app): State<AppState>,
+    Path(path): Path<String>,
+    headers: HeaderMap,
+    bytes: Bytes,
+) -> Result<Response, ApiError> {
+    let content_type = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("application/octet-stream")
+        .to_owned();
+    let meta = app.mirror.write(&path, &content_type, bytes).await.map_err(purge_error)?;
+    tracing::info!(%path, bytes = meta.length, "Mirror object written by the admin API.");
+    let body = serde_json::json!({ "path": format!("/{}", path.trim_start_matches('/')), "etag": meta.etag, "length": meta.length, "content_type": meta.content_type });
+    Ok((StatusCode::CREATED, Json(body)).into_response())
+}
+
+/// `GET /admin/v1/mirror/report`: per rule (prefix) figures since start.
+pub(crate) async fn report(State(app): State<AppState>) -> Response {
+    Json(serde_json::json!({ "store": app.mirror.objects.backend_name(), "rules": app.mirror.report() }))
+        .into_response()
+}

@@ -1,0 +1,417 @@
+use super::*;
+use proptest::prelude::*;
+
+fn side(n: u32) -> Side {
+    Side::new(n).unwrap()
+}
+
+fn pct(n: u32) -> Percent {
+    Percent::new(n).unwrap()
+}
+
+fn ops(resize: Option<Resize>, quality: Option<Quality>, format: Option<OutputFormat>) -> ImageProcess {
+    ImageProcess::new(resize, quality, format).unwrap()
+}
+
+#[test]
+fn parses_the_documented_examples() {
+    assert_eq!(
+        parse("image/resize,m_lfit,w_260,h_470").unwrap(),
+        ops(
+            Some(Resize {
+                mode: ResizeMode::Lfit,
+                target: Target::WidthHeight(side(260), side(470)),
+                enlarge: false
+            }),
+            None,
+            None
+        )
+    );
+    assert_eq!(
+        parse("image/resize,w_200/format,webp").unwrap(),
+        ops(
+            Some(Resize { mode: ResizeMode::Lfit, target: Target::Width(side(200)), enlarge: false }),
+            None,
+            Some(OutputFormat::WebP)
+        )
+    );
+    assert_eq!(
+        parse("image/format,jpg/quality,Q_30").unwrap(),
+        ops(None, Some(Quality::Absolute(pct(30))), Some(OutputFormat::Jpeg))
+    );
+    assert_eq!(
+        parse("image/resize,l_300,limit_0/quality,q_80").unwrap(),
+        ops(
+            Some(Resize { mode: ResizeMode::Lfit, target: Target::Longest(side(300)), enlarge: true }),
+            Some(Quality::Relative(pct(80))),
+            None
+        )
+    );
+    assert_eq!(
+        parse("image/resize,m_pad,w_100,h_50,color_FF0080").unwrap().resize().unwrap().mode,
+        ResizeMode::Pad { color: [0xff, 0x00, 0x80] }
+    );
+    assert_eq!(
+        parse("image/resize,m_pad,s_10").unwrap().resize().unwrap().mode,
+        ResizeMode::Pad { color: [0xff; 3] },
+        "the pad colour defaults to white"
+    );
+    assert_eq!(
+        parse("image/resize,s_10,l_20").unwrap().resize().unwrap().target,
+        Target::LongestShortest(side(20), side(10))
+    );
+    assert_eq!(parse("image/resize,w_16384").unwrap().resize().unwrap().target, Target::Width(side(16384)));
+    assert_eq!(parse("image/resize,h_1").unwrap().resize().unwrap().target, Target::Height(side(1)));
+}
+
+#[test]
+fn canonical_strings() {
+    let cases = [
+        ("image/resize,m_lfit,w_260,h_470", "image/resize,m_lfit,w_260,h_470,limit_1"),
+        ("image/resize,w_200/format,webp", "image/resize,m_lfit,w_200,limit_1/format,webp"),
+        ("image/format,jpeg/quality,Q_30", "image/quality,Q_30/format,jpg"),
+        ("image/resize,l_300,limit_0/quality,q_80", "image/resize,m_lfit,l_300,limit_0/quality,q_80"),
+        ("image/resize,m_pad,h_5,w_7", "image/resize,m_pad,w_7,h_5,limit_1,color_ffffff"),
+        ("image/resize,color_00AAff,m_pad,w_7", "image/resize,m_pad,w_7,limit_1,color_00aaff"),
+        ("image/resize,m_fill,s_9,l_10", "image/resize,m_fill,l_10,s_9,limit_1"),
+        ("image/quality,q_10,Q_20", "image/quality,Q_20"),
+    ];
+    for (raw, canonical) in cases {
+        assert_eq!(parse(raw).unwrap().canonical(), canonical, "{raw}");
+    }
+}
+
+#[test]
+fn canonical_ignores_order_spelling_and_ignored_parameters() {
+    let same = [
+        // Parameter order, defaults written or not, `m` anywhere.
+        [
+            "image/resize,h_470,w_260",
+            "image/resize,w_260,h_470,m_lfit",
+            "image/resize,limit_1,m_lfit,h_470,w_260",
+        ],
+        // Action order and jpeg/jpg.
+        [
+            "image/resize,w_9/quality,Q_5/format,jpg",
+            "image/format,jpeg/quality,Q_5/resize,w_9",
+            "image/quality,Q_5/format,jpg/resize,w_9,m_lfit",
+        ],
+        // What OSS ignores: l/s next to w/h, color outside pad, q next to Q.
+        [
+            "image/resize,w_9,l_100/quality,Q_5",
+            "image/resize,s_3,w_9,color_000000/quality,q_50,Q_5",
+            "image/resize,w_9,l_1,s_2/quality,Q_5",
+        ],
+        // The pad colour's case.
+        [
+            "image/resize,m_pad,w_1,color_ABCDEF",
+            "image/resize,m_pad,w_1,color_abcdef",
+            "image/resize,color_aBcDeF,w_1,m_pad",
+        ],
+    ];
+    for group in same {
+        let first = parse(group[0]).unwrap();
+        for raw in group {
+            let other = parse(raw).unwrap();
+            assert_eq!(other, first, "{raw}");
+            assert_eq!(other.canonical(), first.canonical(), "{raw}");
+        }
+    }
+    // And different effects stay apart.
+    let different = [
+        "image/resize,w_9",
+        "image/resize,w_9,limit_0",
+        "image/resize,w_9,m_mfit",
+        "image/resize,h_9",
+        "image/resize,l_9",
+        "image/resize,s_9",
+        "image/resize,w_9,m_pad",
+        "image/resize,w_9,m_pad,color_000000",
+        "image/quality,q_9",
+        "image/quality,Q_9",
+        "image/format,png",
+    ];
+    let canon: std::collections::HashSet<_> =
+        different.iter().map(|raw| parse(raw).unwrap().canonical()).collect();
+    assert_eq!(canon.len(), different.len());
+}
+
+#[test]
+fn refuses_bad_input_naming_the_parameter() {
+    let long = format!("image/resize,w_1{}", ",limit_1".repeat(70));
+    let cases: &[(&str, &str)] = &[
+        // Structure.
+        ("", "x-oss-process"),
+        ("image", "x-oss-process"),
+        ("image/", "x-oss-process"),
+        ("Image/resize,w_1", "x-oss-process"),
+        ("video/snapshot,t_1", "x-oss-process"),
+        ("/image/resize,w_1", "x-oss-process"),
+        ("image/resize,w_1/", "x-oss-process"),
+        ("image//resize,w_1", "x-oss-process"),
+        ("image/,w_1", "x-oss-process"),
+        (&long, "x-oss-process"),
+        // Actions.
+        ("image/crop,w_1", "crop"),
+        ("image/Resize,w_1", "Resize"),
+        ("image/resize,w_1/resize,w_2", "resize"),
+        ("image/format,png/format,png", "format"),
+        ("image/resize", "resize"),
+        ("image/resize,limit_0", "resize"),
+        ("image/resize,m_pad", "resize"),
+        ("image/resize,w_1,", "resize"),
+        ("image/resize,,w_1", "resize"),
+        ("image/quality", "quality"),
+        ("image/quality,lossless", "lossless"),
+        ("image/format", "format"),
+        ("image/format,gif", "format"),
+        ("image/format,JPG", "format"),
+        ("image/format,png,jpg", "format"),
+        ("image/format,", "format"),
+        // Parameters.
+        ("image/resize,p_50", "p"),
+        ("image/resize,W_50", "W"),
+        ("image/resize,w50", "w50"),
+        ("image/resize,w_1,w_2", "w"),
+        ("image/resize,w_1,m_fill,m_fill", "m"),
+        ("image/resize,w_", "w"),
+        ("image/resize,w_0", "w"),
+        ("image/resize,w_16385", "w"),
+        ("image/resize,w_99999999999", "w"),
+        ("image/resize,w_010", "w"),
+        ("image/resize,w_+10", "w"),
+        ("image/resize,w_-10", "w"),
+        ("image/resize,w_1 ", "w"),
+        ("image/resize,w_1.5", "w"),
+        ("image/resize,w_١٢", "w"),
+        ("image/resize,h_0", "h"),
+        ("image/resize,l_x", "l"),
+        ("image/resize,s_20000", "s"),
+        // Ignored parameters are still validated.
+        ("image/resize,w_1,l_0", "l"),
+        ("image/resize,w_1,color_fff", "color"),
+        ("image/resize,m_pad,w_1,color_gggggg", "color"),
+        ("image/resize,m_pad,w_1,color_+fffff", "color"),
+        ("image/resize,m_LFIT,w_1", "m"),
+        ("image/resize,m_,w_1", "m"),
+        ("image/resize,m_crop,w_1", "m"),
+        ("image/resize,w_1,limit_2", "limit"),
+        ("image/resize,w_1,limit_01", "limit"),
+        ("image/resize,w_1,limit_", "limit"),
+        ("image/quality,q_0", "q"),
+        ("image/quality,q_101", "q"),
+        ("image/quality,Q_0", "Q"),
+        ("image/quality,Q_100,q_1000", "q"),
+        ("image/quality,q_50,q_60", "q"),
+        ("image/quality,Q_050", "Q"),
+        ("image/quality,x_5", "x"),
+    ];
+    for (raw, param) in cases {
+        match parse(raw) {
+            Ok(ok) => panic!("{raw:?} parsed as {ok:?}"),
+            Err(e) => assert_eq!(e.param, *param, "{raw:?}: {e}"),
+        }
+    }
+}
+
+#[test]
+fn error_messages_are_clear_and_bounded() {
+    let e = parse("image/resize,w_0").unwrap_err();
+    assert_eq!(e, ProcessError { param: "w".into(), message: "must be an integer from 1 to 16384" });
+    assert_eq!(e.to_string(), "invalid x-oss-process parameter w: must be an integer from 1 to 16384");
+    let e = parse(&format!("image/{}", "x".repeat(300))).unwrap_err();
+    assert_eq!(e.param, "x".repeat(32));
+    // Cutting respects UTF-8 boundaries.
+    let e = parse(&format!("image/{}", "é".repeat(40))).unwrap_err();
+    assert_eq!(e.param, "é".repeat(32));
+}
+
+#[test]
+fn the_length_cap_is_exactly_512_bytes() {
+    // Build a 512-byte value that fails only on grammar, and a 513-byte one that fails on
+    // length: the error parameter tells which check fired.
+    let at = format!("image/{}", "a".repeat(MAX_PROCESS_LEN - 6));
+    assert_eq!(at.len(), MAX_PROCESS_LEN);
+    assert_eq!(parse(&at).unwrap_err().param, "a".repeat(32));
+    let over = format!("image/{}", "a".repeat(MAX_PROCESS_LEN - 5));
+    assert_eq!(parse(&over).unwrap_err().param, "x-oss-process");
+}
+
+// --- properties ---
+
+fn arb_side() -> impl Strategy<Value = Side> {
+    prop_oneof![1u32..=16384, Just(1u32), Just(16384u32)].prop_map(side)
+}
+
+fn arb_resize() -> impl Strategy<Value = Resize> {
+    let mode = prop_oneof![
+        Just(ResizeMode::Lfit),
+        Just(ResizeMode::Mfit),
+        Just(ResizeMode::Fill),
+        any::<[u8; 3]>().prop_map(|color| ResizeMode::Pad { color }),
+        Just(ResizeMode::Fixed),
+    ];
+    let target = prop_oneof![
+        arb_side().prop_map(Target::Width),
+        arb_side().prop_map(Target::Height),
+        (arb_side(), arb_side()).prop_map(|(w, h)| Target::WidthHeight(w, h)),
+        arb_side().prop_map(Target::Longest),
+        arb_side().prop_map(Target::Shortest),
+        (arb_side(), arb_side()).prop_map(|(l, s)| Target::LongestShortest(l, s)),
+    ];
+    (mode, target, any::<bool>()).prop_map(|(mode, target, enlarge)| Resize { mode, target, enlarge })
+}
+
+fn arb_ops() -> impl Strategy<Value = ImageProcess> {
+    let quality = prop_oneof![
+        (1u32..=100).prop_map(|q| Quality::Relative(pct(q))),
+        (1u32..=100).prop_map(|q| Quality::Absolute(pct(q))),
+    ];
+    let format = prop_oneof![Just(OutputFormat::Jpeg), Just(OutputFormat::Png), Just(OutputFormat::WebP)];
+    (proptest::option::of(arb_resize()), proptest::option::of(quality), proptest::option::of(format))
+        .prop_filter_map("at least one action", |(r, q, f)| ImageProcess::new(r, q, f))
+}
+
+/// Another spelling of `ops` with the same meaning: parameters and actions shuffled, defaults
+/// omitted or written, `jpeg` for `jpg`, colour case changed, ignored parameters added.
+fn respell(ops: &ImageProcess, seed: u64) -> String {
+    let mut rng = seed;
+    let mut coin = move || {
+        rng = rng.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        (rng >> 33) & 1 == 1
+    };
+    let mut actions = Vec::new();
+    if let Some(r) = ops.resize() {
+        let mut p = Vec::new();
+        match r.mode {
+            ResizeMode::Lfit if coin() => {}
+            ResizeMode::Lfit => p.push("m_lfit".to_owned()),
+            ResizeMode::Mfit => p.push("m_mfit".to_owned()),
+            ResizeMode::Fill => p.push("m_fill".to_owned()),
+            ResizeMode::Fixed => p.push("m_fixed".to_owned()),
+            ResizeMode::Pad { color: [r, g, b] } => {
+                p.push("m_pad".to_owned());
+                if [r, g, b] != [0xff; 3] || coin() {
+                    p.push(format!("color_{r:02X}{g:02x}{b:02X}"));
+                }
+            }
+        }
+        if !matches!(r.mode, ResizeMode::Pad { .. }) && coin() {
+            p.push("color_123abc".to_owned());
+        }
+        let wh = match r.target {
+            Target::Width(w) => vec![format!("w_{}", w.get())],
+            Target::Height(h) => vec![format!("h_{}", h.get())],
+            Target::WidthHeight(w, h) => vec![format!("w_{}", w.get()), format!("h_{}", h.get())],
+            Target::Longest(l) => vec![format!("l_{}", l.get())],
+            Target::Shortest(s) => vec![format!("s_{}", s.get())],
+            Target::LongestShortest(l, s) => vec![format!("l_{}", l.get()), format!("s_{}", s.get())],
+        };
+        let has_wh = matches!(r.target, Target::Width(_) | Target::Height(_) | Target::WidthHeight(..));
+        p.extend(wh);
+        if has_wh && coin() {
+            p.push("l_77".to_owned());
+        }
+        if r.enlarge {
+            p.push("limit_0".to_owned());
+        } else if coin() {
+            p.push("limit_1".to_owned());
+        }
+        if coin() {
+            p.reverse();
+        }
+        if coin() && p.len() > 1 {
+            p.rotate_left(1);
+        }
+        actions.push(format!("resize,{}", p.join(",")));
+    }
+    match ops.quality() {
+        Some(Quality::Relative(q)) => actions.push(format!("quality,q_{}", q.get())),
+        Some(Quality::Absolute(q)) if coin() => actions.push(format!("quality,q_9,Q_{}", q.get())),
+        Some(Quality::Absolute(q)) => actions.push(format!("quality,Q_{}", q.get())),
+        None => {}
+    }
+    match ops.format() {
+        Some(OutputFormat::Jpeg) if coin() => actions.push("format,jpeg".to_owned()),
+        Some(f) => actions.push(format!("format,{}", f.as_str())),
+        None => {}
+    }
+    if coin() {
+        actions.reverse();
+    }
+    format!("image/{}", actions.join("/"))
+}
+
+/// Strings over the grammar's own alphabet and tokens, so that the fuzzing reaches deep into
+/// the parser rather than failing on the prefix.
+fn grammar_soup() -> impl Strategy<Value = String> {
+    let token = prop_oneof![
+        Just("/"),
+        Just(","),
+        Just("_"),
+        Just("resize"),
+        Just("quality"),
+        Just("format"),
+        Just("m"),
+        Just("w"),
+        Just("h"),
+        Just("l"),
+        Just("s"),
+        Just("q"),
+        Just("Q"),
+        Just("limit"),
+        Just("color"),
+        Just("lfit"),
+        Just("pad"),
+        Just("jpg"),
+        Just("webp"),
+        Just("0"),
+        Just("1"),
+        Just("16384"),
+        Just("16385"),
+        Just("99999999999999999999"),
+        Just("+"),
+        Just("-"),
+        Just("ff00FF"),
+        Just("é"),
+        Just("\u{0}"),
+    ];
+    proptest::collection::vec(token, 0..40).prop_map(|tokens| format!("image/{}", tokens.concat()))
+}
+
+proptest! {
+    #[test]
+    fn never_panics_on_arbitrary_strings(raw in any::<String>()) {
+        let _ = parse(&raw);
+        let _ = parse(&format!("image/{raw}"));
+    }
+
+    #[test]
+    fn never_panics_on_grammar_soup(raw in grammar_soup()) {
+        if let Ok(ops) = parse(&raw) {
+            // Whatever parses has a canonical form that parses back to it.
+            prop_assert_eq!(parse(&ops.canonical()), Ok(ops));
+        }
+    }
+
+    #[test]
+    fn canonical_round_trips(ops in arb_ops()) {
+        let canonical = ops.canonical();
+        prop_assert!(canonical.len() <= MAX_PROCESS_LEN);
+        prop_assert!(
+            canonical.bytes().all(|b| matches!(b, b'a'..=b'z' | b'0'..=b'9' | b'_' | b',' | b'/' | b'Q')),
+            "alphabet: {}", canonical
+        );
+        let reparsed = parse(&canonical);
+        prop_assert_eq!(reparsed.clone(), Ok(ops));
+        prop_assert_eq!(reparsed.unwrap().canonical(), canonical);
+    }
+
+    #[test]
+    fn every_spelling_has_the_same_canonical(ops in arb_ops(), seed in any::<u64>()) {
+        let raw = respell(&ops, seed);
+        let parsed = parse(&raw);
+        prop_assert_eq!(parsed.clone(), Ok(ops), "{}", raw);
+        prop_assert_eq!(parsed.unwrap().canonical(), ops.canonical());
+    }
+}

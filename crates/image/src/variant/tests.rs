@@ -1,0 +1,369 @@
+use super::*;
+use crate::process::parse;
+use image::{ImageBuffer, ImageEncoder, Luma, LumaA, Rgb, Rgba, RgbaImage};
+use proptest::prelude::*;
+
+fn encode_as(image: impl Into<DynamicImage>, format: ImageFormat) -> Vec<u8> {
+    let image = image.into();
+    let mut out = Vec::new();
+    match format {
+        ImageFormat::Jpeg => image.write_with_encoder(JpegEncoder::new_with_quality(&mut out, 95)),
+        ImageFormat::Png => image.write_with_encoder(PngEncoder::new(&mut out)),
+        ImageFormat::WebP => image.write_with_encoder(WebPEncoder::new_lossless(&mut out)),
+        other => panic!("{other:?}"),
+    }
+    .unwrap();
+    out
+}
+
+/// A smooth colour gradient, so that resampling has something to chew on.
+fn gradient(w: u32, h: u32) -> RgbImage {
+    RgbImage::from_fn(w, h, |x, y| Rgb([(x * 255 / w.max(1)) as u8, (y * 255 / h.max(1)) as u8, 128]))
+}
+
+fn png(w: u32, h: u32) -> Vec<u8> {
+    encode_as(gradient(w, h), ImageFormat::Png)
+}
+
+fn run(original: &[u8], ops: &str) -> Result<Rendered, RenderError> {
+    render(original, &parse(ops).unwrap(), &Limits::default())
+}
+
+/// Decodes a rendered variant, checking that it is what it claims to be.
+fn open(rendered: &Rendered) -> DynamicImage {
+    let format = image::guess_format(&rendered.bytes).unwrap();
+    assert_eq!(format.to_mime_type(), rendered.content_type);
+    let image = image::load_from_memory(&rendered.bytes).unwrap();
+    assert_eq!(image.dimensions(), (rendered.width, rendered.height));
+    image
+}
+
+#[test]
+fn the_oss_example_sizes() {
+    let original = png(200, 100);
+    for (ops, size) in [
+        ("image/resize,m_lfit,w_150,h_80", (150, 75)),
+        ("image/resize,m_mfit,w_150,h_80", (160, 80)),
+        ("image/resize,m_fill,w_150,h_80", (150, 80)),
+        ("image/resize,m_pad,w_150,h_80", (150, 80)),
+        ("image/resize,m_fixed,w_150,h_80", (150, 80)),
+        ("image/resize,w_100", (100, 50)),
+        ("image/resize,h_20", (40, 20)),
+        ("image/resize,l_50", (50, 25)),
+        ("image/resize,s_50", (100, 50)),
+        ("image/resize,m_fill,w_30", (30, 30)),
+    ] {
+        let out = run(&original, ops).unwrap();
+        assert_eq!((out.width, out.height), size, "{ops}");
+        assert_eq!(open(&out).dimensions(), size, "{ops}");
+    }
+}
+
+#[test]
+fn pad_centres_the_picture_on_the_colour() {
+    let blue = encode_as(RgbImage::from_pixel(200, 100, Rgb([0, 0, 255])), ImageFormat::Png);
+    let out = run(&blue, "image/resize,m_pad,w_150,h_80,color_FF0000").unwrap();
+    let img = open(&out).to_rgb8();
+    // The picture is 150×75 at y = 2: two rows of padding above, three below.
+    for y in [0, 1, 77, 78, 79] {
+        assert_eq!(img.get_pixel(75, y), &Rgb([255, 0, 0]), "row {y}");
+    }
+    for y in [3, 40, 75] {
+        assert_eq!(img.get_pixel(75, y), &Rgb([0, 0, 255]), "row {y}");
+    }
+    // Transparent pixels take the pad colour too.
+    let clear = encode_as(RgbaImage::from_pixel(10, 10, Rgba([9, 9, 9, 0])), ImageFormat::Png);
+    let out = run(&clear, "image/resize,m_pad,w_4,h_8,color_00ff00").unwrap();
+    assert!(open(&out).to_rgb8().pixels().all(|p| *p == Rgb([0, 255, 0])));
+}
+
+#[test]
+fn fill_cuts_away_the_sides() {
+    // White with black bands 5 px wide at the left and right: a 150×80 fill of 200×100 uses
+    // the centred 188 columns, so no black may remain, while lfit keeps the bands.
+    let banded = RgbImage::from_fn(200, 100, |x, _| {
+        if !(5..195).contains(&x) {
+            Rgb([0, 0, 0])
+        } else {
+            Rgb([255, 255, 255])
+        }
+    });
+    let original = encode_as(banded, ImageFormat::Png);
+    let fill = open(&run(&original, "image/resize,m_fill,w_150,h_80").unwrap()).to_rgb8();
+    assert!(fill.pixels().all(|p| p[0] == 255), "fill left part of a band");
+    let lfit = open(&run(&original, "image/resize,m_lfit,w_150,h_80").unwrap()).to_rgb8();
+    assert!(lfit.get_pixel(0, 10)[0] < 128, "lfit keeps the band");
+}
+
+#[test]
+fn output_format_follows_the_source_or_the_format_action() {
+    let source = gradient(64, 48);
+    let cases = [
+        (ImageFormat::Png, "image/resize,w_32", "image/png"),
+        (ImageFormat::Jpeg, "image/resize,w_32", "image/jpeg"),
+        (ImageFormat::WebP, "image/resize,w_32", "image/webp"),
+        (ImageFormat::Png, "image/format,jpg", "image/jpeg"),
+        (ImageFormat::Png, "image/format,jpeg/quality,q_50", "image/jpeg"),
+        (ImageFormat::Png, "image/resize,w_32/format,webp", "image/webp"),
+        (ImageFormat::Jpeg, "image/format,png", "image/png"),
+        (ImageFormat::WebP, "image/quality,Q_20", "image/webp"),
+    ];
+    for (format, ops, content_type) in cases {
+        let out = run(&encode_as(source.clone(), format), ops).unwrap();
+        assert_eq!(out.content_type, content_type, "{format:?} {ops}");
+        open(&out);
+    }
+}
+
+#[test]
+fn webp_output_is_lossless() {
+    let source = gradient(40, 30);
+    let out = run(&encode_as(source.clone(), ImageFormat::Png), "image/format,webp/quality,Q_1").unwrap();
+    assert_eq!(open(&out).to_rgb8(), source);
+}
+
+#[test]
+fn transparency_becomes_white_in_jpeg() {
+    let half =
+        RgbaImage::from_fn(20, 20, |x, _| if x < 10 { Rgba([0, 0, 0, 0]) } else { Rgba([0, 0, 0, 255]) });
+    let out = run(&encode_as(half, ImageFormat::Png), "image/format,jpg").unwrap();
+    let img = open(&out).to_rgb8();
+    assert!(img.get_pixel(2, 10)[0] > 240, "transparent → white: {:?}", img.get_pixel(2, 10));
+    assert!(img.get_pixel(17, 10)[0] < 15, "opaque black stays black");
+    // Grey with alpha, and 16-bit originals, all reach JPEG.
+    let la = ImageBuffer::from_pixel(8, 8, LumaA([100u8, 128]));
+    open(&run(&encode_as(DynamicImage::ImageLumaA8(la), ImageFormat::Png), "image/format,jpg").unwrap());
+    let l16 = ImageBuffer::from_pixel(8, 8, Luma([40000u16]));
+    let out = run(&encode_as(DynamicImage::ImageLuma16(l16), ImageFormat::Png), "image/resize,w_4").unwrap();
+    assert_eq!(out.content_type, "image/png");
+    let rgba16 = ImageBuffer::from_pixel(8, 8, Rgba([1u16, 2, 65535, 30000]));
+    let out =
+        run(&encode_as(DynamicImage::ImageRgba16(rgba16), ImageFormat::Png), "image/format,jpg").unwrap();
+    open(&out);
+}
+
+#[test]
+fn limit_1_never_enlarges_and_limit_0_does() {
+    let original = png(200, 100);
+    for ops in [
+        "image/resize,w_400",
+        "image/resize,m_fill,w_300,h_300",
+        "image/resize,m_pad,w_400,h_400",
+        "image/resize,m_fixed,w_201,h_50",
+    ] {
+        let out = run(&original, ops).unwrap();
+        assert_eq!((out.width, out.height), (200, 100), "{ops}");
+    }
+    let out = run(&original, "image/resize,w_400,limit_0").unwrap();
+    assert_eq!((out.width, out.height), (400, 200));
+    let out = run(&original, "image/resize,m_fill,w_300,h_300,limit_0").unwrap();
+    assert_eq!((out.width, out.height), (300, 300));
+}
+
+#[test]
+fn quality_applies_to_jpeg_only() {
+    let noisy = RgbImage::from_fn(96, 96, |x, y| {
+        let v = x.wrapping_mul(2654435761).wrapping_add(y.wrapping_mul(40503)) >> 7;
+        Rgb([v as u8, (v >> 8) as u8, (v >> 16) as u8])
+    });
+    let jpeg = encode_as(noisy.clone(), ImageFormat::Jpeg);
+    let size = |ops: &str| run(&jpeg, ops).unwrap().bytes;
+    assert!(size("image/quality,Q_10").len() * 2 < size("image/quality,Q_95").len());
+    assert_eq!(size("image/quality,q_10"), size("image/quality,Q_10"), "q_ is applied as absolute");
+    assert_eq!(size("image/format,jpg"), size("image/quality,Q_85"), "the default is 85");
+    let png = encode_as(noisy, ImageFormat::Png);
+    assert_eq!(
+        run(&png, "image/quality,Q_10").unwrap().bytes,
+        run(&png, "image/resize,w_96").unwrap().bytes,
+        "PNG ignores quality"
+    );
+}
+
+/// A PNG chunk with its CRC-32.
+fn chunk(kind: &[u8; 4], data: &[u8]) -> Vec<u8> {
+    let mut crc = !0u32;
+    for &byte in kind.iter().chain(data) {
+        crc ^= u32::from(byte);
+        for _ in 0..8 {
+            crc = if crc & 1 == 1 { (crc >> 1) ^ 0xEDB8_8320 } else { crc >> 1 };
+        }
+    }
+    let mut out = (data.len() as u32).to_be_bytes().to_vec();
+    out.extend_from_slice(kind);
+    out.extend_from_slice(data);
+    out.extend_from_slice(&(!crc).to_be_bytes());
+    out
+}
+
+/// A well-formed PNG header claiming `w`×`h` RGB with a tiny IDAT: 70 bytes that would
+/// decode to gigabytes.
+fn bomb(w: u32, h: u32) -> Vec<u8> {
+    let mut ihdr = Vec::new();
+    ihdr.extend_from_slice(&w.to_be_bytes());
+    ihdr.extend_from_slice(&h.to_be_bytes());
+    ihdr.extend_from_slice(&[8, 2, 0, 0, 0]);
+    let mut png = b"\x89PNG\r\n\x1a\n".to_vec();
+    png.extend(chunk(b"IHDR", &ihdr));
+    // A zlib stream of one empty stored block: valid framing, almost no data.
+    png.extend(chunk(b"IDAT", &[0x78, 0x01, 0x01, 0x00, 0x00, 0xff, 0xff, 0x00, 0x00, 0x00, 0x01]));
+    png.extend(chunk(b"IEND", &[]));
+    png
+}
+
+#[test]
+fn decompression_bombs_are_refused_from_the_header() {
+    let bomb = bomb(60_000, 60_000);
+    assert!(bomb.len() < 100);
+    let started = std::time::Instant::now();
+    assert_eq!(
+        run(&bomb, "image/resize,w_10"),
+        Err(RenderError::TooLarge { pixels: 3_600_000_000, limit: 50_000_000 })
+    );
+    // Refused without decoding: 10.8 GB of pixels cannot be allocated and filled this fast.
+    assert!(started.elapsed() < std::time::Duration::from_secs(2));
+    // The budget is exact.
+    let original = png(200, 100);
+    let ops = parse("image/format,png").unwrap();
+    let limits = |max_input_pixels| Limits { max_input_pixels, ..Limits::default() };
+    assert!(render(&original, &ops, &limits(20_000)).is_ok());
+    assert_eq!(
+        render(&original, &ops, &limits(19_999)),
+        Err(RenderError::TooLarge { pixels: 20_000, limit: 19_999 })
+    );
+    // Within the pixel budget, the same header is a decode error, not a panic.
+    assert!(matches!(run(&self::bomb(100, 100), "image/format,png"), Err(RenderError::Decode(_))));
+}
+
+#[test]
+fn the_byte_budget_is_checked_first() {
+    let original = png(20, 10);
+    let limits = Limits { max_input_bytes: original.len() - 1, ..Limits::default() };
+    assert_eq!(
+        render(&original, &parse("image/format,png").unwrap(), &limits),
+        Err(RenderError::InputTooLarge { bytes: original.len(), limit: original.len() - 1 })
+    );
+}
+
+#[test]
+fn the_output_budget_is_checked_before_resizing() {
+    let tiny = png(10, 1);
+    for ops in [
+        "image/resize,m_mfit,w_16384,h_16384,limit_0",
+        "image/resize,m_pad,w_16384,h_16384,limit_0",
+        "image/resize,m_fixed,w_16384,h_16384,limit_0",
+    ] {
+        assert!(matches!(run(&tiny, ops), Err(RenderError::OutputTooLarge { .. })), "{ops}");
+    }
+    let limits = Limits { max_output_side: 100, ..Limits::default() };
+    let ops = parse("image/resize,w_101,limit_0").unwrap();
+    assert_eq!(render(&tiny, &ops, &limits), Err(RenderError::OutputTooLarge { width: 101, height: 10 }));
+}
+
+#[test]
+fn garbage_is_refused_without_panicking() {
+    for bytes in [&b""[..], b"hello world", b"GIF89a\x01\x00\x01\x00\x00\x00\x00;", b"BM\x00\x00\x00\x00"] {
+        assert_eq!(run(bytes, "image/format,png"), Err(RenderError::UnsupportedFormat), "{bytes:?}");
+    }
+    let mut broken = b"\x89PNG\r\n\x1a\n".to_vec();
+    broken.extend_from_slice(b"definitely not chunks");
+    assert!(matches!(run(&broken, "image/format,png"), Err(RenderError::Decode(_))));
+    let valid = png(64, 64);
+    let truncated = &valid[..valid.len() / 2];
+    assert!(matches!(run(truncated, "image/format,png"), Err(RenderError::Decode(_))));
+    let jpeg = encode_as(gradient(64, 64), ImageFormat::Jpeg);
+    assert!(matches!(run(&jpeg[..40], "image/format,png"), Err(RenderError::Decode(_))));
+    let webp = encode_as(gradient(64, 64), ImageFormat::WebP);
+    assert!(matches!(run(&webp[..30], "image/format,png"), Err(RenderError::Decode(_))));
+}
+
+/// Minimal EXIF (TIFF, little endian) with one entry: Orientation = `value`.
+fn exif_orientation(value: u16) -> Vec<u8> {
+    let mut exif = b"II\x2a\x00\x08\x00\x00\x00\x01\x00".to_vec();
+    exif.extend_from_slice(&[0x12, 0x01, 0x03, 0x00, 0x01, 0x00, 0x00, 0x00]);
+    exif.extend_from_slice(&value.to_le_bytes());
+    exif.extend_from_slice(&[0, 0, 0, 0, 0, 0]);
+    exif
+}
+
+#[test]
+fn exif_orientation_is_applied() {
+    // Stored 40×20, left half red, right half blue, tagged "rotate 90° clockwise": it shows
+    // 20×40 with red on top.
+    let stored = RgbImage::from_fn(40, 20, |x, _| if x < 20 { Rgb([255, 0, 0]) } else { Rgb([0, 0, 255]) });
+    let mut jpeg = Vec::new();
+    let mut encoder = JpegEncoder::new_with_quality(&mut jpeg, 95);
+    encoder.set_exif_metadata(exif_orientation(6)).unwrap();
+    encoder.write_image(stored.as_raw(), 40, 20, image::ExtendedColorType::Rgb8).unwrap();
+    let out = run(&jpeg, "image/format,png").unwrap();
+    assert_eq!((out.width, out.height), (20, 40));
+    let img = open(&out).to_rgb8();
+    assert!(img.get_pixel(10, 5)[0] > 200 && img.get_pixel(10, 5)[2] < 60);
+    assert!(img.get_pixel(10, 35)[2] > 200 && img.get_pixel(10, 35)[0] < 60);
+    // And the resize sees the oriented size.
+    let out = run(&jpeg, "image/resize,h_20").unwrap();
+    assert_eq!((out.width, out.height), (10, 20));
+}
+
+#[test]
+fn both_resampling_orders_agree() {
+    let source: DynamicImage = gradient(60, 45).into();
+    for (w, h) in [(10, 90), (90, 10), (30, 30), (7, 200)] {
+        let direct = source.resize_exact(w, h, FILTER).to_rgb8();
+        let rotated = source.rotate90().resize_exact(h, w, FILTER).rotate270().to_rgb8();
+        let chosen = resample(source.clone(), w, h).to_rgb8();
+        assert_eq!(chosen.dimensions(), (w, h));
+        for ((a, b), c) in direct.pixels().zip(rotated.pixels()).zip(chosen.pixels()) {
+            for i in 0..3 {
+                assert!(a[i].abs_diff(b[i]) <= 2 && a[i].abs_diff(c[i]) <= 2, "{w}x{h}: {a:?} {b:?}");
+            }
+        }
+    }
+    // A wide strip made tall takes the cheap order: 8 000 × 16 384 × 16 bytes = 2 GB the
+    // other way round, and a 50 M-pixel strip would need terabytes.
+    assert!(horizontal_pass_first((8000, 1), (1, 16384)));
+    assert!(horizontal_pass_first((50_000_000, 1), (1, 16384)));
+    assert!(!horizontal_pass_first((1, 8000), (16384, 1)));
+    assert!(!horizontal_pass_first((4000, 3000), (400, 300)), "a tie keeps image's own order");
+    assert!(horizontal_pass_first((4000, 3000), (400, 301)));
+    let strip = png(8000, 1);
+    let out = run(&strip, "image/resize,m_fixed,w_1,h_16384,limit_0").unwrap();
+    assert_eq!((out.width, out.height), (1, 16384));
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+
+    #[test]
+    fn corrupted_originals_never_panic(
+        format in prop_oneof![Just(ImageFormat::Png), Just(ImageFormat::Jpeg), Just(ImageFormat::WebP)],
+        flips in proptest::collection::vec((any::<prop::sample::Index>(), any::<u8>()), 1..8),
+        cut in any::<prop::sample::Index>(),
+    ) {
+        let mut bytes = encode_as(gradient(24, 16), format);
+        for (at, value) in flips {
+            let i = at.index(bytes.len());
+            bytes[i] = value;
+        }
+        let keep = cut.index(bytes.len() + 1).max(bytes.len() / 2);
+        bytes.truncate(keep);
+        let _ = run(&bytes, "image/resize,m_fill,w_10,h_7/format,jpg");
+    }
+
+    #[test]
+    fn rendered_sizes_match_the_plan(
+        sw in 1u32..=48, sh in 1u32..=48,
+        w in 1u32..=64, h in 1u32..=64,
+        mode in prop_oneof![Just("lfit"), Just("mfit"), Just("fill"), Just("pad"), Just("fixed")],
+        sides in 0usize..4,
+        limit in 0u8..=1,
+    ) {
+        let original = png(sw, sh);
+        let dims = [format!("w_{w},h_{h}"), format!("w_{w}"), format!("l_{w}"), format!("l_{w},s_{h}")];
+        let raw = format!("image/resize,m_{mode},{},limit_{limit}/format,webp", dims[sides]);
+        let ops = parse(&raw).unwrap();
+        let expected = geometry::plan((sw, sh), ops.resize().unwrap()).output_size((sw, sh));
+        let out = render(&original, &ops, &Limits::default()).unwrap();
+        prop_assert_eq!((u64::from(out.width), u64::from(out.height)), expected, "{}", raw);
+        prop_assert_eq!(open(&out).dimensions(), (out.width, out.height));
+    }
+}

@@ -1,0 +1,265 @@
+//! The origin-mirroring gateway.
+//!
+//! `GET`/`HEAD /<path_prefix>/<key>` on the mirror listener: the longest matching rule maps
+//! the key to its origin; a stored copy is served if there is one, else one fill per key
+//! fetches it (every concurrent client streaming from the fill as it arrives), commits it
+//! atomically and serves it. Image variants (`x-oss-process=image/...`) are computed here from
+//! the stored original and stored under their own key, so the original is never replaced.
+//!
+//! Architecture invariants:
+//! - The client's query string never reaches an origin, except parameters a rule lists, and
+//!   then they are part of the stored key.
+//! - Nothing is stored unless the origin said 200 and every byte arrived; a store path only
+//!   ever holds a complete copy with its metadata.
+//! - Request paths become store paths only through [`key::ObjectKey`].
+
+pub mod conditional;
+mod fill;
+pub mod key;
+pub mod metrics;
+pub mod objects;
+pub mod origin;
+pub mod rule;
+mod serve;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use arc_swap::ArcSwap;
+use object_store::path::Path;
+use tokio_util::sync::CancellationToken;
+
+pub use metrics::{MirrorMetrics, RuleReport};
+pub use objects::{Objects, ObjectsError, StoredMeta};
+pub use rule::{Rule, RuleSpec, RuleTable};
+pub use serve::router;
+
+use fill::Fill;
+use origin::OriginClient;
+
+/// A compiled rule with its origin client.
+#[derive(Debug)]
+pub struct RuleRuntime {
+    pub rule: Arc<Rule>,
+    pub client: OriginClient,
+}
+
+/// The rule table in force, with a runtime per rule.
+#[derive(Debug, Default)]
+struct Table {
+    rules: RuleTable,
+    runtimes: HashMap<String, Arc<RuleRuntime>>,
+    /// Next probe time of rules with a probe path.
+    next_probe: Mutex<HashMap<String, Instant>>,
+}
+
+/// The gateway's shared state. One per process, behind an `Arc`.
+pub struct Mirror {
+    table: ArcSwap<Table>,
+    pub objects: Arc<Objects>,
+    pub metrics: MirrorMetrics,
+    fills: Mutex<HashMap<String, Arc<Fill>>>,
+    /// Origin 404s remembered until the instant.
+    missing: Mutex<HashMap<String, Instant>>,
+    /// When each copy was last known current (unix ms), for rules with a TTL.
+    validated: Mutex<HashMap<String, u64>>,
+    /// Image rendering is CPU-bound: at most this many at once.
+    render_permits: tokio::sync::Semaphore,
+    pub image_limits: httpdns_image::variant::Limits,
+}
+
+impl std::fmt::Debug for Mirror {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Mirror").field("objects", &self.objects).finish_non_exhaustive()
+    }
+}
+
+const MAX_REMEMBERED: usize = 100_000;
+
+impl Mirror {
+    pub fn new(objects: Objects, metrics: MirrorMetrics) -> Self {
+        let cpus = std::thread::available_parallelism().map_or(2, |n| n.get());
+        Self {
+            table: ArcSwap::from_pointee(Table::default()),
+            objects: Arc::new(objects),
+            metrics,
+            fills: Mutex::default(),
+            missing: Mutex::default(),
+            validated: Mutex::default(),
+            render_permits: tokio::sync::Semaphore::new(cpus.max(1)),
+            image_limits: httpdns_image::variant::Limits::default(),
+        }
+    }
+
+    /// Replaces the rule table. Rules whose spec did not change keep their origin client
+    /// (connections, primary health).
+    pub fn set_rules(&self, specs: Vec<(String, RuleSpec)>) {
+        let old = self.table.load();
+        let rules = RuleTable::new(specs);
+        let mut runtimes = HashMap::new();
+        for rule in rules.rules() {
+            self.metrics.touch(&rule.name);
+            let runtime = match old.runtimes.get(&rule.name) {
+                Some(r) if r.rule.spec == rule.spec => r.clone(),
+                _ => Arc::new(RuleRuntime { rule: rule.clone(), client: OriginClient::new(rule) }),
+            };
+            runtimes.insert(rule.name.clone(), runtime);
+        }
+        self.table.store(Arc::new(Table { rules, runtimes, next_probe: Mutex::default() }));
+    }
+
+    /// Every rule in force, most specific first.
+    pub fn rules(&self) -> Vec<Arc<Rule>> {
+        self.table.load().rules.rules().to_vec()
+    }
+
+    /// The rule for a raw request path, with the rest of the path.
+    fn route(&self, path: &str) -> Option<(Arc<RuleRuntime>, String)> {
+        let table = self.table.load();
+        let (rule, rest) = table.rules.matching(path)?;
+        Some((table.runtimes.get(&rule.name)?.clone(), rest.to_owned()))
+    }
+
+    /// Per-rule figures since start.
+    pub fn report(&self) -> Vec<RuleReport> {
+        self.rules().iter().map(|r| self.metrics.report(r)).collect()
+    }
+
+    fn remember_missing(&self, location: &Path, ttl: Duration) {
+        if ttl.is_zero() {
+            return;
+        }
+        let mut m = self.missing.lock().unwrap_or_else(|e| e.into_inner());
+        if m.len() >= MAX_REMEMBERED {
+            let now = Instant::now();
+            m.retain(|_, until| *until > now);
+            if m.len() >= MAX_REMEMBERED {
+                m.clear();
+            }
+        }
+        m.insert(location.to_string(), Instant::now() + ttl);
+    }
+
+    fn known_missing(&self, location: &Path) -> bool {
+        let m = self.missing.lock().unwrap_or_else(|e| e.into_inner());
+        m.get(location.as_ref()).is_some_and(|until| *until > Instant::now())
+    }
+
+    fn forget_missing(&self, location: &Path) {
+        self.missing.lock().unwrap_or_else(|e| e.into_inner()).remove(location.as_ref());
+    }
+
+    fn mark_validated(&self, location: &Path) {
+        let mut v = self.validated.lock().unwrap_or_else(|e| e.into_inner());
+        if v.len() >= MAX_REMEMBERED {
+            v.clear();
+        }
+        v.insert(location.to_string(), origin::now_ms());
+    }
+
+    fn validated_at(&self, location: &Path, meta: &StoredMeta) -> u64 {
+        let v = self.validated.lock().unwrap_or_else(|e| e.into_inner());
+        v.get(location.as_ref()).copied().unwrap_or(0).max(meta.stored_at_ms)
+    }
+
+    /// Removes the copy of one request path (original, query-selected copies and variants).
+    /// Returns how many objects went.
+    pub async fn purge(&self, path: &str, prefix: bool) -> Result<u64, PurgeError> {
+        let segments = purge_segments(path)?;
+        let segs: Vec<&str> = segments.iter().map(String::as_str).collect();
+        let mut n = 0;
+        if prefix {
+            for ns in ["o", "q", "v"] {
+                n += self.objects.delete_prefix(&objects::store_path(ns, segs.iter().copied())).await?;
+            }
+        } else {
+            let original = objects::store_path("o", segs.iter().copied());
+            n += u64::from(self.objects.delete(&original).await?);
+            for ns in ["q", "v"] {
+                n += self.objects.delete_prefix(&objects::store_path(ns, segs.iter().copied())).await?;
+            }
+        }
+        // A purge also forgets 404s under the path, so a re-uploaded origin object is fetched.
+        let probe = objects::store_path("o", segs.iter().copied()).to_string();
+        self.missing.lock().unwrap_or_else(|e| e.into_inner()).retain(|k, _| !k.starts_with(&probe));
+        Ok(n)
+    }
+
+    /// Writes an object straight into the store under a request path (the seed's "dual
+    /// write" for JSON that is overwritten in place). Its variants are dropped.
+    pub async fn write(
+        &self,
+        path: &str,
+        content_type: &str,
+        body: bytes::Bytes,
+    ) -> Result<StoredMeta, PurgeError> {
+        use sha2::Digest as _;
+        let segments = purge_segments(path)?;
+        let segs: Vec<&str> = segments.iter().map(String::as_str).collect();
+        let location = objects::store_path("o", segs.iter().copied());
+        let meta = StoredMeta {
+            content_type: content_type.to_owned(),
+            length: body.len() as u64,
+            etag: format!("\"{}\"", &hex::encode(sha2::Sha256::digest(&body))[..32]),
+            origin_etag: None,
+            origin_last_modified: None,
+            headers: Vec::new(),
+            stored_at_ms: origin::now_ms(),
+        };
+        self.objects.put_bytes(&location, body, &meta).await?;
+        self.objects.delete_prefix(&objects::store_path("v", segs.iter().copied())).await?;
+        self.forget_missing(&location);
+        self.mark_validated(&location);
+        Ok(meta)
+    }
+
+    /// Probes the primary origin of every rule with a probe path, each at its interval,
+    /// until `shutdown`.
+    pub async fn run_probes(self: Arc<Self>, shutdown: CancellationToken) {
+        let mut tick = tokio::time::interval(Duration::from_millis(100));
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                () = shutdown.cancelled() => return,
+                _ = tick.tick() => {}
+            }
+            let table = self.table.load_full();
+            let now = Instant::now();
+            for runtime in table.runtimes.values() {
+                let rule = &runtime.rule;
+                if rule.spec.probe_path.is_none() {
+                    continue;
+                }
+                {
+                    let mut next = table.next_probe.lock().unwrap_or_else(|e| e.into_inner());
+                    let due = next.get(&rule.name).is_none_or(|t| *t <= now);
+                    if !due {
+                        continue;
+                    }
+                    next.insert(rule.name.clone(), now + Duration::from_millis(rule.spec.probe_interval_ms));
+                }
+                let runtime = runtime.clone();
+                tokio::spawn(async move {
+                    let up = runtime.client.probe(&runtime.rule).await;
+                    tracing::debug!(rule = %runtime.rule.name, up, "Probed the primary origin.");
+                });
+            }
+        }
+    }
+}
+
+/// Why a purge or write was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum PurgeError {
+    #[error("path: {0}")]
+    BadPath(#[from] key::KeyError),
+    #[error(transparent)]
+    Store(#[from] ObjectsError),
+}
+
+/// A request path (`/image/a.jpg`, percent-encoded or not) as checked store segments.
+fn purge_segments(path: &str) -> Result<Vec<String>, key::KeyError> {
+    let trimmed = path.strip_prefix('/').unwrap_or(path);
+    Ok(key::ObjectKey::parse(trimmed)?.segments().to_vec())
+}

@@ -1,0 +1,512 @@
+//! Stored copies, on the local disk or in any S3-compatible bucket (the `object_store` crate).
+//!
+//! One object holds one copy and its metadata, so a copy and its metadata can never disagree
+//! or be half-written: `[body][metadata JSON][u64 LE JSON length]["HDNSMIR1"]`. A copy is
+//! written to a temp file first (fsynced), and only then published: renamed into place on the
+//! local disk (then the directory is fsynced), or uploaded with one atomic put or a multipart
+//! upload that S3 makes visible only when complete. Nothing else ever writes to the object
+//! paths, so whatever a reader finds there is complete.
+//!
+//! Store paths: `o/<path>` originals, `q/<path>/<query>` originals that a rule lets the query
+//! select, `v/<path>/<canonical x-oss-process>` variants. Every segment goes through
+//! `object_store`'s `PathPart`, which percent-encodes what a file system or S3 would treat
+//! specially.
+
+use std::collections::HashMap;
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::os::unix::fs::FileExt;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime};
+
+use bytes::Bytes;
+use futures_util::StreamExt;
+use object_store::local::LocalFileSystem;
+use object_store::path::{Path, PathPart};
+use object_store::{GetOptions, GetRange, ObjectStore, ObjectStoreExt, PutPayload};
+use serde::{Deserialize, Serialize};
+
+const MAGIC: &[u8; 8] = b"HDNSMIR1";
+const FOOTER: u64 = 16;
+/// Largest metadata block accepted when reading (a corrupt length is not an allocation).
+const MAX_META: u64 = 64 << 10;
+/// Metadata of this many copies is remembered; beyond it the cache starts over.
+const META_CACHE_ENTRIES: usize = 100_000;
+/// Streamed reads and uploads move this much at a time.
+pub(crate) const CHUNK: usize = 256 << 10;
+
+/// Errors of the object layer.
+#[derive(Debug, thiserror::Error)]
+pub enum ObjectsError {
+    #[error("object store: {0}")]
+    Store(#[from] object_store::Error),
+    #[error("local file: {0}")]
+    Io(#[from] std::io::Error),
+    #[error("stored object {0} is corrupt: {1}")]
+    Corrupt(String, &'static str),
+}
+
+/// What is kept with each copy.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StoredMeta {
+    pub content_type: String,
+    pub length: u64,
+    /// Our strong validator: `"<first 32 hex digits of the SHA-256 of the body>"`.
+    pub etag: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub origin_etag: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub origin_last_modified: Option<String>,
+    /// Headers from the origin that are replayed as they were (OSS's stored header list).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub headers: Vec<(String, String)>,
+    pub stored_at_ms: u64,
+}
+
+impl StoredMeta {
+    /// `Last-Modified` to serve: the origin's when it sent one, else when it was stored.
+    pub fn last_modified(&self) -> SystemTime {
+        self.origin_last_modified
+            .as_deref()
+            .and_then(|v| httpdate::parse_http_date(v).ok())
+            .unwrap_or_else(|| SystemTime::UNIX_EPOCH + Duration::from_millis(self.stored_at_ms))
+    }
+
+    pub fn stored_at(&self) -> SystemTime {
+        SystemTime::UNIX_EPOCH + Duration::from_millis(self.stored_at_ms)
+    }
+}
+
+/// A copy found in the store, ready to be read.
+#[derive(Debug, Clone)]
+pub struct Found {
+    pub meta: Arc<StoredMeta>,
+    source: Source,
+}
+
+#[derive(Debug, Clone)]
+enum Source {
+    /// An open file: reads cannot see a later replacement of the path.
+    Local(Arc<std::fs::File>),
+    Remote {
+        location: Path,
+        e_tag: Option<String>,
+    },
+}
+
+#[derive(Clone)]
+struct CachedMeta {
+    /// Size and modification time (local) or entity tag (remote) the metadata was read at.
+    version: String,
+    meta: Arc<StoredMeta>,
+}
+
+enum Backend {
+    Local { fs: LocalFileSystem },
+    Remote(Arc<dyn ObjectStore>),
+}
+
+/// The store of copies. Shared behind an `Arc`.
+pub struct Objects {
+    backend: Backend,
+    tmp_dir: PathBuf,
+    meta: Mutex<HashMap<String, CachedMeta>>,
+}
+
+impl std::fmt::Debug for Objects {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Objects").field("backend", &self.backend_name()).finish_non_exhaustive()
+    }
+}
+
+/// A store path from segments (each one percent-encoded as needed by `PathPart`).
+pub fn store_path<'a>(namespace: &'a str, segments: impl IntoIterator<Item = &'a str>) -> Path {
+    Path::from_iter(
+        std::iter::once(PathPart::from(namespace)).chain(segments.into_iter().map(PathPart::from)),
+    )
+}
+
+impl Objects {
+    /// Copies on the local disk under `root`; fills are staged in `tmp_dir` (same file system,
+    /// so publishing is a rename).
+    pub fn local(root: PathBuf, tmp_dir: PathBuf) -> Result<Self, ObjectsError> {
+        std::fs::create_dir_all(&root)?;
+        std::fs::create_dir_all(&tmp_dir)?;
+        let fs = LocalFileSystem::new_with_prefix(&root)?.with_fsync(true);
+        Ok(Self { backend: Backend::Local { fs }, tmp_dir, meta: Mutex::default() })
+    }
+
+    /// Copies in a remote object store (S3-compatible); fills are staged in `tmp_dir`.
+    pub fn remote(store: Arc<dyn ObjectStore>, tmp_dir: PathBuf) -> Result<Self, ObjectsError> {
+        std::fs::create_dir_all(&tmp_dir)?;
+        Ok(Self { backend: Backend::Remote(store), tmp_dir, meta: Mutex::default() })
+    }
+
+    pub fn backend_name(&self) -> &'static str {
+        match self.backend {
+            Backend::Local { .. } => "local",
+            Backend::Remote(_) => "s3",
+        }
+    }
+
+    /// A new temp file for staging a fill, removed when dropped unless persisted.
+    pub fn temp_file(&self) -> std::io::Result<tempfile::NamedTempFile> {
+        tempfile::Builder::new().prefix("fill-").tempfile_in(&self.tmp_dir)
+    }
+
+    /// Looks a copy up. `None` when there is none.
+    pub async fn find(&self, location: &Path) -> Result<Option<Found>, ObjectsError> {
+        match &self.backend {
+            Backend::Local { fs } => {
+                let file_path = fs.path_to_filesystem(location)?;
+                let file = match std::fs::File::open(&file_path) {
+                    Ok(f) => f,
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+                    Err(e) => return Err(e.into()),
+                };
+                let stat = file.metadata()?;
+                if !stat.is_file() {
+                    return Ok(None);
+                }
+                let version = format!("{}:{:?}", stat.len(), stat.modified().ok());
+                let meta = match self.cached(location, &version) {
+                    Some(m) => m,
+                    None => {
+                        let (file, loc) = (file.try_clone()?, location.to_string());
+                        let meta = tokio::task::spawn_blocking(move || read_local_meta(&file, &loc))
+                            .await
+                            .map_err(|e| std::io::Error::other(e.to_string()))??;
+                        self.remember(location, version, meta)
+                    }
+                };
+                Ok(Some(Found { meta, source: Source::Local(Arc::new(file)) }))
+            }
+            Backend::Remote(store) => {
+                let head = match store.head(location).await {
+                    Ok(h) => h,
+                    Err(object_store::Error::NotFound { .. }) => return Ok(None),
+                    Err(e) => return Err(e.into()),
+                };
+                let version =
+                    head.e_tag.clone().unwrap_or_else(|| format!("{}:{}", head.size, head.last_modified));
+                let meta = match self.cached(location, &version) {
+                    Some(m) => m,
+                    None => {
+                        let meta = read_remote_meta(store.as_ref(), location, head.size).await?;
+                        self.remember(location, version, meta)
+                    }
+                };
+                Ok(Some(Found {
+                    meta,
+                    source: Source::Remote { location: location.clone(), e_tag: head.e_tag },
+                }))
+            }
+        }
+    }
+
+    fn cached(&self, location: &Path, version: &str) -> Option<Arc<StoredMeta>> {
+        let cache = self.meta.lock().unwrap_or_else(|e| e.into_inner());
+        cache.get(location.as_ref()).filter(|c| c.version == version).map(|c| c.meta.clone())
+    }
+
+    fn remember(&self, location: &Path, version: String, meta: StoredMeta) -> Arc<StoredMeta> {
+        let meta = Arc::new(meta);
+        let mut cache = self.meta.lock().unwrap_or_else(|e| e.into_inner());
+        if cache.len() >= META_CACHE_ENTRIES {
+            cache.clear();
+        }
+        cache.insert(location.to_string(), CachedMeta { version, meta: meta.clone() });
+        meta
+    }
+
+    fn forget(&self, location: &Path) {
+        self.meta.lock().unwrap_or_else(|e| e.into_inner()).remove(location.as_ref());
+    }
+
+    /// Streams bytes `start..end` of a found copy's body, `CHUNK` at a time.
+    pub fn read(
+        &self,
+        found: &Found,
+        start: u64,
+        end: u64,
+    ) -> futures_util::stream::BoxStream<'static, Result<Bytes, std::io::Error>> {
+        match &found.source {
+            Source::Local(file) => local_stream(file.clone(), start, end),
+            Source::Remote { location, e_tag } => {
+                let Backend::Remote(store) = &self.backend else {
+                    unreachable!("remote source, remote backend")
+                };
+                let (store, location) = (store.clone(), location.clone());
+                let options = GetOptions {
+                    if_match: e_tag.clone(),
+                    range: Some(GetRange::Bounded(start..end)),
+                    ..Default::default()
+                };
+                futures_util::stream::once(async move { store.get_opts(&location, options).await })
+                    .flat_map(|r| match r {
+                        Ok(got) => got.into_stream().map(|c| c.map_err(std::io::Error::other)).boxed(),
+                        Err(e) => {
+                            futures_util::stream::once(async move { Err(std::io::Error::other(e)) }).boxed()
+                        }
+                    })
+                    .boxed()
+            }
+        }
+    }
+
+    /// Reads a whole (small) body into memory: image originals for variants.
+    pub async fn read_all(&self, found: &Found) -> Result<Vec<u8>, std::io::Error> {
+        let mut out = Vec::with_capacity(found.meta.length as usize);
+        let mut stream = self.read(found, 0, found.meta.length);
+        while let Some(chunk) = stream.next().await {
+            out.extend_from_slice(&chunk?);
+        }
+        Ok(out)
+    }
+
+    /// Publishes a fully written and verified staged body at `location`.
+    pub async fn commit(
+        &self,
+        location: &Path,
+        mut staged: tempfile::NamedTempFile,
+        meta: &StoredMeta,
+    ) -> Result<(), ObjectsError> {
+        let json = serde_json::to_vec(meta).map_err(std::io::Error::other)?;
+        let staged = tokio::task::spawn_blocking(move || -> std::io::Result<tempfile::NamedTempFile> {
+            let file = staged.as_file_mut();
+            file.seek(SeekFrom::End(0))?;
+            file.write_all(&json)?;
+            file.write_all(&(json.len() as u64).to_le_bytes())?;
+            file.write_all(MAGIC)?;
+            file.sync_all()?;
+            Ok(staged)
+        })
+        .await
+        .map_err(|e| std::io::Error::other(e.to_string()))??;
+        match &self.backend {
+            Backend::Local { fs } => {
+                let target = fs.path_to_filesystem(location)?;
+                tokio::task::spawn_blocking(move || -> Result<(), ObjectsError> {
+                    let dir = target.parent().expect("store paths have a parent");
+                    std::fs::create_dir_all(dir)?;
+                    staged.persist(&target).map_err(|e| e.error)?;
+                    // The rename is durable only once the directory entry is.
+                    std::fs::File::open(dir)?.sync_all()?;
+                    Ok(())
+                })
+                .await
+                .map_err(|e| std::io::Error::other(e.to_string()))??;
+            }
+            Backend::Remote(store) => upload(store.as_ref(), location, staged).await?,
+        }
+        self.forget(location);
+        Ok(())
+    }
+
+    /// Writes `body` as a copy at `location` (admin writes, variants).
+    pub async fn put_bytes(
+        &self,
+        location: &Path,
+        body: Bytes,
+        meta: &StoredMeta,
+    ) -> Result<(), ObjectsError> {
+        let mut staged = self.temp_file()?;
+        let staged = tokio::task::spawn_blocking(move || -> std::io::Result<tempfile::NamedTempFile> {
+            staged.as_file_mut().write_all(&body)?;
+            Ok(staged)
+        })
+        .await
+        .map_err(|e| std::io::Error::other(e.to_string()))??;
+        self.commit(location, staged, meta).await
+    }
+
+    /// Removes one copy; `false` when there was none.
+    pub async fn delete(&self, location: &Path) -> Result<bool, ObjectsError> {
+        self.forget(location);
+        let store: &dyn ObjectStore = match &self.backend {
+            Backend::Local { fs } => fs,
+            Backend::Remote(s) => s.as_ref(),
+        };
+        let existed = match store.head(location).await {
+            Ok(_) => true,
+            Err(object_store::Error::NotFound { .. }) => return Ok(false),
+            Err(e) => return Err(e.into()),
+        };
+        match store.delete(location).await {
+            Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(existed),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Removes every copy under `prefix`; returns how many.
+    pub async fn delete_prefix(&self, prefix: &Path) -> Result<u64, ObjectsError> {
+        let store: &dyn ObjectStore = match &self.backend {
+            Backend::Local { fs } => fs,
+            Backend::Remote(s) => s.as_ref(),
+        };
+        let mut listed = store.list(Some(prefix));
+        let mut locations = Vec::new();
+        while let Some(meta) = listed.next().await {
+            match meta {
+                Ok(m) => locations.push(m.location),
+                Err(object_store::Error::NotFound { .. }) => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        let mut n = 0;
+        for location in locations {
+            self.forget(&location);
+            match store.delete(&location).await {
+                Ok(()) => n += 1,
+                Err(object_store::Error::NotFound { .. }) => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Ok(n)
+    }
+}
+
+fn read_local_meta(file: &std::fs::File, location: &str) -> Result<StoredMeta, ObjectsError> {
+    let size = file.metadata()?.len();
+    let corrupt = |why| ObjectsError::Corrupt(location.to_owned(), why);
+    if size < FOOTER {
+        return Err(corrupt("shorter than its footer"));
+    }
+    let mut footer = [0u8; FOOTER as usize];
+    file.read_exact_at(&mut footer, size - FOOTER)?;
+    let json_len = parse_footer(&footer).ok_or_else(|| corrupt("bad footer"))?;
+    if json_len > MAX_META || json_len + FOOTER > size {
+        return Err(corrupt("bad metadata length"));
+    }
+    let mut json = vec![0u8; json_len as usize];
+    file.read_exact_at(&mut json, size - FOOTER - json_len)?;
+    let meta: StoredMeta = serde_json::from_slice(&json).map_err(|_| corrupt("metadata is not JSON"))?;
+    if meta.length + json_len + FOOTER != size {
+        return Err(corrupt("body length disagrees with metadata"));
+    }
+    Ok(meta)
+}
+
+async fn read_remote_meta(
+    store: &dyn ObjectStore,
+    location: &Path,
+    size: u64,
+) -> Result<StoredMeta, ObjectsError> {
+    let corrupt = |why| ObjectsError::Corrupt(location.to_string(), why);
+    if size < FOOTER {
+        return Err(corrupt("shorter than its footer"));
+    }
+    let footer = store.get_range(location, size - FOOTER..size).await?;
+    let json_len = parse_footer(&footer).ok_or_else(|| corrupt("bad footer"))?;
+    if json_len > MAX_META || json_len + FOOTER > size {
+        return Err(corrupt("bad metadata length"));
+    }
+    let json = store.get_range(location, size - FOOTER - json_len..size - FOOTER).await?;
+    let meta: StoredMeta = serde_json::from_slice(&json).map_err(|_| corrupt("metadata is not JSON"))?;
+    if meta.length + json_len + FOOTER != size {
+        return Err(corrupt("body length disagrees with metadata"));
+    }
+    Ok(meta)
+}
+
+fn parse_footer(footer: &[u8]) -> Option<u64> {
+    if footer.len() != FOOTER as usize || &footer[8..] != MAGIC {
+        return None;
+    }
+    Some(u64::from_le_bytes(footer[..8].try_into().ok()?))
+}
+
+/// Streams `start..end` of an open file from a blocking thread, through a small channel so
+/// memory stays bounded by the channel, whatever the object size.
+fn local_stream(
+    file: Arc<std::fs::File>,
+    start: u64,
+    end: u64,
+) -> futures_util::stream::BoxStream<'static, Result<Bytes, std::io::Error>> {
+    // Small reads need no thread hop beyond one.
+    if end - start <= CHUNK as u64 {
+        return futures_util::stream::once(async move {
+            tokio::task::spawn_blocking(move || {
+                let mut buf = vec![0u8; (end - start) as usize];
+                file.read_exact_at(&mut buf, start).map(|()| Bytes::from(buf))
+            })
+            .await
+            .map_err(|e| std::io::Error::other(e.to_string()))?
+        })
+        .boxed();
+    }
+    let (tx, rx) = tokio::sync::mpsc::channel::<Result<Bytes, std::io::Error>>(4);
+    tokio::task::spawn_blocking(move || {
+        let mut at = start;
+        while at < end {
+            let n = ((end - at) as usize).min(CHUNK);
+            let mut buf = vec![0u8; n];
+            let r = file.read_exact_at(&mut buf, at).map(|()| Bytes::from(buf));
+            let failed = r.is_err();
+            if tx.blocking_send(r).is_err() || failed {
+                return;
+            }
+            at += n as u64;
+        }
+    });
+    tokio_util_stream(rx)
+}
+
+fn tokio_util_stream(
+    mut rx: tokio::sync::mpsc::Receiver<Result<Bytes, std::io::Error>>,
+) -> futures_util::stream::BoxStream<'static, Result<Bytes, std::io::Error>> {
+    futures_util::stream::poll_fn(move |cx| rx.poll_recv(cx)).boxed()
+}
+
+/// Uploads a staged file: one put when small, else a multipart upload (atomic on completion;
+/// aborted on any error so no part lingers).
+async fn upload(
+    store: &dyn ObjectStore,
+    location: &Path,
+    staged: tempfile::NamedTempFile,
+) -> Result<(), ObjectsError> {
+    const SINGLE_PUT: u64 = 8 << 20;
+    let file = staged.reopen()?;
+    let size = file.metadata()?.len();
+    if size <= SINGLE_PUT {
+        let body = tokio::task::spawn_blocking(move || {
+            let mut buf = Vec::with_capacity(size as usize);
+            (&file).read_to_end(&mut buf).map(|_| buf)
+        })
+        .await
+        .map_err(|e| std::io::Error::other(e.to_string()))??;
+        store.put(location, PutPayload::from(body)).await?;
+        return Ok(());
+    }
+    let mut upload =
+        object_store::WriteMultipart::new_with_chunk_size(store.put_multipart(location).await?, 8 << 20);
+    let file = Arc::new(file);
+    let mut at = 0u64;
+    let result: Result<(), ObjectsError> = async {
+        while at < size {
+            let n = ((size - at) as usize).min(8 << 20);
+            let f = file.clone();
+            let chunk = tokio::task::spawn_blocking(move || {
+                let mut buf = vec![0u8; n];
+                f.read_exact_at(&mut buf, at).map(|()| buf)
+            })
+            .await
+            .map_err(|e| std::io::Error::other(e.to_string()))??;
+            upload.wait_for_capacity(2).await?;
+            upload.write(&chunk);
+            at += n as u64;
+        }
+        Ok(())
+    }
+    .await;
+    match result {
+        Ok(()) => {
+            upload.finish().await?;
+            Ok(())
+        }
+        Err(e) => {
+            let _ = upload.abort().await;
+            Err(e)
+        }
+    }
+}

@@ -1,0 +1,300 @@
+//! Fetching from origins: failover between primary and backup, redirects followed by hand
+//! with every hop checked, timeouts for connect, first byte and idle, and a health probe.
+//!
+//! Nothing from the client reaches the origin: not its query string (unless the rule lists
+//! parameters), not `Range`, `Authorization`, cookies or `Accept-Encoding`. Fills ask for
+//! `identity`, so what is stored is the object itself and its length can be checked.
+
+use std::net::{IpAddr, SocketAddr};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use httpdns_core::ip::{classify, IpClass};
+use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
+use reqwest::StatusCode;
+use url::Url;
+
+use crate::rule::Rule;
+
+/// At most this many redirects per fetch, as OSS does.
+pub const MAX_REDIRECTS: usize = 10;
+
+/// Why a fetch failed. Maps to 404, 502 or 504.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum FetchError {
+    #[error("the origin does not have this object")]
+    NotFound,
+    #[error("the origin timed out")]
+    Timeout,
+    #[error("the origin could not be reached: {0}")]
+    Unreachable(String),
+    #[error("the origin answered {0}")]
+    Status(u16),
+    #[error("the origin redirected more than {MAX_REDIRECTS} times")]
+    TooManyRedirects,
+    #[error("a redirect led to a forbidden address: {0}")]
+    Forbidden(String),
+    #[error("the origin sent a bad response: {0}")]
+    Invalid(String),
+}
+
+impl FetchError {
+    /// Whether the next origin may do better.
+    fn fails_over(&self, rule: &Rule) -> bool {
+        match self {
+            FetchError::Timeout | FetchError::Unreachable(_) => true,
+            FetchError::Status(s) => *s >= 500 || rule.spec.failover_statuses.contains(s),
+            FetchError::NotFound => rule.spec.failover_statuses.contains(&404),
+            _ => false,
+        }
+    }
+
+    /// The status class label of metrics.
+    pub fn class(&self) -> &'static str {
+        match self {
+            FetchError::NotFound => "4xx",
+            FetchError::Status(s) if *s < 500 => "4xx",
+            FetchError::Status(_) => "5xx",
+            FetchError::Timeout => "timeout",
+            _ => "error",
+        }
+    }
+}
+
+/// A successful origin answer, headers read, body not yet.
+#[derive(Debug)]
+pub struct Fetched {
+    pub response: reqwest::Response,
+    /// 0 primary, 1 backup.
+    pub origin: usize,
+}
+
+/// Validators of a stored copy, for revalidation.
+#[derive(Debug, Clone, Default)]
+pub struct Validators {
+    pub etag: Option<String>,
+    pub last_modified: Option<String>,
+}
+
+/// The HTTP side of one rule: its client (with its connect timeout and guarded resolver) and
+/// the primary's health.
+#[derive(Debug)]
+pub struct OriginClient {
+    client: reqwest::Client,
+    /// Until when (unix ms) the primary is considered down; 0 when up.
+    primary_down_until: AtomicU64,
+}
+
+impl OriginClient {
+    pub fn new(rule: &Rule) -> Self {
+        let trusted_hosts: Vec<String> = rule
+            .trusted_origins
+            .iter()
+            .filter_map(|o| Url::parse(o).ok()?.host_str().map(str::to_owned))
+            .collect();
+        let client = reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
+            .connect_timeout(rule.connect_timeout())
+            .no_proxy()
+            .pool_idle_timeout(Duration::from_secs(30))
+            .dns_resolver(GuardedResolver { trusted_hosts: Arc::new(trusted_hosts) })
+            .build()
+            .expect("an HTTP client with static settings");
+        Self { client, primary_down_until: AtomicU64::new(0) }
+    }
+
+    pub fn primary_up(&self) -> bool {
+        self.primary_down_until.load(Ordering::Relaxed) <= now_ms()
+    }
+
+    fn mark_primary(&self, up: bool, rule: &Rule) {
+        let until = if up { 0 } else { now_ms() + rule.spec.probe_interval_ms };
+        self.primary_down_until.store(until, Ordering::Relaxed);
+    }
+
+    /// Fetches `path_and_query` (encoded, no leading `/`) from the rule's origins: the primary
+    /// first unless it is down, the backup when the primary fails over.
+    pub async fn fetch(
+        &self,
+        rule: &Rule,
+        path_and_query: &str,
+        validators: Option<&Validators>,
+    ) -> Result<Fetched, FetchError> {
+        let mut order: Vec<usize> = (0..rule.origins.len()).collect();
+        if order.len() > 1 && !self.primary_up() {
+            order.swap(0, 1);
+        }
+        let mut last = FetchError::Unreachable("no origin".into());
+        for (i, idx) in order.iter().copied().enumerate() {
+            let result = self.fetch_from(rule, idx, path_and_query, validators).await;
+            match result {
+                Ok(response) => {
+                    if idx == 0 {
+                        self.mark_primary(true, rule);
+                    }
+                    return Ok(Fetched { response, origin: idx });
+                }
+                Err(e) => {
+                    let over = e.fails_over(rule);
+                    if idx == 0 && over && !matches!(e, FetchError::NotFound) {
+                        self.mark_primary(false, rule);
+                    }
+                    tracing::debug!(rule = %rule.name, origin = idx, error = %e, "Origin fetch failed.");
+                    last = e;
+                    if !over || i + 1 == order.len() {
+                        break;
+                    }
+                }
+            }
+        }
+        Err(last)
+    }
+
+    async fn fetch_from(
+        &self,
+        rule: &Rule,
+        idx: usize,
+        path_and_query: &str,
+        validators: Option<&Validators>,
+    ) -> Result<reqwest::Response, FetchError> {
+        let mut url = object_url(&rule.origins[idx], path_and_query)?;
+        for _ in 0..=MAX_REDIRECTS {
+            check_hop(rule, &url).await?;
+            let mut req = self.client.get(url.clone()).headers(fill_headers(rule));
+            if let Some(v) = validators {
+                if let Some(e) = v.etag.as_deref().and_then(|e| HeaderValue::from_str(e).ok()) {
+                    req = req.header(reqwest::header::IF_NONE_MATCH, e);
+                }
+                if let Some(d) = v.last_modified.as_deref().and_then(|d| HeaderValue::from_str(d).ok()) {
+                    req = req.header(reqwest::header::IF_MODIFIED_SINCE, d);
+                }
+            }
+            let response = match tokio::time::timeout(rule.first_byte_timeout(), req.send()).await {
+                Err(_) => return Err(FetchError::Timeout),
+                Ok(Err(e)) if e.is_timeout() => return Err(FetchError::Timeout),
+                Ok(Err(e)) => return Err(FetchError::Unreachable(error_chain(&e))),
+                Ok(Ok(r)) => r,
+            };
+            let status = response.status();
+            if status.is_redirection() && status != StatusCode::NOT_MODIFIED {
+                let location = response
+                    .headers()
+                    .get(reqwest::header::LOCATION)
+                    .and_then(|l| l.to_str().ok())
+                    .ok_or_else(|| FetchError::Invalid(format!("{status} without Location")))?;
+                url = url.join(location).map_err(|e| FetchError::Invalid(format!("bad Location: {e}")))?;
+                continue;
+            }
+            return match status.as_u16() {
+                200 | 304 => Ok(response),
+                404 | 410 => Err(FetchError::NotFound),
+                s => Err(FetchError::Status(s)),
+            };
+        }
+        Err(FetchError::TooManyRedirects)
+    }
+
+    /// One `HEAD` of the primary's probe path; records the result.
+    pub async fn probe(&self, rule: &Rule) -> bool {
+        let Some(path) = &rule.spec.probe_path else { return true };
+        let Ok(url) = rule.origins[0].join(path) else { return false };
+        let req = self.client.head(url).headers(fill_headers(rule)).send();
+        let up = matches!(tokio::time::timeout(rule.first_byte_timeout(), req).await,
+            Ok(Ok(r)) if r.status().is_success() || r.status().is_redirection());
+        self.mark_primary(up, rule);
+        up
+    }
+}
+
+/// `base` (a directory) + `path_and_query`.
+fn object_url(base: &Url, path_and_query: &str) -> Result<Url, FetchError> {
+    let mut s = base.as_str().trim_end_matches('/').to_owned();
+    s.push('/');
+    s.push_str(path_and_query);
+    Url::parse(&s).map_err(|e| FetchError::Invalid(format!("origin URL: {e}")))
+}
+
+/// The headers of every origin request: the rule's, then ours (which win).
+fn fill_headers(rule: &Rule) -> HeaderMap {
+    let mut h = HeaderMap::new();
+    for (k, v) in &rule.spec.set_headers {
+        if let (Ok(k), Ok(v)) = (HeaderName::from_bytes(k.as_bytes()), HeaderValue::from_str(v)) {
+            h.insert(k, v);
+        }
+    }
+    h.insert(reqwest::header::ACCEPT_ENCODING, HeaderValue::from_static("identity"));
+    h.entry(reqwest::header::USER_AGENT).or_insert(HeaderValue::from_static("httpdns-mirror"));
+    h
+}
+
+/// A hop is allowed when its origin is one the rule names, or when every address it leads to
+/// is public (no private, loopback, link-local — cloud metadata included — or reserved).
+async fn check_hop(rule: &Rule, url: &Url) -> Result<(), FetchError> {
+    if !matches!(url.scheme(), "http" | "https") {
+        return Err(FetchError::Forbidden(format!("scheme {}", url.scheme())));
+    }
+    if rule.trusted_origins.contains(&url.origin().ascii_serialization()) {
+        return Ok(());
+    }
+    let port = url.port_or_known_default().unwrap_or(80);
+    let addrs: Vec<IpAddr> = match url.host() {
+        Some(url::Host::Ipv4(ip)) => vec![IpAddr::V4(ip)],
+        Some(url::Host::Ipv6(ip)) => vec![IpAddr::V6(ip)],
+        Some(url::Host::Domain(d)) => tokio::net::lookup_host((d, port))
+            .await
+            .map_err(|e| FetchError::Unreachable(format!("resolving {d}: {e}")))?
+            .map(|a| a.ip())
+            .collect(),
+        None => return Err(FetchError::Forbidden("no host".into())),
+    };
+    if addrs.is_empty() {
+        return Err(FetchError::Unreachable(format!("{url} resolves to nothing")));
+    }
+    if let Some(bad) = addrs.iter().find(|ip| classify(ip.to_canonical()) != IpClass::Public) {
+        return Err(FetchError::Forbidden(format!("{} resolves to {bad}", url.host_str().unwrap_or(""))));
+    }
+    Ok(())
+}
+
+/// Resolves names for origin connections: the rule's own origin hosts as they are, any other
+/// name only to public addresses. Checking after resolving, on the addresses the connection
+/// will use, is what defeats DNS rebinding between the hop check and the connect.
+#[derive(Debug, Clone)]
+struct GuardedResolver {
+    trusted_hosts: Arc<Vec<String>>,
+}
+
+impl reqwest::dns::Resolve for GuardedResolver {
+    fn resolve(&self, name: reqwest::dns::Name) -> reqwest::dns::Resolving {
+        let trusted = self.trusted_hosts.iter().any(|h| h.eq_ignore_ascii_case(name.as_str()));
+        let host = name.as_str().to_owned();
+        Box::pin(async move {
+            let addrs: Vec<SocketAddr> = tokio::net::lookup_host((host.as_str(), 0)).await?.collect();
+            let addrs: Vec<SocketAddr> = if trusted {
+                addrs
+            } else {
+                addrs.into_iter().filter(|a| classify(a.ip().to_canonical()) == IpClass::Public).collect()
+            };
+            if addrs.is_empty() {
+                return Err(format!("{host} has no address the mirror may connect to").into());
+            }
+            Ok(Box::new(addrs.into_iter()) as reqwest::dns::Addrs)
+        })
+    }
+}
+
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut source = e.source();
+    while let Some(inner) = source {
+        s.push_str(": ");
+        s.push_str(&inner.to_string());
+        source = inner.source();
+    }
+    s
+}
+
+pub(crate) fn now_ms() -> u64 {
+    SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
+}

@@ -1,0 +1,413 @@
+//! Mirror rules: what the admin API stores, how it is validated, and the compiled table the
+//! gateway matches request paths against (longest prefix wins, on segment boundaries).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use httpdns_core::model::FieldError;
+use serde::{Deserialize, Serialize};
+use url::Url;
+
+/// One rule as stored (`/admin/v1/mirror/rules/{name}`). Defaults are written out when stored,
+/// so a read shows what is in force.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RuleSpec {
+    /// The request path prefix, e.g. `/image`. Matched on whole segments.
+    pub path_prefix: String,
+    /// The primary origin's base URL; the key is appended to its path.
+    pub origin: String,
+    /// A backup origin, tried when the primary fails (5xx, timeout, refused) or is down.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backup_origin: Option<String>,
+    /// Replaces the matched prefix in the origin path (`None`: the prefix is stripped).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replace_prefix: Option<String>,
+    /// Forward query parameters that identify the origin object. `false` (the default): the
+    /// client's query string never reaches the origin. `true`: the parameters listed in
+    /// `origin_query_params` (all of them when the list is empty) are forwarded, and they
+    /// become part of the stored key, so two queries are two objects and neither replaces
+    /// the bare key's copy. `x-oss-process` is never forwarded.
+    #[serde(default)]
+    pub pass_query: bool,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub origin_query_params: Vec<String>,
+    /// Origin statuses, besides 5xx, that make the gateway try the backup origin.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub failover_statuses: Vec<u16>,
+    /// A path on the primary probed with `HEAD` every `probe_interval_ms`; while it fails,
+    /// fills go to the backup first.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub probe_path: Option<String>,
+    #[serde(default = "default_probe_interval")]
+    pub probe_interval_ms: u64,
+    #[serde(default = "default_timeout")]
+    pub connect_timeout_ms: u64,
+    #[serde(default = "default_timeout")]
+    pub first_byte_timeout_ms: u64,
+    #[serde(default = "default_timeout")]
+    pub idle_timeout_ms: u64,
+    #[serde(default = "default_max_object")]
+    pub max_object_bytes: u64,
+    /// Request headers set on every origin fetch (e.g. `Host`, a shared secret).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub set_headers: BTreeMap<String, String>,
+    /// Other origins (`scheme://host:port`) that redirects may lead to. The configured origins
+    /// are always allowed; any other hop must resolve to public addresses only.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub redirect_origins: Vec<String>,
+    /// Stored copies are immutable (mirror semantics) unless a TTL is set: then a copy older
+    /// than it is revalidated with `If-None-Match`/`If-Modified-Since`, served stale meanwhile.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttl_s: Option<u64>,
+    /// How long past its TTL a copy may be served when the origin fails (RFC 5861 `stale-if-error`).
+    #[serde(default = "default_stale_if_error")]
+    pub stale_if_error_s: u64,
+    /// How long an origin 404 is remembered.
+    #[serde(default = "default_negative_ttl")]
+    pub negative_ttl_ms: u64,
+    /// Verify `Content-MD5` when the origin sends it; a mismatch is never stored.
+    #[serde(default = "yes")]
+    pub check_md5: bool,
+    /// Serve `x-oss-process=image/...` variants computed from the stored original.
+    #[serde(default = "yes")]
+    pub image_process: bool,
+}
+
+fn default_probe_interval() -> u64 {
+    5_000
+}
+fn default_timeout() -> u64 {
+    10_000
+}
+fn default_max_object() -> u64 {
+    5 << 30
+}
+fn default_stale_if_error() -> u64 {
+    86_400
+}
+fn default_negative_ttl() -> u64 {
+    10_000
+}
+fn yes() -> bool {
+    true
+}
+
+/// Headers a rule may not set: they would break framing or leak client state.
+const FORBIDDEN_SET_HEADERS: &[&str] =
+    &["content-length", "transfer-encoding", "connection", "range", "accept-encoding", "te", "upgrade"];
+
+impl RuleSpec {
+    pub fn validate(&self) -> Result<(), FieldError> {
+        parse_prefix(&self.path_prefix)?;
+        parse_origin(&self.origin, "origin")?;
+        if let Some(b) = &self.backup_origin {
+            parse_origin(b, "backup_origin")?;
+        }
+        if let Some(r) = &self.replace_prefix {
+            if !r.is_empty() {
+                parse_prefix(r).map_err(|e| FieldError::new("replace_prefix", e.message))?;
+            }
+        }
+        if !self.pass_query && !self.origin_query_params.is_empty() {
+            return Err(FieldError::new(
+                "origin_query_params",
+                "set pass_query to true to forward parameters",
+            ));
+        }
+        for p in &self.origin_query_params {
+            if p.is_empty()
+                || p.len() > 64
+                || !p.bytes().all(|b| b.is_ascii_graphic() && b != b'=' && b != b'&')
+            {
+                return Err(FieldError::new(
+                    "origin_query_params",
+                    format!("{p:.64?} is not a parameter name"),
+                ));
+            }
+            if p == "x-oss-process" {
+                return Err(FieldError::new(
+                    "origin_query_params",
+                    "x-oss-process is processed here and never sent to the origin",
+                ));
+            }
+        }
+        for s in &self.failover_statuses {
+            if !(400..=599).contains(s) {
+                return Err(FieldError::new("failover_statuses", format!("{s} is not a 4xx or 5xx status")));
+            }
+        }
+        if let Some(p) = &self.probe_path {
+            if !p.starts_with('/') || p.contains(['?', '#']) || p.chars().any(|c| c.is_control() || c == ' ')
+            {
+                return Err(FieldError::new("probe_path", "must be an absolute path such as /health"));
+            }
+        }
+        bounded("probe_interval_ms", self.probe_interval_ms, 100, 3_600_000)?;
+        bounded("connect_timeout_ms", self.connect_timeout_ms, 10, 600_000)?;
+        bounded("first_byte_timeout_ms", self.first_byte_timeout_ms, 10, 600_000)?;
+        bounded("idle_timeout_ms", self.idle_timeout_ms, 10, 600_000)?;
+        bounded("max_object_bytes", self.max_object_bytes, 1, 1 << 40)?;
+        bounded("negative_ttl_ms", self.negative_ttl_ms, 0, 86_400_000)?;
+        bounded("stale_if_error_s", self.stale_if_error_s, 0, 365 * 86_400)?;
+        if let Some(t) = self.ttl_s {
+            bounded("ttl_s", t, 1, 10 * 365 * 86_400)?;
+        }
+        for (k, v) in &self.set_headers {
+            let name = http::HeaderName::from_bytes(k.as_bytes())
+                .map_err(|_| FieldError::new("set_headers", format!("{k:.64?} is not a header name")))?;
+            if FORBIDDEN_SET_HEADERS.contains(&name.as_str()) {
+                return Err(FieldError::new("set_headers", format!("{k} may not be set on origin fetches")));
+            }
+            if http::HeaderValue::from_str(v).is_err() || v.contains(['\r', '\n']) || v.len() > 1024 {
+                return Err(FieldError::new(
+                    "set_headers",
+                    format!("the value of {k} is not a valid header value"),
+                ));
+            }
+        }
+        for o in &self.redirect_origins {
+            parse_origin(o, "redirect_origins")?;
+        }
+        Ok(())
+    }
+}
+
+fn bounded(field: &str, v: u64, min: u64, max: u64) -> Result<(), FieldError> {
+    if (min..=max).contains(&v) {
+        Ok(())
+    } else {
+        Err(FieldError::new(field, format!("must be from {min} to {max}")))
+    }
+}
+
+/// `/image` or `/a/b`: absolute, no trailing slash, plain segments. `/` alone matches all.
+fn parse_prefix(p: &str) -> Result<Vec<String>, FieldError> {
+    let err = |m: &str| FieldError::new("path_prefix", m.to_owned());
+    if !p.starts_with('/') {
+        return Err(err("must start with '/', e.g. /image"));
+    }
+    if p == "/" {
+        return Ok(Vec::new());
+    }
+    if p.ends_with('/') {
+        return Err(err("must not end with '/'"));
+    }
+    let mut out = Vec::new();
+    for seg in p[1..].split('/') {
+        if seg.is_empty()
+            || seg == "."
+            || seg == ".."
+            || seg.len() > 128
+            || !seg.bytes().all(|b| b.is_ascii_alphanumeric() || b"-_.~".contains(&b))
+        {
+            return Err(err("segments may hold only letters, digits and -_.~"));
+        }
+        out.push(seg.to_owned());
+    }
+    Ok(out)
+}
+
+fn parse_origin(raw: &str, field: &str) -> Result<Url, FieldError> {
+    let url =
+        Url::parse(raw).map_err(|e| FieldError::new(field, format!("{raw:.128?} is not a URL: {e}")))?;
+    if !matches!(url.scheme(), "http" | "https") {
+        return Err(FieldError::new(field, "must be an http:// or https:// URL"));
+    }
+    if url.host().is_none() {
+        return Err(FieldError::new(field, "needs a host"));
+    }
+    if !url.username().is_empty() || url.password().is_some() {
+        return Err(FieldError::new(field, "credentials in the URL are not allowed; use set_headers"));
+    }
+    if url.query().is_some() || url.fragment().is_some() {
+        return Err(FieldError::new(field, "must not have a query or fragment"));
+    }
+    Ok(url)
+}
+
+/// A compiled rule, ready for requests.
+#[derive(Debug)]
+pub struct Rule {
+    pub name: String,
+    pub spec: RuleSpec,
+    pub prefix: Vec<String>,
+    pub origins: Vec<Url>,
+    pub replace_prefix: Vec<String>,
+    /// `scheme://host:port` of every origin a redirect may go to without the address check.
+    pub trusted_origins: BTreeSet<String>,
+    pub query_params: BTreeSet<String>,
+}
+
+impl Rule {
+    pub fn compile(name: &str, spec: RuleSpec) -> Result<Self, FieldError> {
+        spec.validate()?;
+        let prefix = parse_prefix(&spec.path_prefix)?;
+        let mut origins = vec![parse_origin(&spec.origin, "origin")?];
+        if let Some(b) = &spec.backup_origin {
+            origins.push(parse_origin(b, "backup_origin")?);
+        }
+        let replace_prefix = match spec.replace_prefix.as_deref() {
+            None | Some("") | Some("/") => Vec::new(),
+            Some(r) => parse_prefix(r)?,
+        };
+        let mut trusted_origins: BTreeSet<String> =
+            origins.iter().map(|u| u.origin().ascii_serialization()).collect();
+        for o in &spec.redirect_origins {
+            trusted_origins.insert(parse_origin(o, "redirect_origins")?.origin().ascii_serialization());
+        }
+        let query_params = spec.origin_query_params.iter().cloned().collect();
+        Ok(Self {
+            name: name.to_owned(),
+            prefix,
+            origins,
+            replace_prefix,
+            trusted_origins,
+            query_params,
+            spec,
+        })
+    }
+
+    pub fn connect_timeout(&self) -> Duration {
+        Duration::from_millis(self.spec.connect_timeout_ms)
+    }
+    pub fn first_byte_timeout(&self) -> Duration {
+        Duration::from_millis(self.spec.first_byte_timeout_ms)
+    }
+    pub fn idle_timeout(&self) -> Duration {
+        Duration::from_millis(self.spec.idle_timeout_ms)
+    }
+    pub fn negative_ttl(&self) -> Duration {
+        Duration::from_millis(self.spec.negative_ttl_ms)
+    }
+}
+
+/// Every rule, matched by longest prefix. Swapped whole when the admin API changes a rule.
+#[derive(Debug, Default)]
+pub struct RuleTable {
+    /// Longest prefix first, so the first match is the most specific.
+    rules: Vec<Arc<Rule>>,
+}
+
+impl RuleTable {
+    /// Compiles stored rules; a rule that no longer validates is skipped with an error log
+    /// rather than taking the others down.
+    pub fn new(specs: impl IntoIterator<Item = (String, RuleSpec)>) -> Self {
+        let mut rules: Vec<Arc<Rule>> = specs
+            .into_iter()
+            .filter_map(|(name, spec)| match Rule::compile(&name, spec) {
+                Ok(r) => Some(Arc::new(r)),
+                Err(e) => {
+                    tracing::error!(rule = %name, field = %e.field, error = %e.message, "Skipping invalid mirror rule.");
+                    None
+                }
+            })
+            .collect();
+        rules.sort_by(|a, b| b.prefix.len().cmp(&a.prefix.len()).then_with(|| a.name.cmp(&b.name)));
+        Self { rules }
+    }
+
+    pub fn rules(&self) -> &[Arc<Rule>] {
+        &self.rules
+    }
+
+    /// The most specific rule whose prefix is a whole-segment prefix of `path` (the raw,
+    /// still encoded request path), and the rest of the path after it.
+    pub fn matching<'p>(&self, path: &'p str) -> Option<(&Arc<Rule>, &'p str)> {
+        let path = path.strip_prefix('/')?;
+        self.rules.iter().find_map(|rule| {
+            let mut rest = path;
+            for seg in &rule.prefix {
+                rest = rest.strip_prefix(seg.as_str())?;
+                rest = rest.strip_prefix('/')?;
+            }
+            Some((rule, rest))
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(prefix: &str, origin: &str) -> RuleSpec {
+        serde_json::from_value(serde_json::json!({"path_prefix": prefix, "origin": origin})).unwrap()
+    }
+
+    #[test]
+    fn contract_body_parses_with_defaults() {
+        let s: RuleSpec = serde_json::from_str(
+            r#"{"path_prefix": "/image", "origin": "http://127.0.0.1:9000", "pass_query": false}"#,
+        )
+        .unwrap();
+        s.validate().unwrap();
+        assert_eq!(s.first_byte_timeout_ms, 10_000);
+        assert!(!s.pass_query);
+        assert!(s.check_md5);
+    }
+
+    #[test]
+    fn bad_specs_name_their_field() {
+        let cases = [
+            (serde_json::json!({"path_prefix": "image", "origin": "http://a"}), "path_prefix"),
+            (serde_json::json!({"path_prefix": "/im/../x", "origin": "http://a"}), "path_prefix"),
+            (serde_json::json!({"path_prefix": "/image/", "origin": "http://a"}), "path_prefix"),
+            (serde_json::json!({"path_prefix": "/image", "origin": "ftp://a"}), "origin"),
+            (serde_json::json!({"path_prefix": "/image", "origin": "http://u:p@a"}), "origin"),
+            (serde_json::json!({"path_prefix": "/image", "origin": "http://a/?x=1"}), "origin"),
+            (
+                serde_json::json!({"path_prefix": "/i", "origin": "http://a", "backup_origin": "nope"}),
+                "backup_origin",
+            ),
+            (
+                serde_json::json!({"path_prefix": "/i", "origin": "http://a", "origin_query_params": ["v"]}),
+                "origin_query_params",
+            ),
+            (
+                serde_json::json!({"path_prefix": "/i", "origin": "http://a", "pass_query": true, "origin_query_params": ["x-oss-process"]}),
+                "origin_query_params",
+            ),
+            (
+                serde_json::json!({"path_prefix": "/i", "origin": "http://a", "idle_timeout_ms": 0}),
+                "idle_timeout_ms",
+            ),
+            (
+                serde_json::json!({"path_prefix": "/i", "origin": "http://a", "failover_statuses": [200]}),
+                "failover_statuses",
+            ),
+            (
+                serde_json::json!({"path_prefix": "/i", "origin": "http://a", "set_headers": {"Range": "bytes=0-"}}),
+                "set_headers",
+            ),
+            (
+                serde_json::json!({"path_prefix": "/i", "origin": "http://a", "probe_path": "health"}),
+                "probe_path",
+            ),
+        ];
+        for (body, field) in cases {
+            let s: RuleSpec = serde_json::from_value(body.clone()).unwrap();
+            let e = s.validate().expect_err(&body.to_string());
+            assert_eq!(e.field, field, "{body}");
+        }
+    }
+
+    #[test]
+    fn longest_prefix_on_segment_boundaries() {
+        let t = RuleTable::new([
+            ("img".to_owned(), spec("/image", "http://a")),
+            ("thumbs".to_owned(), spec("/image/thumbs", "http://b")),
+            ("all".to_owned(), spec("/", "http://c")),
+        ]);
+        let (r, rest) = t.matching("/image/thumbs/a.jpg").unwrap();
+        assert_eq!((r.name.as_str(), rest), ("thumbs", "a.jpg"));
+        let (r, rest) = t.matching("/image/a.jpg").unwrap();
+        assert_eq!((r.name.as_str(), rest), ("img", "a.jpg"));
+        // `/imagex` is not under `/image`.
+        let (r, rest) = t.matching("/imagex/a.jpg").unwrap();
+        assert_eq!((r.name.as_str(), rest), ("all", "imagex/a.jpg"));
+        let only = RuleTable::new([("img".to_owned(), spec("/image", "http://a"))]);
+        assert!(only.matching("/imagex/a.jpg").is_none());
+        assert!(only.matching("/image").is_none());
+    }
+}

@@ -1,0 +1,516 @@
+//! The mirror listener: `GET`/`HEAD /<path_prefix>/<key>`.
+
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use axum::body::Body;
+use axum::extract::State;
+use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode, Uri};
+use axum::response::{IntoResponse, Response};
+use axum::Router;
+use futures_util::StreamExt;
+use httpdns_image::{ImageProcess, RenderError};
+use object_store::path::Path;
+
+use crate::conditional::{decide, Decision, Preconditions};
+use crate::fill::{self, FillError, FillHead, FillState};
+use crate::key::ObjectKey;
+use crate::metrics::Outcome;
+use crate::objects::{store_path, Found, StoredMeta};
+use crate::origin::{now_ms, FetchError, Validators};
+use crate::{Mirror, RuleRuntime};
+
+/// The mirror listener's router: every path goes to the gateway.
+pub fn router(mirror: Arc<Mirror>) -> Router {
+    Router::new().fallback(handle).with_state(mirror)
+}
+
+/// A request after routing and validation.
+struct Request {
+    runtime: Arc<RuleRuntime>,
+    /// Prefix and key segments: the store namespace of this URL.
+    segments: Vec<String>,
+    /// The origin path with forwarded query, encoded, no leading `/`.
+    origin_path: String,
+    /// Canonical forwarded query, when the rule lets the query select the object.
+    query_key: Option<String>,
+    process: Option<ImageProcess>,
+    head_only: bool,
+}
+
+async fn handle(State(mirror): State<Arc<Mirror>>, method: Method, uri: Uri, headers: HeaderMap) -> Response {
+    let head_only = match method {
+        Method::GET => false,
+        Method::HEAD => true,
+        _ => {
+            let mut r = error(
+                StatusCode::METHOD_NOT_ALLOWED,
+                "MethodNotAllowed",
+                None,
+                "the mirror serves GET and HEAD",
+            );
+            r.headers_mut().insert(header::ALLOW, HeaderValue::from_static("GET, HEAD"));
+            return r;
+        }
+    };
+    let req = match parse(&mirror, &uri, head_only) {
+        Ok(r) => r,
+        Err(resp) => return *resp,
+    };
+    let rule = req.runtime.rule.name.clone();
+    let (outcome, resp) = match &req.process {
+        Some(ops) => variant(&mirror, &req, ops, &headers).await,
+        None => original(&mirror, &req, &headers).await,
+    };
+    mirror.metrics.request(&rule, outcome);
+    resp
+}
+
+fn parse(mirror: &Mirror, uri: &Uri, head_only: bool) -> Result<Request, Box<Response>> {
+    let bad = |field: &str, msg: String| {
+        Box::new(error(StatusCode::BAD_REQUEST, "InvalidArgument", Some(field), &msg))
+    };
+    let Some((runtime, rest)) = mirror.route(uri.path()) else {
+        return Err(Box::new(error(
+            StatusCode::NOT_FOUND,
+            "NoSuchRule",
+            None,
+            "no mirror rule matches this path",
+        )));
+    };
+    let key = ObjectKey::parse(&rest).map_err(|e| bad("path", e.0.to_owned()))?;
+    let rule = &runtime.rule;
+    let mut process = None;
+    let mut forwarded: Vec<(String, String)> = Vec::new();
+    for (k, v) in form_urlencoded::parse(uri.query().unwrap_or("").as_bytes()) {
+        if k == "x-oss-process" {
+            if process.is_some() {
+                return Err(bad("x-oss-process", "given more than once".into()));
+            }
+            if rule.spec.image_process {
+                let ops = httpdns_image::parse(&v).map_err(|e| bad(&e.param, e.to_string()))?;
+                process = Some(ops);
+            }
+        } else if rule.spec.pass_query
+            && (rule.query_params.is_empty() || rule.query_params.contains(k.as_ref()))
+        {
+            forwarded.push((k.into_owned(), v.into_owned()));
+        }
+    }
+    forwarded.sort();
+    let query_key = (!forwarded.is_empty())
+        .then(|| form_urlencoded::Serializer::new(String::new()).extend_pairs(forwarded.iter()).finish());
+    let segments: Vec<String> = rule.prefix.iter().chain(key.segments()).cloned().collect();
+    let mut origin_path = String::new();
+    for seg in &rule.replace_prefix {
+        origin_path.push_str(seg);
+        origin_path.push('/');
+    }
+    origin_path.push_str(&key.encoded());
+    if let Some(q) = &query_key {
+        origin_path.push('?');
+        origin_path.push_str(q);
+    }
+    Ok(Request { runtime, segments, origin_path, query_key, process, head_only })
+}
+
+impl Request {
+    fn original_location(&self) -> Path {
+        let segs = self.segments.iter().map(String::as_str);
+        match &self.query_key {
+            Some(q) => store_path("q", segs.chain(std::iter::once(q.as_str()))),
+            None => store_path("o", segs),
+        }
+    }
+
+    fn variant_location(&self, ops: &ImageProcess, canonical: &str) -> Path {
+        let _ = ops;
+        let segs = self.segments.iter().map(String::as_str);
+        let tail = match &self.query_key {
+            Some(q) => vec![q.as_str(), canonical],
+            None => vec![canonical],
+        };
+        store_path("v", segs.chain(tail))
+    }
+}
+
+/// Serves an original: the stored copy, or a fill.
+async fn original(mirror: &Arc<Mirror>, req: &Request, headers: &HeaderMap) -> (Outcome, Response) {
+    let location = req.original_location();
+    let rule = &req.runtime.rule;
+    let found = match mirror.objects.find(&location).await {
+        Ok(f) => f,
+        Err(e) => return (Outcome::Error, store_error(&e.to_string())),
+    };
+    if let Some(found) = found {
+        if let Some(ttl) = rule.spec.ttl_s {
+            let age_ms = now_ms().saturating_sub(mirror.validated_at(&location, &found.meta));
+            if age_ms > ttl * 1000 {
+                let validators = Validators {
+                    etag: found.meta.origin_etag.clone(),
+                    last_modified: found.meta.origin_last_modified.clone(),
+                };
+                let started = fill::join_or_start(
+                    mirror,
+                    &req.runtime,
+                    &location,
+                    req.origin_path.clone(),
+                    Some(validators),
+                );
+                if age_ms <= (ttl + rule.spec.stale_if_error_s) * 1000 {
+                    // RFC 5861: serve the stale copy while the revalidation runs.
+                    let mut resp = serve_found(mirror, &found, req, headers, "HIT");
+                    resp.headers_mut().insert("x-cache-stale", HeaderValue::from_static("1"));
+                    return (Outcome::Stale, resp);
+                }
+                // Too old to serve without asking: wait for the origin.
+                let fill = match started {
+                    Ok((f, _)) => f,
+                    Err(e) => return (Outcome::Error, fill_error(&e)),
+                };
+                return match fill.finished().await {
+                    FillState::NotModified => {
+                        (Outcome::Hit, serve_found(mirror, &found, req, headers, "HIT"))
+                    }
+                    FillState::Done { head, meta } => {
+                        (Outcome::Miss, serve_fill(mirror, &fill, &head, Some(&meta), req, headers, "MISS"))
+                    }
+                    FillState::Failed(e) => (Outcome::Error, fill_error(&e)),
+                    _ => (Outcome::Error, fill_error(&FillError::Store("revalidation ended early".into()))),
+                };
+            }
+        }
+        return (Outcome::Hit, serve_found(mirror, &found, req, headers, "HIT"));
+    }
+    if mirror.known_missing(&location) {
+        return (Outcome::NotFound, fill_error(&FillError::Fetch(FetchError::NotFound)));
+    }
+    let (fill, started) =
+        match fill::join_or_start(mirror, &req.runtime, &location, req.origin_path.clone(), None) {
+            Ok(f) => f,
+            Err(e) => return (Outcome::Error, fill_error(&e)),
+        };
+    let outcome = if started { Outcome::Miss } else { Outcome::Coalesced };
+    let mut resp = match fill.head().await {
+        FillState::Streaming { head, .. } => serve_fill(mirror, &fill, &head, None, req, headers, "MISS"),
+        FillState::Done { head, meta } => serve_fill(mirror, &fill, &head, Some(&meta), req, headers, "MISS"),
+        FillState::Failed(FillError::Fetch(FetchError::NotFound)) => {
+            return (Outcome::NotFound, fill_error(&FillError::Fetch(FetchError::NotFound)))
+        }
+        FillState::Failed(e) => return (Outcome::Error, fill_error(&e)),
+        FillState::Starting | FillState::NotModified => {
+            return (Outcome::Error, fill_error(&FillError::Store("fill ended early".into())))
+        }
+    };
+    if !started {
+        resp.headers_mut().insert("x-cache-coalesced", HeaderValue::from_static("1"));
+    }
+    (outcome, resp)
+}
+
+/// Serves an image variant: stored, or rendered from the stored original (filled first if
+/// needed) and stored under its own key.
+async fn variant(
+    mirror: &Arc<Mirror>,
+    req: &Request,
+    ops: &ImageProcess,
+    headers: &HeaderMap,
+) -> (Outcome, Response) {
+    let canonical = ops.canonical();
+    let location = req.variant_location(ops, &canonical);
+    match mirror.objects.find(&location).await {
+        Ok(Some(found)) => return (Outcome::Variant, serve_found(mirror, &found, req, headers, "HIT")),
+        Ok(None) => {}
+        Err(e) => return (Outcome::Error, store_error(&e.to_string())),
+    }
+    let original_location = req.original_location();
+    let mut original = match mirror.objects.find(&original_location).await {
+        Ok(f) => f,
+        Err(e) => return (Outcome::Error, store_error(&e.to_string())),
+    };
+    if original.is_none() {
+        if mirror.known_missing(&original_location) {
+            return (Outcome::NotFound, fill_error(&FillError::Fetch(FetchError::NotFound)));
+        }
+        let fill = match fill::join_or_start(
+            mirror,
+            &req.runtime,
+            &original_location,
+            req.origin_path.clone(),
+            None,
+        ) {
+            Ok((f, _)) => f,
+            Err(e) => return (Outcome::Error, fill_error(&e)),
+        };
+        match fill.finished().await {
+            FillState::Done { .. } => {}
+            FillState::Failed(e) => {
+                let outcome = if matches!(e, FillError::Fetch(FetchError::NotFound)) {
+                    Outcome::NotFound
+                } else {
+                    Outcome::Error
+                };
+                return (outcome, fill_error(&e));
+            }
+            _ => return (Outcome::Error, fill_error(&FillError::Store("fill ended early".into()))),
+        }
+        original = match mirror.objects.find(&original_location).await {
+            Ok(f) => f,
+            Err(e) => return (Outcome::Error, store_error(&e.to_string())),
+        };
+    }
+    let Some(original) = original else {
+        return (Outcome::Error, store_error("the original vanished after its fill"));
+    };
+    if original.meta.length > mirror.image_limits.max_input_bytes as u64 {
+        let e = RenderError::InputTooLarge {
+            bytes: original.meta.length as usize,
+            limit: mirror.image_limits.max_input_bytes,
+        };
+        return (Outcome::Error, render_error(&e));
+    }
+    let bytes = match mirror.objects.read_all(&original).await {
+        Ok(b) => b,
+        Err(e) => return (Outcome::Error, store_error(&e.to_string())),
+    };
+    let Ok(_permit) = mirror.render_permits.acquire().await else {
+        return (Outcome::Error, store_error("shutting down"));
+    };
+    let (ops2, limits) = (ops.clone(), mirror.image_limits.clone());
+    let rendered = tokio::task::spawn_blocking(move || httpdns_image::render(&bytes, &ops2, &limits)).await;
+    let rendered = match rendered {
+        Ok(Ok(r)) => r,
+        Ok(Err(e)) => return (Outcome::Error, render_error(&e)),
+        Err(e) => return (Outcome::Error, store_error(&e.to_string())),
+    };
+    use sha2::Digest as _;
+    let meta = StoredMeta {
+        content_type: rendered.content_type.to_owned(),
+        length: rendered.bytes.len() as u64,
+        etag: format!("\"{}\"", &hex::encode(sha2::Sha256::digest(&rendered.bytes))[..32]),
+        origin_etag: None,
+        origin_last_modified: None,
+        headers: Vec::new(),
+        stored_at_ms: now_ms(),
+    };
+    let body = bytes::Bytes::from(rendered.bytes);
+    if !req.head_only {
+        mirror.metrics.served(&req.runtime.rule.name, body.len() as u64);
+    }
+    if let Err(e) = mirror.objects.put_bytes(&location, body.clone(), &meta).await {
+        tracing::warn!(error = %e, key = %location, "Could not store an image variant; serving it anyway.");
+    }
+    let mut resp = full_response(&meta, req.head_only, body, "MISS");
+    resp.headers_mut()
+        .insert("x-image-size", header_value(&format!("{}x{}", rendered.width, rendered.height)));
+    (Outcome::Variant, resp)
+}
+
+/// The response for a stored copy, honouring conditionals and ranges.
+fn serve_found(
+    mirror: &Arc<Mirror>,
+    found: &Found,
+    req: &Request,
+    headers: &HeaderMap,
+    cache: &'static str,
+) -> Response {
+    let meta = &found.meta;
+    let h = |n: header::HeaderName| headers.get(n).and_then(|v| v.to_str().ok());
+    let pre = Preconditions {
+        if_none_match: h(header::IF_NONE_MATCH),
+        if_modified_since: h(header::IF_MODIFIED_SINCE),
+        range: h(header::RANGE),
+        if_range: h(header::IF_RANGE),
+    };
+    let decision = decide(&pre, &meta.etag, meta.last_modified(), meta.length);
+    let (status, start, end) = match decision {
+        Decision::NotModified => {
+            let mut r = StatusCode::NOT_MODIFIED.into_response();
+            validators(r.headers_mut(), meta, cache);
+            return r;
+        }
+        Decision::Unsatisfiable => {
+            let mut r = error(
+                StatusCode::RANGE_NOT_SATISFIABLE,
+                "InvalidRange",
+                Some("range"),
+                "the range is outside the object",
+            );
+            r.headers_mut().insert(header::CONTENT_RANGE, header_value(&format!("bytes */{}", meta.length)));
+            validators(r.headers_mut(), meta, cache);
+            return r;
+        }
+        Decision::Full => (StatusCode::OK, 0, meta.length),
+        Decision::Partial { start, end } => (StatusCode::PARTIAL_CONTENT, start, end + 1),
+    };
+    let body = if req.head_only || start == end {
+        Body::empty()
+    } else {
+        counted_body(mirror, &req.runtime.rule.name, mirror.objects.read(found, start, end))
+    };
+    let mut r = Response::new(body);
+    *r.status_mut() = status;
+    let hm = r.headers_mut();
+    hm.insert(header::CONTENT_LENGTH, header_value(&(end - start).to_string()));
+    if status == StatusCode::PARTIAL_CONTENT {
+        hm.insert(
+            header::CONTENT_RANGE,
+            header_value(&format!("bytes {}-{}/{}", start, end - 1, meta.length)),
+        );
+    }
+    content_headers(hm, meta);
+    validators(hm, meta, cache);
+    r
+}
+
+/// The response of a client attached to a fill, streaming as the body arrives.
+fn serve_fill(
+    mirror: &Arc<Mirror>,
+    fill: &fill::Fill,
+    head: &FillHead,
+    done: Option<&StoredMeta>,
+    req: &Request,
+    headers: &HeaderMap,
+    cache: &'static str,
+) -> Response {
+    let length = done.map(|m| m.length).or(head.content_length);
+    let range = headers.get(header::RANGE).and_then(|v| v.to_str().ok());
+    // A range is answered from the fill only when the length is known; otherwise the whole
+    // object (RFC 9110 lets a server ignore Range).
+    let decision = match (range, length) {
+        (Some(r), Some(len)) if headers.get(header::IF_RANGE).is_none() => {
+            crate::conditional::parse_range(r, len)
+        }
+        _ => Decision::Full,
+    };
+    let (status, start, end) = match decision {
+        Decision::Partial { start, end } => (StatusCode::PARTIAL_CONTENT, start, Some(end + 1)),
+        Decision::Unsatisfiable => {
+            let mut r = error(
+                StatusCode::RANGE_NOT_SATISFIABLE,
+                "InvalidRange",
+                Some("range"),
+                "the range is outside the object",
+            );
+            r.headers_mut()
+                .insert(header::CONTENT_RANGE, header_value(&format!("bytes */{}", length.unwrap_or(0))));
+            return r;
+        }
+        _ => (StatusCode::OK, 0, length),
+    };
+    let body = if req.head_only {
+        Body::empty()
+    } else {
+        counted_body(mirror, &req.runtime.rule.name, fill.stream(start, end))
+    };
+    let mut r = Response::new(body);
+    *r.status_mut() = status;
+    let hm = r.headers_mut();
+    if let Some(end) = end {
+        hm.insert(header::CONTENT_LENGTH, header_value(&(end - start).to_string()));
+    }
+    if let (StatusCode::PARTIAL_CONTENT, Some(end), Some(len)) = (status, end, length) {
+        hm.insert(header::CONTENT_RANGE, header_value(&format!("bytes {}-{}/{}", start, end - 1, len)));
+    }
+    hm.insert(header::CONTENT_TYPE, header_value(&head.content_type));
+    for (k, v) in &head.headers {
+        if let (Ok(k), Ok(v)) = (header::HeaderName::from_bytes(k.as_bytes()), HeaderValue::from_str(v)) {
+            hm.insert(k, v);
+        }
+    }
+    if let Some(lm) = &head.origin_last_modified {
+        if let Ok(v) = HeaderValue::from_str(lm) {
+            hm.insert(header::LAST_MODIFIED, v);
+        }
+    }
+    if let Some(meta) = done {
+        hm.insert(header::ETAG, header_value(&meta.etag));
+    }
+    hm.insert(header::ACCEPT_RANGES, HeaderValue::from_static("bytes"));
+    hm.insert("x-cache", HeaderValue::from_static(cache));
+    r
+}
+
+fn full_response(meta: &StoredMeta, head_only: bool, body: bytes::Bytes, cache: &'static str) -> Response {
+    let mut r = Response::new(if head_only { Body::empty() } else { Body::from(body) });
+    let hm = r.headers_mut();
+    hm.insert(header::CONTENT_LENGTH, header_value(&meta.length.to_string()));
+    content_headers(hm, meta);
+    validators(hm, meta, cache);
+    r
+}
+
+fn content_headers(hm: &mut HeaderMap, meta: &StoredMeta) {
+    hm.insert(header::CONTENT_TYPE, header_value(&meta.content_type));
+    for (k, v) in &meta.headers {
+        if let (Ok(k), Ok(v)) = (header::HeaderName::from_bytes(k.as_bytes()), HeaderValue::from_str(v)) {
+            hm.insert(k, v);
+        }
+    }
+}
+
+fn validators(hm: &mut HeaderMap, meta: &StoredMeta, cache: &'static str) {
+    hm.insert(header::ETAG, header_value(&meta.etag));
+    hm.insert(header::LAST_MODIFIED, header_value(&httpdate::fmt_http_date(meta.last_modified())));
+    hm.insert(header::ACCEPT_RANGES, HeaderValue::from_static("bytes"));
+    hm.insert("x-cache", HeaderValue::from_static(cache));
+    let age = SystemTime::now().duration_since(meta.stored_at()).map_or(0, |d| d.as_secs());
+    hm.insert(header::AGE, header_value(&age.to_string()));
+}
+
+fn header_value(s: &str) -> HeaderValue {
+    HeaderValue::from_str(s).unwrap_or_else(|_| HeaderValue::from_static("invalid"))
+}
+
+/// A streamed body whose bytes are counted per rule as they leave.
+fn counted_body(
+    mirror: &Arc<Mirror>,
+    rule: &str,
+    stream: futures_util::stream::BoxStream<'static, Result<bytes::Bytes, std::io::Error>>,
+) -> Body {
+    let (mirror, rule) = (mirror.clone(), rule.to_owned());
+    Body::from_stream(stream.inspect(move |chunk| {
+        if let Ok(c) = chunk {
+            mirror.metrics.served(&rule, c.len() as u64);
+        }
+    }))
+}
+
+fn error(status: StatusCode, code: &str, field: Option<&str>, message: &str) -> Response {
+    let mut body = serde_json::json!({ "error": message, "code": code });
+    if let Some(f) = field {
+        body["field"] = f.into();
+    }
+    let mut r = (status, body.to_string()).into_response();
+    r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    r.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    r
+}
+
+fn store_error(message: &str) -> Response {
+    tracing::error!(error = %message, "Mirror store error.");
+    error(StatusCode::SERVICE_UNAVAILABLE, "StoreUnavailable", None, "the object store failed; try again")
+}
+
+fn fill_error(e: &FillError) -> Response {
+    let (status, code) = match e {
+        FillError::Fetch(FetchError::NotFound) => (StatusCode::NOT_FOUND, "NoSuchKey"),
+        FillError::Fetch(FetchError::Timeout) => (StatusCode::GATEWAY_TIMEOUT, "OriginTimeout"),
+        FillError::Fetch(FetchError::Forbidden(_)) => (StatusCode::BAD_GATEWAY, "OriginForbidden"),
+        FillError::Store(_) => (StatusCode::SERVICE_UNAVAILABLE, "StoreUnavailable"),
+        FillError::TooLarge(_) => (StatusCode::BAD_GATEWAY, "ObjectTooLarge"),
+        _ => (StatusCode::BAD_GATEWAY, "MirrorFailed"),
+    };
+    error(status, code, None, &e.to_string())
+}
+
+fn render_error(e: &RenderError) -> Response {
+    let (status, code) = match e {
+        RenderError::UnsupportedFormat => (StatusCode::UNSUPPORTED_MEDIA_TYPE, "ImageFormatUnsupported"),
+        RenderError::OutputTooLarge { .. } => (StatusCode::BAD_REQUEST, "InvalidArgument"),
+        RenderError::Encode(_) => (StatusCode::INTERNAL_SERVER_ERROR, "ImageEncodeFailed"),
+        _ => (StatusCode::UNPROCESSABLE_ENTITY, "ImageTooLargeOrInvalid"),
+    };
+    let field = matches!(e, RenderError::OutputTooLarge { .. }).then_some("x-oss-process");
+    error(status, code, field, &e.to_string())
+}

@@ -1,0 +1,587 @@
+//! The mirroring gateway against real origins on loopback, on the local disk store and on a
+//! real S3-compatible server (`s3s-fs`, when installed; `.ci/run` installs it).
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use reqwest::Method;
+use serde_json::json;
+
+use crate::origin::{blob, dimensions, png, raw_get, Mode, RunningOrigin};
+use crate::support::{env, Db, Server};
+
+/// Which store the gateway keeps copies in.
+enum Backend {
+    Local,
+    S3(S3Server),
+}
+
+/// An `s3s-fs` process serving a bucket from a temp directory.
+struct S3Server {
+    child: std::process::Child,
+    endpoint: String,
+    _dir: tempfile::TempDir,
+}
+
+impl Drop for S3Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn s3s_binary() -> Option<std::path::PathBuf> {
+    if let Ok(p) = std::env::var("HTTPDNS_TEST_S3S_FS") {
+        return Some(p.into());
+    }
+    std::env::var_os("PATH")
+        .and_then(|paths| std::env::split_paths(&paths).map(|d| d.join("s3s-fs")).find(|p| p.is_file()))
+}
+
+impl S3Server {
+    fn start() -> Option<Self> {
+        let Some(bin) = s3s_binary() else {
+            httpdns_test_support::skipped(
+                "mirror S3 suite",
+                "no s3s-fs binary (set HTTPDNS_TEST_S3S_FS or put s3s-fs on PATH; .ci/run installs it)",
+            );
+            return None;
+        };
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("mirror-test")).unwrap();
+        let port = {
+            let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            l.local_addr().unwrap().port()
+        };
+        let child = std::process::Command::new(bin)
+            .args(["--host", "127.0.0.1", "--port", &port.to_string()])
+            .args(["--access-key", "testkey", "--secret-key", "testsecret"])
+            .arg(dir.path())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("spawn s3s-fs");
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(std::time::Instant::now() < deadline, "s3s-fs did not start");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Some(Self { child, endpoint: format!("http://127.0.0.1:{port}"), _dir: dir })
+    }
+}
+
+async fn backends() -> Vec<Backend> {
+    let mut v = vec![Backend::Local];
+    if let Some(s) = S3Server::start() {
+        v.push(Backend::S3(s));
+    }
+    v
+}
+
+fn mirror_env(data: &std::path::Path, backend: &Backend) -> HashMap<String, String> {
+    let mut e = env(data, &Db::Sqlite);
+    e.insert("HTTPDNS_MIRROR_ADDR".into(), "127.0.0.1:0".into());
+    if let Backend::S3(s3) = backend {
+        e.insert("HTTPDNS_MIRROR_STORE".into(), "s3://mirror-test/copies".into());
+        e.insert("HTTPDNS_MIRROR_S3_ENDPOINT".into(), s3.endpoint.clone());
+        // object_store reads credentials from the AWS_* environment; tests pass them the same way.
+        std::env::set_var("AWS_ACCESS_KEY_ID", "testkey");
+        std::env::set_var("AWS_SECRET_ACCESS_KEY", "testsecret");
+    }
+    e
+}
+
+async fn gateway(backend: &Backend) -> (Server, tempfile::TempDir) {
+    let tmp = tempfile::tempdir().unwrap();
+    let server = Server::start_with(mirror_env(tmp.path(), backend), None).await;
+    (server, tmp)
+}
+
+async fn rule(server: &Server, name: &str, body: serde_json::Value) {
+    server.put_ok(&format!("/admin/v1/mirror/rules/{name}"), body).await;
+}
+
+async fn get(server: &Server, path: &str) -> reqwest::Response {
+    server.http.get(server.mirror_url(path)).send().await.unwrap()
+}
+
+/// Waits until `path` is served from the store (a fill's readers may finish before its commit).
+async fn wait_hit(server: &Server, path: &str) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(3);
+    while cache(&get(server, path).await) != "HIT" {
+        assert!(std::time::Instant::now() < deadline, "{path} is stored");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+fn cache(resp: &reqwest::Response) -> String {
+    resp.headers().get("x-cache").map(|v| v.to_str().unwrap().to_owned()).unwrap_or_default()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn thumbnail_incident_replayed() {
+    for backend in backends().await {
+        let origin = RunningOrigin::start().await;
+        let original = png(1200, 900);
+        origin.origin.put("/bucket/banner.png", original.clone(), "image/png");
+        let (server, _tmp) = gateway(&backend).await;
+        rule(&server, "image", json!({"path_prefix": "/image", "origin": format!("{}/bucket", origin.url()), "pass_query": false})).await;
+
+        let small = get(&server, "/image/banner.png?x-oss-process=image/resize,m_lfit,w_260,h_470").await;
+        assert_eq!(small.status(), 200);
+        let small = small.bytes().await.unwrap();
+        assert_eq!(dimensions(&small), (260, 195));
+        let large = get(&server, "/image/banner.png?x-oss-process=image/resize,m_lfit,w_760,h_1500").await;
+        assert_eq!(large.status(), 200);
+        let large = large.bytes().await.unwrap();
+        assert_eq!(dimensions(&large), (760, 570));
+        assert!(large.len() > small.len(), "the larger variant is larger");
+        let bare = get(&server, "/image/banner.png").await;
+        assert_eq!(bare.status(), 200);
+        assert_eq!(cache(&bare), "HIT");
+        assert_eq!(bare.headers()["content-type"], "image/png");
+        let bare = bare.bytes().await.unwrap();
+        assert_eq!(&bare[..], &original[..], "the bare key is the full-size original");
+        assert_eq!(dimensions(&bare), (1200, 900));
+        // The origin never saw a query string, and was asked once.
+        assert!(
+            origin.origin.queries().is_empty(),
+            "queries reached the origin: {:?}",
+            origin.origin.queries()
+        );
+        assert_eq!(origin.origin.requests("/bucket/banner.png"), 1);
+        // Variants are served from the store on repeat; the original stays the original.
+        let again = get(&server, "/image/banner.png?x-oss-process=image/resize,w_260,h_470,m_lfit").await;
+        assert_eq!(cache(&again), "HIT");
+        assert_eq!(&again.bytes().await.unwrap()[..], &small[..]);
+        assert_eq!(&get(&server, "/image/banner.png").await.bytes().await.unwrap()[..], &original[..]);
+        // Bad parameters: 400 naming the parameter, nothing fetched.
+        let bad = get(&server, "/image/banner.png?x-oss-process=image/resize,w_99999").await;
+        assert_eq!(bad.status(), 400);
+        let body: serde_json::Value = bad.json().await.unwrap();
+        assert_eq!(body["field"], "w", "{body}");
+        assert_eq!(origin.origin.total_requests(), 1);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn concurrent_misses_make_one_origin_request() {
+    for backend in backends().await {
+        let origin = RunningOrigin::start().await;
+        let body = blob(2 << 20, 7);
+        origin.origin.put("/o/big.bin", body.clone(), "application/octet-stream");
+        // A slow body keeps the fill open while every client arrives.
+        origin.origin.mode("/o/big.bin", Mode::Slow(Duration::from_millis(15)));
+        let (server, _tmp) = gateway(&backend).await;
+        rule(&server, "files", json!({"path_prefix": "/files", "origin": format!("{}/o", origin.url())}))
+            .await;
+        let client = reqwest::Client::builder().pool_max_idle_per_host(0).build().unwrap();
+        let url = server.mirror_url("/files/big.bin");
+        let mut tasks = Vec::new();
+        for _ in 0..500 {
+            let (client, url) = (client.clone(), url.clone());
+            tasks.push(tokio::spawn(async move {
+                let r = client.get(&url).send().await.unwrap();
+                assert_eq!(r.status(), 200);
+                let coalesced = r.headers().contains_key("x-cache-coalesced");
+                (r.bytes().await.unwrap(), coalesced)
+            }));
+        }
+        let mut coalesced = 0;
+        for t in tasks {
+            let (b, c) = t.await.unwrap();
+            assert!(b[..] == body[..], "every body is the origin's, byte for byte");
+            coalesced += usize::from(c);
+        }
+        assert_eq!(origin.origin.requests("/o/big.bin"), 1, "exactly one origin request");
+        assert!(coalesced > 0, "clients joined the fill");
+        let report = server.admin(Method::GET, "/admin/v1/mirror/report", None).await.1;
+        let files =
+            report["rules"].as_array().unwrap().iter().find(|r| r["rule"] == "files").unwrap().clone();
+        assert_eq!(files["back_to_source"], 1, "{report}");
+        assert_eq!(files["requests"], 500, "{report}");
+        assert_eq!(files["misses"], 1, "one miss; every other client coalesced or hit: {report}");
+        assert_eq!(files["bytes_from_origin"], body.len() as u64, "{report}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn broken_bodies_are_never_stored() {
+    for backend in backends().await {
+        let origin = RunningOrigin::start().await;
+        let body = blob(300_000, 3);
+        origin.origin.put("/o/cut.bin", body.clone(), "application/octet-stream");
+        origin.origin.put("/o/md5.bin", body.clone(), "application/octet-stream");
+        origin.origin.mode("/o/cut.bin", Mode::Truncate);
+        origin.origin.mode("/o/md5.bin", Mode::WrongMd5);
+        let (server, _tmp) = gateway(&backend).await;
+        rule(&server, "f", json!({"path_prefix": "/f", "origin": format!("{}/o", origin.url())})).await;
+        for (path, origin_path) in [("/f/cut.bin", "/o/cut.bin"), ("/f/md5.bin", "/o/md5.bin")] {
+            // The client never gets a complete body: a 502 when the failure comes before the
+            // headers, else a cut response (the last byte waits for the verified commit).
+            let r = get(&server, path).await;
+            if r.status() == 200 {
+                assert!(r.bytes().await.is_err(), "{path}: the response must not complete");
+            } else {
+                assert_eq!(r.status(), 502, "{path}");
+            }
+            tokio::time::sleep(Duration::from_millis(2100)).await; // the finished fill entry expires
+            let again = get(&server, path).await;
+            let _ = again.bytes().await;
+            assert_eq!(
+                origin.origin.requests(origin_path),
+                2,
+                "{path}: nothing was stored, so it is fetched again"
+            );
+        }
+        // Once the origin behaves, the copy is stored and served.
+        origin.origin.mode("/o/cut.bin", Mode::Normal);
+        tokio::time::sleep(Duration::from_millis(2100)).await;
+        assert_eq!(&get(&server, "/f/cut.bin").await.bytes().await.unwrap()[..], &body[..]);
+        // The client may finish reading before the commit; shortly after, it is a hit.
+        let deadline = std::time::Instant::now() + Duration::from_secs(3);
+        loop {
+            let hit = get(&server, "/f/cut.bin").await;
+            let is_hit = cache(&hit) == "HIT";
+            assert_eq!(&hit.bytes().await.unwrap()[..], &body[..]);
+            if is_hit {
+                break;
+            }
+            assert!(std::time::Instant::now() < deadline, "the good copy is stored");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        assert_eq!(origin.origin.requests("/o/cut.bin"), 3, "stored after one good fetch");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failover_timeouts_and_origin_outage() {
+    let primary = RunningOrigin::start().await;
+    let backup = RunningOrigin::start().await;
+    for o in [&primary, &backup] {
+        o.origin.put("/a.txt", b"from somewhere".to_vec(), "text/plain");
+    }
+    backup.origin.put("/only-backup.txt", b"backup copy".to_vec(), "text/plain");
+    let (server, _tmp) = gateway(&Backend::Local).await;
+    rule(
+        &server,
+        "ha",
+        json!({"path_prefix": "/ha", "origin": primary.url(), "backup_origin": backup.url(),
+        "first_byte_timeout_ms": 300}),
+    )
+    .await;
+    rule(
+        &server,
+        "solo",
+        json!({"path_prefix": "/solo", "origin": primary.url(), "first_byte_timeout_ms": 300}),
+    )
+    .await;
+
+    // 5xx on the primary: the backup answers.
+    primary.origin.mode("/only-backup.txt", Mode::Status(503));
+    let r = get(&server, "/ha/only-backup.txt").await;
+    assert_eq!(r.status(), 200);
+    assert_eq!(r.text().await.unwrap(), "backup copy");
+    // Slow primary: past the first-byte timeout the backup answers; without a backup, 504.
+    primary.origin.mode("/slow.txt", Mode::Stall(Duration::from_secs(3)));
+    backup.origin.put("/slow.txt", b"quick".to_vec(), "text/plain");
+    assert_eq!(get(&server, "/ha/slow.txt").await.text().await.unwrap(), "quick");
+    let r = get(&server, "/solo/slow.txt").await;
+    assert_eq!(r.status(), 504);
+    assert_eq!(r.json::<serde_json::Value>().await.unwrap()["code"], "OriginTimeout");
+    // 5xx without a backup: 502 with a JSON body; 404 is a 404.
+    primary.origin.mode("/down.txt", Mode::Status(500));
+    let r = get(&server, "/solo/down.txt").await;
+    assert_eq!(r.status(), 502);
+    assert!(r.json::<serde_json::Value>().await.unwrap()["error"].is_string());
+    assert_eq!(get(&server, "/solo/nothing-here.txt").await.status(), 404);
+    // 404 is remembered for a short while: no second origin request.
+    assert_eq!(get(&server, "/solo/nothing-here.txt").await.status(), 404);
+    assert_eq!(primary.origin.requests("/nothing-here.txt"), 1);
+
+    // Stored copies keep being served while the origin is gone; new keys fail cleanly.
+    assert_eq!(get(&server, "/solo/a.txt").await.text().await.unwrap(), "from somewhere");
+    let primary_addr = primary.addr;
+    drop(primary.stop());
+    let r = get(&server, "/solo/a.txt").await;
+    assert_eq!(r.status(), 200);
+    assert_eq!(cache(&r), "HIT");
+    let r = get(&server, "/solo/new.txt").await;
+    assert_eq!(r.status(), 502, "refused connection: 502");
+    // Refused primary with a backup: the backup answers.
+    assert_eq!(get(&server, "/ha/a.txt").await.text().await.unwrap(), "from somewhere");
+    let _ = primary_addr;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn traversal_and_ssrf_are_refused() {
+    let origin = RunningOrigin::start().await;
+    let other = RunningOrigin::start().await;
+    other.origin.put("/secret", b"internal".to_vec(), "text/plain");
+    origin.origin.put("/img/ok.txt", b"ok".to_vec(), "text/plain");
+    origin.origin.mode("/img/to-loopback", Mode::Redirect(format!("{}/secret", other.url())));
+    origin.origin.mode("/img/to-metadata", Mode::Redirect("http://169.254.169.254/latest/meta-data/".into()));
+    origin.origin.mode("/img/to-self", Mode::Redirect("/img/ok.txt".into()));
+    origin.origin.mode("/img/loop", Mode::Redirect("/img/loop".into()));
+    let (server, tmp) = gateway(&Backend::Local).await;
+    rule(&server, "image", json!({"path_prefix": "/image", "origin": format!("{}/img", origin.url())})).await;
+    let mirror = server.mirror.unwrap();
+    for path in [
+        "/image/../x",
+        "/image/%2e%2e/x",
+        "/image/%2E%2E/%2E%2E/etc/passwd",
+        "/image/a%2f..%2f..%2fx",
+        "/image/a%2Fb",
+        "/image/a%00b",
+        "/image/a%5c..%5cx",
+        "/image/a//b",
+        "/image/.",
+    ] {
+        let (status, text) = raw_get(mirror, path).await;
+        assert_eq!(status, 400, "{path}: {text}");
+        assert!(text.contains("\"field\":\"path\""), "{path}: {text}");
+    }
+    let long = format!("/image/{}", "a/".repeat(600));
+    assert_eq!(raw_get(mirror, &long).await.0, 400);
+    assert_eq!(origin.origin.total_requests(), 0, "no refused path reached the origin");
+
+    // Redirects: same origin is followed; loopback elsewhere and metadata are not.
+    assert_eq!(get(&server, "/image/to-self").await.text().await.unwrap(), "ok");
+    for path in ["/image/to-loopback", "/image/to-metadata"] {
+        let r = get(&server, path).await;
+        assert_eq!(r.status(), 502, "{path}");
+        assert_eq!(r.json::<serde_json::Value>().await.unwrap()["code"], "OriginForbidden");
+    }
+    assert_eq!(other.origin.total_requests(), 0, "the internal service was never contacted");
+    let r = get(&server, "/image/loop").await;
+    assert_eq!(r.status(), 502, "redirect loops end");
+    assert_eq!(origin.origin.requests("/img/loop"), 11, "at most 10 redirects are followed");
+
+    // Nothing was written outside the store: the data dir holds only what the server owns.
+    let mut names: Vec<String> = std::fs::read_dir(tmp.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    names.sort();
+    assert!(
+        names
+            .iter()
+            .all(|n| n.starts_with("httpdns.db") || ["mirror", "config-signing-key"].contains(&n.as_str())),
+        "{names:?}"
+    );
+    let objects = tmp.path().join("mirror/objects");
+    let stored: Vec<_> = walk(&objects);
+    assert!(stored.iter().all(|p| p.starts_with(&objects)), "{stored:?}");
+    assert!(stored.iter().any(|p| p.to_string_lossy().ends_with("to-self")), "{stored:?}");
+}
+
+fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    if let Ok(rd) = std::fs::read_dir(dir) {
+        for e in rd.flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                out.extend(walk(&p));
+            } else {
+                out.push(p);
+            }
+        }
+    }
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ranges_conditionals_head_and_restart() {
+    for backend in backends().await {
+        let origin = RunningOrigin::start().await;
+        let body = blob(1000, 9);
+        origin.origin.put("/o/r.bin", body.clone(), "application/octet-stream");
+        let tmp = tempfile::tempdir().unwrap();
+        let env = mirror_env(tmp.path(), &backend);
+        let server = Server::start_with(env.clone(), None).await;
+        rule(&server, "r", json!({"path_prefix": "/r", "origin": format!("{}/o", origin.url())})).await;
+        // A miss with a Range: the range is answered from the fill; the origin is asked for all.
+        let r = server
+            .http
+            .get(server.mirror_url("/r/r.bin"))
+            .header("range", "bytes=10-19")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 206);
+        assert_eq!(cache(&r), "MISS");
+        assert_eq!(&r.bytes().await.unwrap()[..], &body[10..20]);
+        assert!(
+            origin.origin.seen_headers().iter().all(|(h, _)| h != "range"),
+            "Range never reaches the origin"
+        );
+        assert!(origin.origin.seen_headers().contains(&("accept-encoding".into(), "identity".into())));
+
+        let req = |h: &[(&str, &str)]| {
+            let mut b = server.http.get(server.mirror_url("/r/r.bin"));
+            for (k, v) in h {
+                b = b.header(*k, *v);
+            }
+            b.send()
+        };
+        wait_hit(&server, "/r/r.bin").await;
+        let full = req(&[]).await.unwrap();
+        assert_eq!(full.status(), 200);
+        assert_eq!(cache(&full), "HIT");
+        assert_eq!(full.headers()["accept-ranges"], "bytes");
+        assert_eq!(full.headers()["content-length"], "1000");
+        let etag = full.headers()["etag"].to_str().unwrap().to_owned();
+        let last_modified = full.headers()["last-modified"].to_str().unwrap().to_owned();
+        assert_eq!(last_modified, "Mon, 02 Nov 2026 10:00:00 GMT", "the origin's Last-Modified is kept");
+        assert!(etag.starts_with('"') && etag.len() == 34, "our strong content hash: {etag}");
+        assert_eq!(&full.bytes().await.unwrap()[..], &body[..]);
+
+        let r = req(&[("range", "bytes=0-9")]).await.unwrap();
+        assert_eq!(r.status(), 206);
+        assert_eq!(r.headers()["content-range"], "bytes 0-9/1000");
+        assert_eq!(&r.bytes().await.unwrap()[..], &body[..10]);
+        let r = req(&[("range", "bytes=-5")]).await.unwrap();
+        assert_eq!(r.headers()["content-range"], "bytes 995-999/1000");
+        assert_eq!(&r.bytes().await.unwrap()[..], &body[995..]);
+        let r = req(&[("range", "bytes=990-")]).await.unwrap();
+        assert_eq!(&r.bytes().await.unwrap()[..], &body[990..]);
+        let r = req(&[("range", "bytes=5000-")]).await.unwrap();
+        assert_eq!(r.status(), 416);
+        assert_eq!(r.headers()["content-range"], "bytes */1000");
+        let r = req(&[("range", "bytes=0-9"), ("if-range", "\"stale\"")]).await.unwrap();
+        assert_eq!(r.status(), 200, "a failed If-Range sends the whole object");
+        let r = req(&[("range", "bytes=0-9"), ("if-range", &etag)]).await.unwrap();
+        assert_eq!(r.status(), 206);
+        assert_eq!(req(&[("if-none-match", &etag)]).await.unwrap().status(), 304);
+        assert_eq!(req(&[("if-none-match", "\"other\"")]).await.unwrap().status(), 200);
+        assert_eq!(req(&[("if-modified-since", &last_modified)]).await.unwrap().status(), 304);
+        assert_eq!(
+            req(&[("if-modified-since", "Sun, 01 Nov 2026 10:00:00 GMT")]).await.unwrap().status(),
+            200
+        );
+        let head = server.http.head(server.mirror_url("/r/r.bin")).send().await.unwrap();
+        assert_eq!(head.status(), 200);
+        assert_eq!(head.headers()["content-length"], "1000");
+        assert_eq!(head.headers()["etag"].to_str().unwrap(), etag);
+        assert!(head.bytes().await.unwrap().is_empty());
+        let post = server.http.post(server.mirror_url("/r/r.bin")).send().await.unwrap();
+        assert_eq!(post.status(), 405);
+        assert_eq!(origin.origin.requests("/o/r.bin"), 1);
+
+        // A restart on the same data keeps the copies, with the origin gone.
+        drop(server);
+        drop(origin);
+        let server = Server::start_with(env, None).await;
+        let r = get(&server, "/r/r.bin").await;
+        assert_eq!(r.status(), 200);
+        assert_eq!(cache(&r), "HIT");
+        assert_eq!(r.headers()["etag"].to_str().unwrap(), etag);
+        assert_eq!(&r.bytes().await.unwrap()[..], &body[..]);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn admin_rules_purge_write_and_ttl() {
+    let origin = RunningOrigin::start().await;
+    origin.origin.put("/o/a.json", br#"{"v":1}"#.to_vec(), "application/json");
+    let (server, _tmp) = gateway(&Backend::Local).await;
+    // Bad rules: 400 naming the field, nothing stored.
+    for (body, field) in [
+        (json!({"path_prefix": "image", "origin": origin.url()}), "path_prefix"),
+        (json!({"path_prefix": "/image", "origin": "ftp://x"}), "origin"),
+        (json!({"path_prefix": "/image", "origin": origin.url(), "colour": 1}), "colour"),
+        (
+            json!({"path_prefix": "/image", "origin": origin.url(), "set_headers": {"Range": "x"}}),
+            "set_headers",
+        ),
+    ] {
+        let (status, resp) = server.put("/admin/v1/mirror/rules/bad", body).await;
+        assert_eq!(status, 400, "{resp}");
+        assert_eq!(resp["field"], field, "{resp}");
+    }
+    assert_eq!(server.admin(Method::GET, "/admin/v1/mirror/rules/bad", None).await.0, 404);
+    // Unauthenticated: 401.
+    let r = server.http.get(server.url("/admin/v1/mirror/rules")).send().await.unwrap();
+    assert_eq!(r.status(), 401);
+
+    // A rule with a TTL and set headers.
+    rule(
+        &server,
+        "cfg",
+        json!({"path_prefix": "/cfg", "origin": format!("{}/o", origin.url()), "ttl_s": 1,
+        "set_headers": {"X-Client-Secret": "s3cret"}}),
+    )
+    .await;
+    let (status, stored) = server.admin(Method::GET, "/admin/v1/mirror/rules/cfg", None).await;
+    assert_eq!(status, 200);
+    assert_eq!(stored["first_byte_timeout_ms"], 10_000, "defaults are written out: {stored}");
+    assert_eq!(get(&server, "/cfg/a.json").await.text().await.unwrap(), r#"{"v":1}"#);
+    assert!(origin.origin.seen_headers().contains(&("x-client-secret".into(), "s3cret".into())));
+    // After the TTL: the stale copy is served while it is revalidated, then the new one.
+    origin.origin.put("/o/a.json", br#"{"v":2}"#.to_vec(), "application/json");
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    let stale = get(&server, "/cfg/a.json").await;
+    assert_eq!(stale.headers().get("x-cache-stale").map(|v| v.to_str().unwrap()), Some("1"));
+    assert_eq!(stale.text().await.unwrap(), r#"{"v":1}"#);
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    loop {
+        let body = get(&server, "/cfg/a.json").await.text().await.unwrap();
+        if body == r#"{"v":2}"# {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "the revalidated copy arrives");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(origin.origin.seen_headers().iter().any(|(h, v)| h == "if-none-match" && v == "\"origin-v1\""));
+
+    // Admin write ("dual write"): served at once, no origin request.
+    let before = origin.origin.total_requests();
+    let r = server
+        .http
+        .put(server.url("/admin/v1/mirror/objects/cfg/pushed.json"))
+        .bearer_auth(crate::support::TOKEN)
+        .header("content-type", "application/json")
+        .body(r#"{"pushed":true}"#)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 201);
+    let r = get(&server, "/cfg/pushed.json").await;
+    assert_eq!(cache(&r), "HIT");
+    assert_eq!(r.headers()["content-type"], "application/json");
+    assert_eq!(r.text().await.unwrap(), r#"{"pushed":true}"#);
+    assert_eq!(origin.origin.total_requests(), before);
+    let r = server
+        .http
+        .put(server.url("/admin/v1/mirror/objects/cfg/..%2Fescape"))
+        .bearer_auth(crate::support::TOKEN)
+        .body("x")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 400);
+
+    // Purge one key: the next request goes to the origin again.
+    let (status, resp) =
+        server.admin(Method::POST, "/admin/v1/mirror/purge", Some(json!({"path": "/cfg/pushed.json"}))).await;
+    assert_eq!(status, 200, "{resp}");
+    assert_eq!(resp["purged"], 1);
+    assert_eq!(get(&server, "/cfg/pushed.json").await.status(), 404);
+    // Purge a prefix.
+    let (_, resp) = server
+        .admin(Method::POST, "/admin/v1/mirror/purge", Some(json!({"path": "/cfg/", "prefix": true})))
+        .await;
+    assert!(resp["purged"].as_u64().unwrap() >= 1, "{resp}");
+    let r = get(&server, "/cfg/a.json").await;
+    assert_eq!(cache(&r), "MISS");
+
+    // No rule: 404 JSON. Deleting the rule takes effect at once.
+    assert_eq!(get(&server, "/nothing/x").await.status(), 404);
+    assert_eq!(server.admin(Method::DELETE, "/admin/v1/mirror/rules/cfg", None).await.0, 204);
+    assert_eq!(get(&server, "/cfg/a.json").await.status(), 404);
+
+    // Metrics are labelled by rule, never by path.
+    let metrics = server.text("/metrics").await;
+    assert!(metrics.contains("httpdns_mirror_requests_total{result=\"hit\",rule=\"cfg\"}"), "{metrics}");
+    assert!(!metrics.contains("a.json"));
+}
