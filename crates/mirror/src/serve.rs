@@ -123,8 +123,7 @@ impl Request {
         }
     }
 
-    fn variant_location(&self, ops: &ImageProcess, canonical: &str) -> Path {
-        let _ = ops;
+    fn variant_location(&self, canonical: &str) -> Path {
         let segs = self.segments.iter().map(String::as_str);
         let tail = match &self.query_key {
             Some(q) => vec![q.as_str(), canonical],
@@ -217,7 +216,7 @@ async fn variant(
     headers: &HeaderMap,
 ) -> (Outcome, Response) {
     let canonical = ops.canonical();
-    let location = req.variant_location(ops, &canonical);
+    let location = req.variant_location(&canonical);
     match mirror.objects.find(&location).await {
         Ok(Some(found)) => return (Outcome::Variant, serve_found(mirror, &found, req, headers, "HIT")),
         Ok(None) => {}
@@ -276,7 +275,7 @@ async fn variant(
     let Ok(_permit) = mirror.render_permits.acquire().await else {
         return (Outcome::Error, store_error("shutting down"));
     };
-    let (ops2, limits) = (ops.clone(), mirror.image_limits.clone());
+    let (ops2, limits) = (*ops, mirror.image_limits.clone());
     let rendered = tokio::task::spawn_blocking(move || httpdns_image::render(&bytes, &ops2, &limits)).await;
     let rendered = match rendered {
         Ok(Ok(r)) => r,
