@@ -161,6 +161,9 @@ async fn thumbnail_incident_replayed() {
         let body: serde_json::Value = bad.json().await.unwrap();
         assert_eq!(body["field"], "w", "{body}");
         assert_eq!(origin.origin.total_requests(), 1);
+        let report = server.admin(Method::GET, "/admin/v1/mirror/report", None).await.1;
+        let expected = if matches!(backend, Backend::S3(_)) { "s3" } else { "local" };
+        assert_eq!(report["store"], expected, "the suite ran on the store it names");
     }
 }
 
