@@ -588,3 +588,35 @@ async fn admin_rules_purge_write_and_ttl() {
     assert!(metrics.contains("httpdns_mirror_requests_total{result=\"hit\",rule=\"cfg\"}"), "{metrics}");
     assert!(!metrics.contains("a.json"));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failing_probe_sends_fills_to_the_backup_first() {
+    let primary = RunningOrigin::start().await;
+    let backup = RunningOrigin::start().await;
+    for o in [&primary, &backup] {
+        o.origin.put("/k1", b"one".to_vec(), "text/plain");
+        o.origin.put("/k2", b"two".to_vec(), "text/plain");
+        o.origin.put("/health", b"ok".to_vec(), "text/plain");
+    }
+    let (server, _tmp) = gateway(&Backend::Local).await;
+    rule(
+        &server,
+        "p",
+        json!({"path_prefix": "/p", "origin": primary.url(), "backup_origin": backup.url(),
+        "probe_path": "/health", "probe_interval_ms": 100}),
+    )
+    .await;
+    assert_eq!(get(&server, "/p/k1").await.text().await.unwrap(), "one");
+    assert_eq!(primary.origin.requests("/k1"), 1, "a healthy primary is asked first");
+    assert_eq!(backup.origin.requests("/k1"), 0);
+    // The probe starts failing: fills go straight to the backup, the primary is not asked.
+    primary.origin.mode("/health", Mode::Status(503));
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while primary.origin.requests("/health") < 3 {
+        assert!(std::time::Instant::now() < deadline, "the primary is probed");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(get(&server, "/p/k2").await.text().await.unwrap(), "two");
+    assert_eq!(primary.origin.requests("/k2"), 0, "a primary whose probe fails is skipped");
+    assert_eq!(backup.origin.requests("/k2"), 1);
+}

@@ -158,7 +158,7 @@ async fn original(mirror: &Arc<Mirror>, req: &Request, headers: &HeaderMap) -> (
                 );
                 if age_ms <= (ttl + rule.spec.stale_if_error_s) * 1000 {
                     // RFC 5861: serve the stale copy while the revalidation runs.
-                    let mut resp = serve_found(mirror, &found, req, headers, "HIT");
+                    let mut resp = serve_found(mirror, &found, req, headers, "HIT").await;
                     resp.headers_mut().insert("x-cache-stale", HeaderValue::from_static("1"));
                     return (Outcome::Stale, resp);
                 }
@@ -169,7 +169,7 @@ async fn original(mirror: &Arc<Mirror>, req: &Request, headers: &HeaderMap) -> (
                 };
                 return match fill.finished().await {
                     FillState::NotModified => {
-                        (Outcome::Hit, serve_found(mirror, &found, req, headers, "HIT"))
+                        (Outcome::Hit, serve_found(mirror, &found, req, headers, "HIT").await)
                     }
                     FillState::Done { head, meta } => {
                         (Outcome::Miss, serve_fill(mirror, &fill, &head, Some(&meta), req, headers, "MISS"))
@@ -179,7 +179,7 @@ async fn original(mirror: &Arc<Mirror>, req: &Request, headers: &HeaderMap) -> (
                 };
             }
         }
-        return (Outcome::Hit, serve_found(mirror, &found, req, headers, "HIT"));
+        return (Outcome::Hit, serve_found(mirror, &found, req, headers, "HIT").await);
     }
     if mirror.known_missing(&location) {
         return (Outcome::NotFound, fill_error(&FillError::Fetch(FetchError::NotFound)));
@@ -218,7 +218,7 @@ async fn variant(
     let canonical = ops.canonical();
     let location = req.variant_location(&canonical);
     match mirror.objects.find(&location).await {
-        Ok(Some(found)) => return (Outcome::Variant, serve_found(mirror, &found, req, headers, "HIT")),
+        Ok(Some(found)) => return (Outcome::Variant, serve_found(mirror, &found, req, headers, "HIT").await),
         Ok(None) => {}
         Err(e) => return (Outcome::Error, store_error(&e.to_string())),
     }
@@ -306,7 +306,7 @@ async fn variant(
 }
 
 /// The response for a stored copy, honouring conditionals and ranges.
-fn serve_found(
+async fn serve_found(
     mirror: &Arc<Mirror>,
     found: &Found,
     req: &Request,
@@ -344,6 +344,14 @@ fn serve_found(
     };
     let body = if req.head_only || start == end {
         Body::empty()
+    } else if let Some(small) = mirror.objects.read_small(found, start, end).await {
+        match small {
+            Ok(bytes) => {
+                mirror.metrics.served(&req.runtime.rule.name, bytes.len() as u64);
+                Body::from(bytes)
+            }
+            Err(e) => return store_error(&e.to_string()),
+        }
     } else {
         counted_body(mirror, &req.runtime.rule.name, mirror.objects.read(found, start, end))
     };

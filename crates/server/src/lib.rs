@@ -187,6 +187,11 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
                 .with_context(|| format!("binding the mirror listener on {addr}"))?;
             let bound = listener.local_addr()?;
             tracing::info!(role = "mirror", addr = %bound, "Listening.");
+            // Bodies stream in several writes; without TCP_NODELAY, Nagle's algorithm and the
+            // peer's delayed ACK hold the second write back for 40 ms.
+            let listener = axum::serve::ListenerExt::tap_io(listener, |tcp: &mut tokio::net::TcpStream| {
+                let _ = tcp.set_nodelay(true);
+            });
             let app = httpdns_mirror::router(mirror.clone());
             let stop = shutdown.clone();
             tasks.spawn(async move {
