@@ -2,8 +2,8 @@
 //! purge, direct writes and the per-prefix report.
 
 use axum::body::Bytes;
-use axum::extract::{Path, State};
-use axum::http::{header, HeaderMap, StatusCode};
+use axum::extract::State;
+use axum::http::{header, HeaderMap, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use httpdns_core::model::{validate_resource_id, FieldError};
@@ -59,13 +59,17 @@ pub(crate) async fn purge(State(app): State<AppState>, bytes: Bytes) -> Result<R
         .into_response())
 }
 
-/// `PUT /admin/v1/mirror/objects/{*path}`: the body becomes the stored copy of that path.
+/// `PUT /admin/v1/mirror/objects/{*path}`: the body becomes the stored copy of the mirror
+/// path `/{path}` (percent-encoded exactly as a client would request it).
 pub(crate) async fn write(
     State(app): State<AppState>,
-    Path(path): Path<String>,
+    uri: Uri,
     headers: HeaderMap,
     bytes: Bytes,
 ) -> Result<Response, ApiError> {
+    // The raw (still percent-encoded) path, as the gateway sees its requests: `Path<String>`
+    // would decode it once more than a GET of the same URL does.
+    let path = uri.path().strip_prefix("/admin/v1/mirror/objects").unwrap_or("").to_owned();
     let content_type = headers
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
