@@ -143,7 +143,7 @@ impl Catalog {
     /// Hands the mirror rules to `mirror` from now on (and the current ones at once).
     pub async fn attach_mirror(&self, mirror: Arc<Mirror>) {
         let state = self.state.lock().await;
-        mirror.set_rules(state.mirror_rules.iter().map(|(k, v)| (k.clone(), v.clone())).collect());
+        mirror.set_rules(mirror_specs(&state));
         let _ = self.mirror.set(mirror);
     }
 
@@ -186,7 +186,7 @@ impl Catalog {
         }
         if changes.iter().any(|c| c.kind == Kind::MirrorRule) {
             if let Some(mirror) = self.mirror.get() {
-                mirror.set_rules(state.mirror_rules.iter().map(|(k, v)| (k.clone(), v.clone())).collect());
+                mirror.set_rules(mirror_specs(&state));
             }
         }
         state.revision = revision;
@@ -241,6 +241,10 @@ impl Catalog {
         status.store_ok = true;
         status.last_error = None;
     }
+}
+
+fn mirror_specs(state: &ModelState) -> Vec<(String, RuleSpec)> {
+    state.mirror_rules.iter().map(|(k, v)| (k.clone(), v.clone())).collect()
 }
 
 /// Every usable node of a pool that has a health check.

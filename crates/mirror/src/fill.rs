@@ -95,15 +95,17 @@ impl Fill {
 
     /// Waits for the origin's headers (or the end).
     pub(crate) async fn head(&self) -> FillState {
-        let mut rx = self.subscribe();
-        let state = rx.wait_for(|s| !matches!(s, FillState::Starting)).await;
-        state.map_or(FillState::Failed(FillError::Store("fill task ended".into())), |s| s.clone())
+        self.wait_for(|s| !matches!(s, FillState::Starting)).await
     }
 
     /// Waits for the end of the fill.
     pub(crate) async fn finished(&self) -> FillState {
+        self.wait_for(|s| !matches!(s, FillState::Starting | FillState::Streaming { .. })).await
+    }
+
+    async fn wait_for(&self, done: impl FnMut(&FillState) -> bool) -> FillState {
         let mut rx = self.subscribe();
-        let state = rx.wait_for(|s| !matches!(s, FillState::Starting | FillState::Streaming { .. })).await;
+        let state = rx.wait_for(done).await;
         state.map_or(FillState::Failed(FillError::Store("fill task ended".into())), |s| s.clone())
     }
 
@@ -147,15 +149,9 @@ impl Fill {
                     ));
                 }
             };
-            let n = (avail - pos).min(CHUNK as u64) as usize;
-            let f = file.clone();
-            let read = tokio::task::spawn_blocking(move || {
-                let mut buf = vec![0u8; n];
-                f.read_exact_at(&mut buf, pos).map(|()| Bytes::from(buf))
-            })
-            .await
-            .unwrap_or_else(|e| Err(std::io::Error::other(e.to_string())));
-            let next = if read.is_ok() { pos + n as u64 } else { u64::MAX };
+            let n = (avail - pos).min(CHUNK as u64);
+            let read = crate::objects::pread_blocking(file.clone(), pos, n).await;
+            let next = if read.is_ok() { pos + n } else { u64::MAX };
             Some((read, (rx, file, next)))
         })
         .boxed()
@@ -215,7 +211,7 @@ impl Job {
         let metrics = &self.mirror.metrics;
         match &result {
             Ok(FillState::Done { meta, .. }) => {
-                metrics.fill_done(rule, self.fill.started.elapsed(), meta.length);
+                metrics.fill_done(rule, self.fill.started.elapsed());
                 self.mirror.mark_validated(&self.location);
                 tracing::info!(rule = %rule.name, key = %self.location, bytes = meta.length, ms = self.fill.started.elapsed().as_millis() as u64, "Stored a copy from the origin.");
             }
@@ -348,7 +344,7 @@ impl Job {
         let meta = StoredMeta {
             content_type: head.content_type.clone(),
             length: written,
-            etag: format!("\"{}\"", &hex::encode(digest)[..32]),
+            etag: crate::objects::strong_etag(&digest[..]),
             origin_etag,
             origin_last_modified: head.origin_last_modified.clone(),
             headers: head.headers.clone(),

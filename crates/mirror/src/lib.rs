@@ -194,19 +194,10 @@ impl Mirror {
         content_type: &str,
         body: bytes::Bytes,
     ) -> Result<StoredMeta, PurgeError> {
-        use sha2::Digest as _;
         let segments = purge_segments(path)?;
         let segs: Vec<&str> = segments.iter().map(String::as_str).collect();
         let location = objects::store_path("o", segs.iter().copied());
-        let meta = StoredMeta {
-            content_type: content_type.to_owned(),
-            length: body.len() as u64,
-            etag: format!("\"{}\"", &hex::encode(sha2::Sha256::digest(&body))[..32]),
-            origin_etag: None,
-            origin_last_modified: None,
-            headers: Vec::new(),
-            stored_at_ms: origin::now_ms(),
-        };
+        let meta = StoredMeta::for_body(content_type, &body);
         self.objects.put_bytes(&location, body, &meta).await?;
         self.objects.delete_prefix(&objects::store_path("v", segs.iter().copied())).await?;
         self.forget_missing(&location);

@@ -131,7 +131,7 @@ impl MirrorMetrics {
     pub(crate) fn origin_bytes(&self, rule: &Rule, n: u64) {
         self.bytes_from_origin.with_label_values(&[&rule.name]).inc_by(n);
     }
-    pub(crate) fn fill_done(&self, rule: &Rule, took: Duration, _bytes: u64) {
+    pub(crate) fn fill_done(&self, rule: &Rule, took: Duration) {
         self.fill_seconds.with_label_values(&[&rule.name]).observe(took.as_secs_f64());
     }
     pub(crate) fn fill_failed(&self, rule: &Rule) {

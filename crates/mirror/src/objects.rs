@@ -13,7 +13,7 @@
 //! specially.
 
 use std::collections::HashMap;
-use std::io::{Read, Seek, SeekFrom, Write};
+use std::io::{Seek, SeekFrom, Write};
 use std::os::unix::fs::FileExt;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -25,6 +25,7 @@ use object_store::local::LocalFileSystem;
 use object_store::path::{Path, PathPart};
 use object_store::{GetOptions, GetRange, ObjectStore, ObjectStoreExt, PutPayload};
 use serde::{Deserialize, Serialize};
+use sha2::Digest as _;
 
 const MAGIC: &[u8; 8] = b"HDNSMIR1";
 const FOOTER: u64 = 16;
@@ -68,6 +69,20 @@ pub struct StoredMeta {
 }
 
 impl StoredMeta {
+    /// Metadata of a body we have whole (admin writes, variants): our ETag from its hash, no
+    /// origin validators, stored now.
+    pub fn for_body(content_type: &str, body: &[u8]) -> Self {
+        Self {
+            content_type: content_type.to_owned(),
+            length: body.len() as u64,
+            etag: strong_etag(&sha2::Sha256::digest(body)[..]),
+            origin_etag: None,
+            origin_last_modified: None,
+            headers: Vec::new(),
+            stored_at_ms: crate::origin::now_ms(),
+        }
+    }
+
     /// `Last-Modified` to serve: the origin's when it sent one, else when it was stored.
     pub fn last_modified(&self) -> SystemTime {
         self.origin_last_modified
@@ -79,6 +94,11 @@ impl StoredMeta {
     pub fn stored_at(&self) -> SystemTime {
         SystemTime::UNIX_EPOCH + Duration::from_millis(self.stored_at_ms)
     }
+}
+
+/// Our strong validator from a SHA-256 digest: its first 128 bits, quoted.
+pub(crate) fn strong_etag(sha256: &[u8]) -> String {
+    format!("\"{}\"", &hex::encode(sha256)[..32])
 }
 
 /// A copy found in the store, ready to be read.
@@ -273,19 +293,10 @@ impl Objects {
         if len > ONE_PIECE {
             return None;
         }
-        let read = move |file: &std::fs::File| {
-            let mut buf = vec![0u8; len as usize];
-            file.read_exact_at(&mut buf, start).map(|()| Bytes::from(buf))
-        };
         if len <= INLINE_READ {
-            return Some(read(file));
+            return Some(pread(file, start, len));
         }
-        let file = file.clone();
-        Some(
-            tokio::task::spawn_blocking(move || read(&file))
-                .await
-                .unwrap_or_else(|e| Err(std::io::Error::other(e.to_string()))),
-        )
+        Some(pread_blocking(file.clone(), start, len).await)
     }
 
     /// Reads a whole (small) body into memory: image originals for variants.
@@ -401,24 +412,12 @@ impl Objects {
 }
 
 fn read_local_meta(file: &std::fs::File, location: &str) -> Result<StoredMeta, ObjectsError> {
-    let size = file.metadata()?.len();
     let corrupt = |why| ObjectsError::Corrupt(location.to_owned(), why);
-    if size < FOOTER {
-        return Err(corrupt("shorter than its footer"));
-    }
-    let mut footer = [0u8; FOOTER as usize];
-    file.read_exact_at(&mut footer, size - FOOTER)?;
-    let json_len = parse_footer(&footer).ok_or_else(|| corrupt("bad footer"))?;
-    if json_len > MAX_META || json_len + FOOTER > size {
-        return Err(corrupt("bad metadata length"));
-    }
-    let mut json = vec![0u8; json_len as usize];
-    file.read_exact_at(&mut json, size - FOOTER - json_len)?;
-    let meta: StoredMeta = serde_json::from_slice(&json).map_err(|_| corrupt("metadata is not JSON"))?;
-    if meta.length + json_len + FOOTER != size {
-        return Err(corrupt("body length disagrees with metadata"));
-    }
-    Ok(meta)
+    let size = file.metadata()?.len();
+    let footer = pread(file, size.checked_sub(FOOTER).ok_or(corrupt("shorter than its footer"))?, FOOTER)?;
+    let json_at = meta_range(size, &footer).map_err(corrupt)?;
+    let json = pread(file, json_at.start, json_at.end - json_at.start)?;
+    decode_meta(&json, size, json_at.end - json_at.start).map_err(corrupt)
 }
 
 async fn read_remote_meta(
@@ -427,27 +426,45 @@ async fn read_remote_meta(
     size: u64,
 ) -> Result<StoredMeta, ObjectsError> {
     let corrupt = |why| ObjectsError::Corrupt(location.to_string(), why);
-    if size < FOOTER {
-        return Err(corrupt("shorter than its footer"));
+    let footer_at = size.checked_sub(FOOTER).ok_or(corrupt("shorter than its footer"))?;
+    let footer = store.get_range(location, footer_at..size).await?;
+    let json_at = meta_range(size, &footer).map_err(corrupt)?;
+    let json_len = json_at.end - json_at.start;
+    let json = store.get_range(location, json_at).await?;
+    decode_meta(&json, size, json_len).map_err(corrupt)
+}
+
+/// Where the metadata JSON sits in an object of `size` bytes ending with `footer`.
+fn meta_range(size: u64, footer: &[u8]) -> Result<std::ops::Range<u64>, &'static str> {
+    if footer.len() != FOOTER as usize || &footer[8..] != MAGIC {
+        return Err("bad footer");
     }
-    let footer = store.get_range(location, size - FOOTER..size).await?;
-    let json_len = parse_footer(&footer).ok_or_else(|| corrupt("bad footer"))?;
+    let json_len = u64::from_le_bytes(footer[..8].try_into().map_err(|_| "bad footer")?);
     if json_len > MAX_META || json_len + FOOTER > size {
-        return Err(corrupt("bad metadata length"));
+        return Err("bad metadata length");
     }
-    let json = store.get_range(location, size - FOOTER - json_len..size - FOOTER).await?;
-    let meta: StoredMeta = serde_json::from_slice(&json).map_err(|_| corrupt("metadata is not JSON"))?;
+    Ok(size - FOOTER - json_len..size - FOOTER)
+}
+
+fn decode_meta(json: &[u8], size: u64, json_len: u64) -> Result<StoredMeta, &'static str> {
+    let meta: StoredMeta = serde_json::from_slice(json).map_err(|_| "metadata is not JSON")?;
     if meta.length + json_len + FOOTER != size {
-        return Err(corrupt("body length disagrees with metadata"));
+        return Err("body length disagrees with metadata");
     }
     Ok(meta)
 }
 
-fn parse_footer(footer: &[u8]) -> Option<u64> {
-    if footer.len() != FOOTER as usize || &footer[8..] != MAGIC {
-        return None;
-    }
-    Some(u64::from_le_bytes(footer[..8].try_into().ok()?))
+/// `len` bytes of `file` at `at`.
+pub(crate) fn pread(file: &std::fs::File, at: u64, len: u64) -> std::io::Result<Bytes> {
+    let mut buf = vec![0u8; len as usize];
+    file.read_exact_at(&mut buf, at).map(|()| Bytes::from(buf))
+}
+
+/// [`pread`] on a blocking thread.
+pub(crate) async fn pread_blocking(file: Arc<std::fs::File>, at: u64, len: u64) -> std::io::Result<Bytes> {
+    tokio::task::spawn_blocking(move || pread(&file, at, len))
+        .await
+        .unwrap_or_else(|e| Err(std::io::Error::other(e.to_string())))
 }
 
 /// Streams `start..end` of an open file from a blocking thread, through a small channel so
@@ -459,36 +476,22 @@ fn local_stream(
 ) -> futures_util::stream::BoxStream<'static, Result<Bytes, std::io::Error>> {
     // Small reads need no thread hop beyond one.
     if end - start <= CHUNK as u64 {
-        return futures_util::stream::once(async move {
-            tokio::task::spawn_blocking(move || {
-                let mut buf = vec![0u8; (end - start) as usize];
-                file.read_exact_at(&mut buf, start).map(|()| Bytes::from(buf))
-            })
-            .await
-            .map_err(|e| std::io::Error::other(e.to_string()))?
-        })
-        .boxed();
+        return futures_util::stream::once(pread_blocking(file, start, end - start)).boxed();
     }
     let (tx, rx) = tokio::sync::mpsc::channel::<Result<Bytes, std::io::Error>>(4);
     tokio::task::spawn_blocking(move || {
         let mut at = start;
         while at < end {
-            let n = ((end - at) as usize).min(CHUNK);
-            let mut buf = vec![0u8; n];
-            let r = file.read_exact_at(&mut buf, at).map(|()| Bytes::from(buf));
+            let n = (end - at).min(CHUNK as u64);
+            let r = pread(&file, at, n);
             let failed = r.is_err();
             if tx.blocking_send(r).is_err() || failed {
                 return;
             }
-            at += n as u64;
+            at += n;
         }
     });
-    tokio_util_stream(rx)
-}
-
-fn tokio_util_stream(
-    mut rx: tokio::sync::mpsc::Receiver<Result<Bytes, std::io::Error>>,
-) -> futures_util::stream::BoxStream<'static, Result<Bytes, std::io::Error>> {
+    let mut rx = rx;
     futures_util::stream::poll_fn(move |cx| rx.poll_recv(cx)).boxed()
 }
 
@@ -499,36 +502,26 @@ async fn upload(
     location: &Path,
     staged: tempfile::NamedTempFile,
 ) -> Result<(), ObjectsError> {
-    const SINGLE_PUT: u64 = 8 << 20;
-    let file = staged.reopen()?;
+    const PART: u64 = 8 << 20;
+    let file = Arc::new(staged.reopen()?);
     let size = file.metadata()?.len();
-    if size <= SINGLE_PUT {
-        let body = tokio::task::spawn_blocking(move || {
-            let mut buf = Vec::with_capacity(size as usize);
-            (&file).read_to_end(&mut buf).map(|_| buf)
-        })
-        .await
-        .map_err(|e| std::io::Error::other(e.to_string()))??;
+    if size <= PART {
+        let body = pread_blocking(file, 0, size).await?;
         store.put(location, PutPayload::from(body)).await?;
         return Ok(());
     }
-    let mut upload =
-        object_store::WriteMultipart::new_with_chunk_size(store.put_multipart(location).await?, 8 << 20);
-    let file = Arc::new(file);
+    let mut upload = object_store::WriteMultipart::new_with_chunk_size(
+        store.put_multipart(location).await?,
+        PART as usize,
+    );
     let mut at = 0u64;
     let result: Result<(), ObjectsError> = async {
         while at < size {
-            let n = ((size - at) as usize).min(8 << 20);
-            let f = file.clone();
-            let chunk = tokio::task::spawn_blocking(move || {
-                let mut buf = vec![0u8; n];
-                f.read_exact_at(&mut buf, at).map(|()| buf)
-            })
-            .await
-            .map_err(|e| std::io::Error::other(e.to_string()))??;
+            let n = (size - at).min(PART);
+            let chunk = pread_blocking(file.clone(), at, n).await?;
             upload.wait_for_capacity(2).await?;
-            upload.write(&chunk);
-            at += n as u64;
+            upload.put(chunk);
+            at += n;
         }
         Ok(())
     }

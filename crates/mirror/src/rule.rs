@@ -99,17 +99,13 @@ const FORBIDDEN_SET_HEADERS: &[&str] =
     &["content-length", "transfer-encoding", "connection", "range", "accept-encoding", "te", "upgrade"];
 
 impl RuleSpec {
+    /// Whether the rule compiles: the URLs and prefixes parse and every other field is in range.
     pub fn validate(&self) -> Result<(), FieldError> {
-        parse_prefix(&self.path_prefix)?;
-        parse_origin(&self.origin, "origin")?;
-        if let Some(b) = &self.backup_origin {
-            parse_origin(b, "backup_origin")?;
-        }
-        if let Some(r) = &self.replace_prefix {
-            if !r.is_empty() {
-                parse_prefix(r).map_err(|e| FieldError::new("replace_prefix", e.message))?;
-            }
-        }
+        Rule::compile("", self.clone()).map(drop)
+    }
+
+    /// The checks of the fields that need no parsing into other types.
+    fn check_fields(&self) -> Result<(), FieldError> {
         if !self.pass_query && !self.origin_query_params.is_empty() {
             return Err(FieldError::new(
                 "origin_query_params",
@@ -166,9 +162,6 @@ impl RuleSpec {
                     format!("the value of {k} is not a valid header value"),
                 ));
             }
-        }
-        for o in &self.redirect_origins {
-            parse_origin(o, "redirect_origins")?;
         }
         Ok(())
     }
@@ -242,16 +235,16 @@ pub struct Rule {
 
 impl Rule {
     pub fn compile(name: &str, spec: RuleSpec) -> Result<Self, FieldError> {
-        spec.validate()?;
         let prefix = parse_prefix(&spec.path_prefix)?;
         let mut origins = vec![parse_origin(&spec.origin, "origin")?];
         if let Some(b) = &spec.backup_origin {
             origins.push(parse_origin(b, "backup_origin")?);
         }
         let replace_prefix = match spec.replace_prefix.as_deref() {
-            None | Some("") | Some("/") => Vec::new(),
-            Some(r) => parse_prefix(r)?,
+            None | Some("") => Vec::new(),
+            Some(r) => parse_prefix(r).map_err(|e| FieldError::new("replace_prefix", e.message))?,
         };
+        spec.check_fields()?;
         let mut trusted_origins: BTreeSet<String> =
             origins.iter().map(|u| u.origin().ascii_serialization()).collect();
         for o in &spec.redirect_origins {

@@ -282,16 +282,7 @@ async fn variant(
         Ok(Err(e)) => return (Outcome::Error, render_error(&e)),
         Err(e) => return (Outcome::Error, store_error(&e.to_string())),
     };
-    use sha2::Digest as _;
-    let meta = StoredMeta {
-        content_type: rendered.content_type.to_owned(),
-        length: rendered.bytes.len() as u64,
-        etag: format!("\"{}\"", &hex::encode(sha2::Sha256::digest(&rendered.bytes))[..32]),
-        origin_etag: None,
-        origin_last_modified: None,
-        headers: Vec::new(),
-        stored_at_ms: now_ms(),
-    };
+    let meta = StoredMeta::for_body(rendered.content_type, &rendered.bytes);
     let body = bytes::Bytes::from(rendered.bytes);
     if !req.head_only {
         mirror.metrics.served(&req.runtime.rule.name, body.len() as u64);
@@ -329,13 +320,7 @@ async fn serve_found(
             return r;
         }
         Decision::Unsatisfiable => {
-            let mut r = error(
-                StatusCode::RANGE_NOT_SATISFIABLE,
-                "InvalidRange",
-                Some("range"),
-                "the range is outside the object",
-            );
-            r.headers_mut().insert(header::CONTENT_RANGE, header_value(&format!("bytes */{}", meta.length)));
+            let mut r = unsatisfiable(meta.length);
             validators(r.headers_mut(), meta, cache);
             return r;
         }
@@ -392,17 +377,7 @@ fn serve_fill(
     };
     let (status, start, end) = match decision {
         Decision::Partial { start, end } => (StatusCode::PARTIAL_CONTENT, start, Some(end + 1)),
-        Decision::Unsatisfiable => {
-            let mut r = error(
-                StatusCode::RANGE_NOT_SATISFIABLE,
-                "InvalidRange",
-                Some("range"),
-                "the range is outside the object",
-            );
-            r.headers_mut()
-                .insert(header::CONTENT_RANGE, header_value(&format!("bytes */{}", length.unwrap_or(0))));
-            return r;
-        }
+        Decision::Unsatisfiable => return unsatisfiable(length.unwrap_or(0)),
         _ => (StatusCode::OK, 0, length),
     };
     let body = if req.head_only {
@@ -420,11 +395,7 @@ fn serve_fill(
         hm.insert(header::CONTENT_RANGE, header_value(&format!("bytes {}-{}/{}", start, end - 1, len)));
     }
     hm.insert(header::CONTENT_TYPE, header_value(&head.content_type));
-    for (k, v) in &head.headers {
-        if let (Ok(k), Ok(v)) = (header::HeaderName::from_bytes(k.as_bytes()), HeaderValue::from_str(v)) {
-            hm.insert(k, v);
-        }
-    }
+    replay(hm, &head.headers);
     if let Some(lm) = &head.origin_last_modified {
         if let Ok(v) = HeaderValue::from_str(lm) {
             hm.insert(header::LAST_MODIFIED, v);
@@ -449,11 +420,28 @@ fn full_response(meta: &StoredMeta, head_only: bool, body: bytes::Bytes, cache: 
 
 fn content_headers(hm: &mut HeaderMap, meta: &StoredMeta) {
     hm.insert(header::CONTENT_TYPE, header_value(&meta.content_type));
-    for (k, v) in &meta.headers {
+    replay(hm, &meta.headers);
+}
+
+/// The origin headers kept with a copy, as the origin sent them.
+fn replay(hm: &mut HeaderMap, headers: &[(String, String)]) {
+    for (k, v) in headers {
         if let (Ok(k), Ok(v)) = (header::HeaderName::from_bytes(k.as_bytes()), HeaderValue::from_str(v)) {
             hm.insert(k, v);
         }
     }
+}
+
+/// 416 with `Content-Range: bytes */len`.
+fn unsatisfiable(len: u64) -> Response {
+    let mut r = error(
+        StatusCode::RANGE_NOT_SATISFIABLE,
+        "InvalidRange",
+        Some("range"),
+        "the range is outside the object",
+    );
+    r.headers_mut().insert(header::CONTENT_RANGE, header_value(&format!("bytes */{len}")));
+    r
 }
 
 fn validators(hm: &mut HeaderMap, meta: &StoredMeta, cache: &'static str) {
