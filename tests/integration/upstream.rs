@@ -172,3 +172,30 @@ async fn upstream_down_serves_stale_fails_new_names_cleanly_and_recovers() {
         .await
     );
 }
+
+#[tokio::test]
+async fn popular_names_are_refreshed_ahead_of_expiry() {
+    let seen: Seen = Arc::default();
+    let (up, _task) =
+        fake_upstream("127.0.0.1:0".parse().unwrap(), 4, Duration::from_millis(50), seen.clone()).await;
+    let (s, _tmp) = server_with_upstream(up).await;
+    let started = std::time::Instant::now();
+    let ask = || s.text("/d?dn=hot.partner.example&ip=1.0.2.9");
+    assert_eq!(ask().await, "9.9.9.1");
+    assert_eq!(count(&seen, "hot.partner.example."), 1);
+    // Early in the TTL: a plain cache hit.
+    tokio::time::sleep(Duration::from_millis(1000)).await;
+    assert_eq!(ask().await, "9.9.9.1");
+    assert_eq!(count(&seen, "hot.partner.example."), 1, "no refresh before 75% of the TTL");
+    // Past 75% of the 4 s TTL: answered from the cache, and refreshed in the background.
+    tokio::time::sleep(Duration::from_millis(3200).saturating_sub(started.elapsed())).await;
+    assert_eq!(ask().await, "9.9.9.1");
+    assert!(
+        eventually(Duration::from_secs(1), || async { count(&seen, "hot.partner.example.") == 2 }).await,
+        "a background refresh"
+    );
+    // Past the original expiry the refreshed entry answers: no query of its own.
+    tokio::time::sleep(Duration::from_millis(4500).saturating_sub(started.elapsed())).await;
+    assert_eq!(ask().await, "9.9.9.1");
+    assert_eq!(count(&seen, "hot.partner.example."), 2, "the refreshed entry is still fresh after 4 s");
+}
