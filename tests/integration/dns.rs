@@ -231,3 +231,44 @@ async fn dig_over_udp_tcp_subnet_and_http() {
     .await;
     assert_eq!(out.lines().collect::<Vec<_>>(), ["2.2.2.1", "2.2.2.2"], "dig +http-plain against /dns-query");
 }
+
+/// dnspython (`dns.query.udp`, `.tcp`, `.https` GET and POST) against the real listeners, when
+/// it is installed (CI installs it with pip).
+#[tokio::test]
+async fn dnspython_over_udp_tcp_and_https() {
+    let have = std::process::Command::new("python3")
+        .args(["-c", "import dns.query, sys; sys.exit(0 if dns.query.have_doh else 1)"])
+        .status()
+        .is_ok_and(|s| s.success());
+    if !have {
+        let _ = writeln!(
+            std::io::stderr(),
+            "*** SKIPPED: dnspython tests: python3 with dnspython[doh] is not installed (pip install \"dnspython[doh]\") ***"
+        );
+        return;
+    }
+    let (s, _tmp) = dns_server().await;
+    let port = s.dns.unwrap().port().to_string();
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/peers/dnspython_peer.py");
+    let base = s.base.clone();
+    // The peer blocks, and the server runs on this test's runtime: run it off it.
+    let out = tokio::task::spawn_blocking(move || {
+        std::process::Command::new("python3").args([script, &port, &base]).output().unwrap()
+    })
+    .await
+    .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let r: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let addrs = |case: &str| r[case]["addrs"].clone();
+    assert_eq!(addrs("udp_unicom"), serde_json::json!(["2.2.2.1", "2.2.2.2"]), "{r}");
+    assert_eq!(r["udp_unicom"]["scope"], 24, "the client subnet scope is echoed: {r}");
+    assert_eq!(r["udp_unicom"]["aa"], true, "{r}");
+    assert_eq!(addrs("tcp_telecom"), serde_json::json!(["1.1.1.1", "1.1.1.2"]), "{r}");
+    assert_eq!(addrs("udp_aaaa"), serde_json::json!(["2402:4e00::1"]), "{r}");
+    assert_eq!(addrs("https_post"), serde_json::json!(["2.2.2.1", "2.2.2.2"]), "{r}");
+    assert_eq!(addrs("https_get"), serde_json::json!(["1.1.1.1", "1.1.1.2"]), "{r}");
+    assert_eq!(r["https_post"]["rcode"], "NOERROR");
+    assert_eq!(r["https_get"]["scope"], 24, "{r}");
+    // Not managed, and upstream resolution is off in this test: REFUSED, not a made-up answer.
+    assert_eq!(r["udp_unmanaged"]["rcode"], "REFUSED", "{r}");
+}
