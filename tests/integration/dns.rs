@@ -23,6 +23,37 @@ async fn dns_server() -> (Server, tempfile::TempDir) {
     (s, tmp)
 }
 
+fn ns_names(m: &Message) -> Vec<String> {
+    m.answers
+        .iter()
+        .filter_map(|r| match &r.data {
+            RData::NS(ns) => Some(ns.0.to_ascii()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// `[dns] nameservers` and `hostmaster` are what NS and SOA answers name.
+#[tokio::test]
+async fn configured_name_servers_answer_ns_and_soa() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut env = crate::support::env(tmp.path(), &Db::Sqlite);
+    env.insert("HTTPDNS_DNS_ADDR".into(), "127.0.0.1:0".into());
+    let file = "[dns]\nnameservers = [\"ns1.dns.example.net\", \"NS2.dns.example.net.\"]\nhostmaster = \"ops.example.net\"\n";
+    let s = Server::start_with(env, Some(file)).await;
+    s.seed().await;
+    let addr = s.dns.unwrap();
+    let m = udp(addr, &build_query(1, "www.example.com.", RecordType::NS, None).unwrap()).await;
+    assert_eq!(ns_names(&m), ["ns1.dns.example.net.", "ns2.dns.example.net."]);
+    let m = udp(addr, &build_query(2, "www.example.com.", RecordType::SOA, None).unwrap()).await;
+    let RData::SOA(soa) = &m.answers[0].data else { panic!("an SOA: {m:?}") };
+    assert_eq!(soa.mname.to_ascii(), "ns1.dns.example.net.");
+    assert_eq!(soa.rname.to_ascii(), "ops.example.net.");
+    // Bad names are refused at start-up, naming the setting.
+    let bad = httpdns_server::Config::load(Some("[dns]\nnameservers = [\"not a name\"]\n"), |_| None);
+    assert!(bad.unwrap_err().to_string().starts_with("dns.nameservers"));
+}
+
 fn addresses(m: &Message) -> Vec<String> {
     m.answers
         .iter()
@@ -96,7 +127,14 @@ async fn plain_dns_answers_like_d_with_client_subnet() {
     assert_eq!((m.metadata.response_code, m.answers.len()), (ResponseCode::NoError, 0));
     assert_eq!(m.authorities[0].record_type(), RecordType::SOA);
     let q = build_query(12, "www.example.com.", RecordType::SOA, None).unwrap();
-    assert_eq!(udp(addr, &q).await.answers[0].record_type(), RecordType::SOA);
+    let m = udp(addr, &q).await;
+    let RData::SOA(soa) = &m.answers[0].data else { panic!("an SOA: {m:?}") };
+    assert_eq!(soa.mname.to_ascii(), "ns.www.example.com.", "without configured name servers");
+    // NS: the zone's name servers, authoritatively.
+    let q = build_query(14, "www.example.com.", RecordType::NS, None).unwrap();
+    let m = udp(addr, &q).await;
+    assert!(m.metadata.authoritative);
+    assert_eq!(ns_names(&m), ["ns.www.example.com."]);
     // Not managed: refused (no recursion).
     let q = build_query(13, "not-managed.example.org.", RecordType::A, None).unwrap();
     assert_eq!(udp(addr, &q).await.metadata.response_code, ResponseCode::Refused);

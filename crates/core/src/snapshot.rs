@@ -98,11 +98,22 @@ pub struct Policy {
     pub band: f64,
     /// Serve private and loopback node addresses (intranet deployments, tests).
     pub allow_private: bool,
+    /// The name servers of every managed name (its NS records, the first one its SOA MNAME).
+    /// Empty: `ns.<name>`.
+    pub nameservers: Vec<DomainName>,
+    /// The SOA RNAME (the zone contact, `.` for `@`). `None`: `hostmaster.<name>`.
+    pub hostmaster: Option<DomainName>,
 }
 
 impl Default for Policy {
     fn default() -> Self {
-        Self { weights: Weights::default(), band: 0.01, allow_private: false }
+        Self {
+            weights: Weights::default(),
+            band: 0.01,
+            allow_private: false,
+            nameservers: Vec::new(),
+            hostmaster: None,
+        }
     }
 }
 

@@ -4,16 +4,17 @@
 //! the EDNS Client Subnet address when the query carries one (echoed back with its scope), else
 //! the peer. A/AAAA get the nodes' addresses; other types of a managed name, and families
 //! without nodes, get NODATA with the zone's SOA, so resolvers cache the negative answer for
-//! the domain's TTL. A and AAAA questions for names that are not managed are handed back as a
+//! the domain's TTL. Each managed name is its own zone apex: SOA and NS questions are
+//! answered with the configured name servers (`[dns] nameservers`, else `ns.<name>`). A and AAAA questions for names that are not managed are handed back as a
 //! [`Forward`] for the upstream resolver; other types of such names are REFUSED.
 
 use std::net::IpAddr;
 
 use hickory_proto::op::{Edns, Message, MessageType, OpCode, Query, ResponseCode};
 use hickory_proto::rr::rdata::opt::{ClientSubnet, EdnsCode, EdnsOption};
-use hickory_proto::rr::rdata::{A, AAAA, SOA};
+use hickory_proto::rr::rdata::{A, AAAA, NS, SOA};
 use hickory_proto::rr::{DNSClass, Name, RData, Record, RecordType};
-use httpdns_core::snapshot::{client_seed, NodeHealth, Resolution};
+use httpdns_core::snapshot::{client_seed, NodeHealth, Policy, Resolution};
 use httpdns_core::{ClientView, DomainName, Family, Snapshot};
 
 /// The UDP payload this server advertises and uses at most (the DNS flag day 2020 value).
@@ -227,9 +228,19 @@ fn fill<H: NodeHealth, C: Fn(IpAddr) -> ClientView>(
         RecordType::AAAA => Some(Family::V6),
         _ => None,
     };
-    if question.query_type() == RecordType::SOA {
-        response.add_answer(soa(&qname, ttl, ctx.snapshot.revision()));
-        return Filled::Done(ResponseCode::NoError, false, Some(ttl));
+    let policy = ctx.snapshot.policy();
+    match question.query_type() {
+        RecordType::SOA => {
+            response.add_answer(soa(&qname, ttl, ctx.snapshot.revision(), policy));
+            return Filled::Done(ResponseCode::NoError, false, Some(ttl));
+        }
+        RecordType::NS => {
+            for ns in nameservers(&qname, policy) {
+                response.add_answer(Record::from_rdata(qname.clone(), NS_TTL, RData::NS(NS(ns))));
+            }
+            return Filled::Done(ResponseCode::NoError, false, Some(NS_TTL.min(ttl)));
+        }
+        _ => {}
     }
     let mut answered = false;
     if let Some(family) = family {
@@ -249,25 +260,38 @@ fn fill<H: NodeHealth, C: Fn(IpAddr) -> ClientView>(
     }
     if !answered {
         // NODATA: the name exists, nothing of this type; the SOA tells how long to remember.
-        response.add_authority(soa(&qname, ttl, ctx.snapshot.revision()));
+        response.add_authority(soa(&qname, ttl, ctx.snapshot.revision(), policy));
     }
     Filled::Done(ResponseCode::NoError, family.is_some(), Some(ttl))
 }
 
+/// TTL of NS records: name servers change rarely.
+const NS_TTL: u32 = 3600;
+
+/// `label.<apex>`, or the apex itself when that is too long.
+fn under(apex: &Name, label: &str) -> Name {
+    Name::from_ascii(label).ok().and_then(|l| l.append_domain(apex).ok()).unwrap_or_else(|| apex.clone())
+}
+
+fn fqdn(name: &DomainName) -> Option<Name> {
+    Name::from_ascii(format!("{name}.")).ok()
+}
+
+/// The name servers of a managed name: configured, else `ns.<name>`.
+fn nameservers(apex: &Name, policy: &Policy) -> Vec<Name> {
+    let configured: Vec<Name> = policy.nameservers.iter().filter_map(fqdn).collect();
+    if configured.is_empty() {
+        vec![under(apex, "ns")]
+    } else {
+        configured
+    }
+}
+
 /// The SOA of a managed name, which is its own zone apex here.
-fn soa(apex: &Name, ttl: u32, revision: i64) -> Record {
-    let host = |label: &str| {
-        Name::from_ascii(label).ok().and_then(|l| l.append_domain(apex).ok()).unwrap_or_else(|| apex.clone())
-    };
-    let soa = SOA::new(
-        host("ns"),
-        host("hostmaster"),
-        revision.clamp(0, i64::from(u32::MAX)) as u32,
-        3600,
-        600,
-        86_400,
-        ttl,
-    );
+fn soa(apex: &Name, ttl: u32, revision: i64, policy: &Policy) -> Record {
+    let mname = nameservers(apex, policy).swap_remove(0);
+    let rname = policy.hostmaster.as_ref().and_then(fqdn).unwrap_or_else(|| under(apex, "hostmaster"));
+    let soa = SOA::new(mname, rname, revision.clamp(0, i64::from(u32::MAX)) as u32, 3600, 600, 86_400, ttl);
     Record::from_rdata(apex.clone(), ttl, RData::SOA(soa))
 }
 

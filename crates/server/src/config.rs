@@ -11,7 +11,7 @@ use httpdns_api::dnspod::format::FormatOptions;
 use httpdns_api::live::LiveSettings;
 use httpdns_core::score::Weights;
 use httpdns_core::snapshot::Policy;
-use httpdns_core::Token;
+use httpdns_core::{DomainName, Token};
 use httpdns_geo::{GeoConfig, IspMap};
 use serde::Deserialize;
 
@@ -149,6 +149,17 @@ pub struct FileConfig {
     upstream: UpstreamFile,
     #[serde(default)]
     mirror: MirrorFile,
+    #[serde(default)]
+    dns: DnsFile,
+}
+
+/// `[dns]`: how managed names present themselves as zones.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct DnsFile {
+    #[serde(default)]
+    nameservers: Vec<String>,
+    hostmaster: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -353,7 +364,17 @@ impl Config {
         if !(0.0..=1.0).contains(&band) {
             return Err(err("scoring.band", "must be from 0 to 1"));
         }
-        let policy = Policy { weights, band, allow_private: allow_private_node_ips };
+        let nameservers = file
+            .dns
+            .nameservers
+            .iter()
+            .map(|n| DomainName::parse(n).map_err(|e| err("dns.nameservers", format!("{n:?}: {e}"))))
+            .collect::<Result<Vec<_>, _>>()?;
+        let hostmaster = match &file.dns.hostmaster {
+            None => None,
+            Some(h) => Some(DomainName::parse(h).map_err(|e| err("dns.hostmaster", format!("{h:?}: {e}")))?),
+        };
+        let policy = Policy { weights, band, allow_private: allow_private_node_ips, nameservers, hostmaster };
 
         let mut asn = Vec::new();
         for (k, v) in &file.geoip.asn_isp {
