@@ -12,5 +12,6 @@ mod metrics;
 mod mirror;
 mod origin;
 mod persistence;
+mod proxy;
 mod support;
 mod upstream;

@@ -10,6 +10,7 @@
 //! * [`ip`]: which addresses may ever be served.
 //! * [`model`]: the operator-facing specs of networks, nodes, pools and domains.
 //! * [`cidr`]: longest-prefix match for operator networks.
+//! * [`proxy_header`]: the PROXY protocol header (v1, v2) that passes on a client's address.
 //! * [`score`]: the 40/30/20/10 node score.
 //! * [`live`]: measured inputs (probes, agent reports, app feedback) as plain values.
 //! * [`snapshot`]: the immutable answering snapshot and the answer choice.
@@ -19,6 +20,7 @@ pub mod ip;
 pub mod live;
 pub mod model;
 pub mod name;
+pub mod proxy_header;
 pub mod score;
 pub mod snapshot;
 pub mod token;

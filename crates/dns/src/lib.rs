@@ -6,6 +6,7 @@
 
 pub mod answer;
 pub mod listen;
+pub mod proxied;
 pub mod upstream;
 
 pub use answer::{answer, build_query, Answer, Context, Forward, Reply, Transport};

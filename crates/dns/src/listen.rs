@@ -4,11 +4,13 @@ use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
 
+use httpdns_core::cidr::CidrTable;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream, UdpSocket};
+use tokio::net::{TcpListener, UdpSocket};
 use tokio_util::sync::CancellationToken;
 
 use crate::answer::{Answer, Transport};
+use crate::proxied::ProxiedStream;
 use crate::upstream::Upstream;
 
 /// Answers one message from the snapshot: the caller supplies it.
@@ -56,10 +58,12 @@ pub async fn serve_udp(
 }
 
 /// Serves TCP (RFC 7766 length-prefixed messages, several per connection) until `shutdown`.
+/// Connections from `trusted_proxies` may start with a PROXY protocol header naming the client.
 pub async fn serve_tcp(
     listener: TcpListener,
     handler: Handler,
     upstream: Arc<Upstream>,
+    trusted_proxies: Arc<CidrTable<()>>,
     shutdown: CancellationToken,
 ) {
     let mut conns = tokio::task::JoinSet::new();
@@ -68,7 +72,13 @@ pub async fn serve_tcp(
             () = shutdown.cancelled() => break,
             accepted = listener.accept() => {
                 let Ok((stream, peer)) = accepted else { continue };
-                conns.spawn(connection(stream, peer, handler.clone(), upstream.clone(), shutdown.clone()));
+                let (handler, upstream, shutdown, trusted) =
+                    (handler.clone(), upstream.clone(), shutdown.clone(), trusted_proxies.clone());
+                conns.spawn(async move {
+                    if let Some((stream, client)) = crate::proxied::accept(stream, peer, &trusted).await {
+                        connection(stream, client, handler, upstream, shutdown).await;
+                    }
+                });
             }
             Some(_) = conns.join_next(), if !conns.is_empty() => {}
         }
@@ -77,7 +87,7 @@ pub async fn serve_tcp(
 }
 
 async fn connection(
-    mut stream: TcpStream,
+    mut stream: ProxiedStream,
     peer: SocketAddr,
     handler: Handler,
     upstream: Arc<Upstream>,

@@ -30,7 +30,10 @@ pub const ENV_VARS: &[(&str, &str)] = &[
     ("HTTPDNS_GEOIP_ASN_DB", "path of a GeoLite2 ASN database"),
     ("HTTPDNS_CONFIG_SIGNING_KEY", "Ed25519 seed (base64 or hex, 32 bytes) signing config documents"),
     ("HTTPDNS_AUTH_REQUIRED", "answer authenticated requests only (true/false)"),
-    ("HTTPDNS_TRUSTED_PROXIES", "CIDRs whose X-Forwarded-For / X-Real-IP are believed, comma-separated"),
+    (
+        "HTTPDNS_TRUSTED_PROXIES",
+        "CIDRs whose X-Forwarded-For / X-Real-IP and PROXY protocol headers are believed, comma-separated",
+    ),
     ("HTTPDNS_SYNC_INTERVAL_MS", "how often the snapshot follows the database, in ms"),
     ("HTTPDNS_LOG_FORMAT", "text or json"),
     (

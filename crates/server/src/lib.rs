@@ -7,6 +7,7 @@
 pub mod config;
 mod dns;
 mod follow;
+mod proxy_listener;
 mod secrets;
 
 use std::net::SocketAddr;
@@ -136,6 +137,8 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
     tracing::info!(store = mirror.objects.backend_name(), "Mirror store ready.");
     catalog.attach_mirror(mirror.clone()).await;
 
+    let trusted_proxies =
+        Arc::new(httpdns_core::cidr::CidrTable::new(config.trusted_proxies.iter().map(|n| (*n, ()))));
     let state = AppState::new(Shared {
         catalog: catalog.clone(),
         config: config_cache.clone(),
@@ -169,13 +172,29 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
             tracing::info!(role = "api", addr = %bound, "Listening.");
             let app = httpdns_api::router(state.clone()).into_make_service_with_connect_info::<SocketAddr>();
             let stop = shutdown.clone();
-            tasks.spawn(async move {
-                if let Err(e) =
-                    axum::serve(listener, app).with_graceful_shutdown(stop.cancelled_owned()).await
-                {
-                    tracing::error!(error = %e, "API listener failed.");
-                }
-            });
+            if trusted_proxies.is_empty() {
+                tasks.spawn(async move {
+                    if let Err(e) =
+                        axum::serve(listener, app).with_graceful_shutdown(stop.cancelled_owned()).await
+                    {
+                        tracing::error!(error = %e, "API listener failed.");
+                    }
+                });
+            } else {
+                // `tap_io` with nothing to do: axum derives `ConnectInfo<SocketAddr>` from any
+                // listener's address only through it.
+                let listener = axum::serve::ListenerExt::tap_io(
+                    proxy_listener::ProxyListener::new(listener, trusted_proxies.clone())?,
+                    |_: &mut httpdns_dns::proxied::ProxiedStream| {},
+                );
+                tasks.spawn(async move {
+                    if let Err(e) =
+                        axum::serve(listener, app).with_graceful_shutdown(stop.cancelled_owned()).await
+                    {
+                        tracing::error!(error = %e, "API listener failed.");
+                    }
+                });
+            }
             Some(bound)
         }
     };
@@ -218,7 +237,13 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
                 upstream.clone(),
                 shutdown.clone(),
             ));
-            tasks.spawn(httpdns_dns::listen::serve_tcp(tcp, handler, upstream.clone(), shutdown.clone()));
+            tasks.spawn(httpdns_dns::listen::serve_tcp(
+                tcp,
+                handler,
+                upstream.clone(),
+                trusted_proxies.clone(),
+                shutdown.clone(),
+            ));
             Some(bound)
         }
     };
