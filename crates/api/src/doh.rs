@@ -58,6 +58,9 @@ pub(crate) async fn handle(
 }
 
 async fn serve(app: &AppState, peer: IpAddr, request: Request) -> Result<Response, ApiError> {
+    if !crate::resolve::allow_client(app, peer) {
+        return Err(crate::resolve::client_throttled());
+    }
     let (parts, body) = request.into_parts();
     let pairs: Vec<(String, String)> =
         form_urlencoded::parse(parts.uri.query().unwrap_or("").as_bytes()).into_owned().collect();

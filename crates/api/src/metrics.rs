@@ -178,6 +178,8 @@ pub struct Metrics {
     pub geoip_loaded: IntGaugeVec,
     pub node_reports: IntCounter,
     pub feedback_reports: IntCounterVec,
+    /// Requests answered 429, by who was over the limit (`account`, `client`).
+    pub rate_limited: IntCounterVec,
     pub health_probes: IntCounterVec,
     pub health_transitions: IntCounterVec,
     pub nodes_by_health: IntGaugeVec,
@@ -279,6 +281,14 @@ impl Metrics {
             &["result"],
         )
         .unwrap();
+        let rate_limited = IntCounterVec::new(
+            Opts::new("rate_limited_total", "Requests refused with 429, by scope (account, client)."),
+            &["scope"],
+        )
+        .unwrap();
+        for scope in ["account", "client"] {
+            rate_limited.with_label_values(&[scope]);
+        }
         let health_probes =
             IntCounterVec::new(Opts::new("health_probes_total", "Health probes by result."), &["result"])
                 .unwrap();
@@ -296,6 +306,7 @@ impl Metrics {
             Box::new(config_version.clone()),
             Box::new(node_reports.clone()),
             Box::new(feedback_reports.clone()),
+            Box::new(rate_limited.clone()),
             Box::new(health_probes.clone()),
             Box::new(health_transitions.clone()),
             Box::new(nodes_by_health.clone()),
@@ -335,6 +346,7 @@ impl Metrics {
             config_requests: config_requests_fast,
             node_reports,
             feedback_reports,
+            rate_limited,
             health_probes,
             health_transitions,
             nodes_by_health,

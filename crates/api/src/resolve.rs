@@ -124,6 +124,9 @@ async fn answer(
         )
         .into_response();
     }
+    if !allow_client(app, peer) {
+        return client_throttled().into_response();
+    }
     let pairs: Vec<_> = form_urlencoded::parse(query.unwrap_or("").as_bytes()).collect();
     match entries(app, peer, &pairs, started, false).await {
         Ok((_, outcomes)) if outcomes.contains(&Outcome::UpstreamError) => upstream_failed(&outcomes),
@@ -286,7 +289,31 @@ pub(crate) async fn account(
 
 /// Applies an account's `rate_limit_qps` (a burst of one second's worth).
 pub(crate) fn allow_account(app: &AppState, id: u32, qps: Option<u32>) -> bool {
-    qps.is_none_or(|q| app.account_limits.allow_at(id, f64::from(q), f64::from(q)))
+    let ok = qps.is_none_or(|q| app.account_limits.allow_at(id, f64::from(q), f64::from(q)));
+    if !ok {
+        app.metrics.rate_limited.with_label_values(&["account"]).inc();
+    }
+    ok
+}
+
+/// The per-address limit of unauthenticated calls, keyed by the connection's client (the
+/// peer, or what a trusted proxy said), never by the `ip=` a request names.
+pub(crate) fn allow_client(app: &AppState, peer: IpAddr) -> bool {
+    let Some((rate, burst)) = app.settings.client_rate_limit else { return true };
+    let ok = app.client_limits.allow_at(peer, rate, burst);
+    if !ok {
+        app.metrics.rate_limited.with_label_values(&["client"]).inc();
+    }
+    ok
+}
+
+/// The 429 of a client over its per-address limit.
+pub(crate) fn client_throttled() -> ApiError {
+    ApiError::new(
+        StatusCode::TOO_MANY_REQUESTS,
+        "Throttled",
+        "too many requests from this address; slow down",
+    )
 }
 
 fn forbidden(code: &'static str, message: &str) -> ApiError {

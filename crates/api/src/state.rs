@@ -30,6 +30,10 @@ pub struct ApiSettings {
     pub auth_required: bool,
     /// Proxies whose `X-Forwarded-For` / `X-Real-IP` are believed. Empty: none.
     pub trusted_proxies: CidrTable<()>,
+    /// Requests per second and burst allowed to one client address on the unauthenticated
+    /// endpoints (`/d`, `/resolve`, `/dns-query`). `None`: no per-address limit, the default,
+    /// because carrier-grade NAT puts many users behind one address; accounts have their own.
+    pub client_rate_limit: Option<(f64, f64)>,
 }
 
 /// Shared state of the API router: one `Arc`, since axum clones the state for every request.
@@ -51,6 +55,8 @@ pub struct Shared {
     pub mirror: Arc<httpdns_mirror::Mirror>,
     /// Per-account request limits (`rate_limit_qps`).
     pub account_limits: RateLimiter<u32>,
+    /// Per-address limits of unauthenticated calls ([`ApiSettings::client_rate_limit`]).
+    pub client_limits: RateLimiter<IpAddr>,
 }
 
 impl AppState {

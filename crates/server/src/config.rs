@@ -37,6 +37,10 @@ pub const ENV_VARS: &[(&str, &str)] = &[
     ("HTTPDNS_SYNC_INTERVAL_MS", "how often the snapshot follows the database, in ms"),
     ("HTTPDNS_LOG_FORMAT", "text or json"),
     (
+        "HTTPDNS_CLIENT_RATE_LIMIT_QPS",
+        "requests per second per client address on the unauthenticated endpoints (`off`: none, the default)",
+    ),
+    (
         "HTTPDNS_MIRROR_STORE",
         "where the mirror keeps copies: `local` (under the data directory) or `s3://BUCKET[/PREFIX]`",
     ),
@@ -108,6 +112,8 @@ pub struct Config {
     pub upstream_negative_ttl: u32,
     pub upstream_stale: Duration,
     pub mirror_store: MirrorStore,
+    /// Per-address limit of unauthenticated calls: requests per second and burst.
+    pub client_rate_limit: Option<(f64, f64)>,
 }
 
 /// A configuration error, naming the setting.
@@ -154,6 +160,16 @@ pub struct FileConfig {
     mirror: MirrorFile,
     #[serde(default)]
     dns: DnsFile,
+    #[serde(default)]
+    rate_limit: RateLimitFile,
+}
+
+/// `[rate_limit]`: the per-address limit of unauthenticated calls.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RateLimitFile {
+    client_qps: Option<f64>,
+    client_burst: Option<f64>,
 }
 
 /// `[dns]`: how managed names present themselves as zones.
@@ -440,7 +456,31 @@ impl Config {
             env("HTTPDNS_MIRROR_S3_REGION").or(file.mirror.s3_region),
         )?;
 
+        let client_qps = match env("HTTPDNS_CLIENT_RATE_LIMIT_QPS") {
+            Some(v) if v.trim().eq_ignore_ascii_case("off") => None,
+            Some(v) => Some(
+                v.trim()
+                    .parse::<f64>()
+                    .map_err(|_| err("HTTPDNS_CLIENT_RATE_LIMIT_QPS", "must be a number or off"))?,
+            ),
+            None => file.rate_limit.client_qps,
+        };
+        let client_rate_limit = match client_qps {
+            None => None,
+            Some(q) if q.is_finite() && q > 0.0 && q <= 1e6 => {
+                let burst = file.rate_limit.client_burst.unwrap_or(q * 2.0);
+                if !(burst.is_finite() && (1.0..=1e7).contains(&burst)) {
+                    return Err(err("rate_limit.client_burst", "must be from 1 to 10000000"));
+                }
+                Some((q, burst))
+            }
+            Some(_) => {
+                return Err(err("HTTPDNS_CLIENT_RATE_LIMIT_QPS", "must be above 0 and at most 1000000"))
+            }
+        };
+
         Ok(Self {
+            client_rate_limit,
             mirror_store,
             api_addr,
             mirror_addr,

@@ -155,8 +155,13 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
             trusted_proxies: httpdns_core::cidr::CidrTable::new(
                 config.trusted_proxies.iter().map(|n| (*n, ())),
             ),
+            client_rate_limit: config.client_rate_limit,
         },
         account_limits: httpdns_api::ratelimit::RateLimiter::new(1.0, 1.0),
+        client_limits: httpdns_api::ratelimit::RateLimiter::new(
+            config.client_rate_limit.map_or(1.0, |(q, _)| q),
+            config.client_rate_limit.map_or(1.0, |(_, b)| b),
+        ),
     });
 
     let shutdown = CancellationToken::new();

@@ -80,6 +80,9 @@ async fn answer(app: &AppState, peer: IpAddr, request: Request, started: Instant
         Ok(k) => k,
         Err(e) => return e.into_response(),
     };
+    if key.is_none() && !crate::resolve::allow_client(app, peer) {
+        return crate::resolve::client_throttled().into_response();
+    }
     let req = match params::parse(pairs.iter().map(|(k, v)| (k.as_ref(), v.as_ref()))) {
         Ok(r) => r,
         Err(e) => return ApiError::bad_request(e.code(), e.field(), e.to_string()).into_response(),
