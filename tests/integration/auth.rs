@@ -180,9 +180,9 @@ async fn accounts_are_validated() {
 #[tokio::test]
 async fn per_address_limits_for_unauthenticated_calls() {
     let tmp = tempfile::tempdir().unwrap();
-    let mut env = crate::support::env(tmp.path(), &crate::support::Db::Sqlite);
+    let mut env = crate::support::env(tmp.path(), &Db::Sqlite);
     env.insert("HTTPDNS_CLIENT_RATE_LIMIT_QPS".into(), "0.5".into());
-    let s = crate::support::Server::start_with(env, Some("[rate_limit]\nclient_burst = 3\n")).await;
+    let s = Server::start_with(env, Some("[rate_limit]\nclient_burst = 3\n")).await;
     s.seed().await;
     let mut statuses = Vec::new();
     for path in ["/d?dn=www.example.com", "/resolve?host=www.example.com", "/d?dn=www.example.com&ip=1.0.2.7"]
@@ -192,7 +192,7 @@ async fn per_address_limits_for_unauthenticated_calls() {
     assert_eq!(statuses, [200, 200, 200], "the burst");
     let over = s.get("/d?dn=www.example.com&ip=8.8.8.8").await;
     assert_eq!(over.status(), 429, "ip= does not pick another bucket");
-    assert_eq!(over.json::<serde_json::Value>().await.unwrap()["code"], "Throttled");
+    assert_eq!(over.json::<Value>().await.unwrap()["code"], "Throttled");
     assert_eq!(s.get("/resolve?host=www.example.com").await.status(), 429);
     assert_eq!(s.get("/dns-query?name=www.example.com&type=A").await.status(), 429);
     let metrics = s.text("/metrics").await;
@@ -201,8 +201,8 @@ async fn per_address_limits_for_unauthenticated_calls() {
     // Off by default: a burst far beyond that passes.
     let (plain, _tmp2) = {
         let tmp = tempfile::tempdir().unwrap();
-        let env = crate::support::env(tmp.path(), &crate::support::Db::Sqlite);
-        (crate::support::Server::start_with(env, None).await, tmp)
+        let env = crate::support::env(tmp.path(), &Db::Sqlite);
+        (Server::start_with(env, None).await, tmp)
     };
     for _ in 0..20 {
         assert_eq!(plain.get("/d?dn=www.example.com").await.status(), 200);
