@@ -135,6 +135,18 @@ async fn plain_dns_answers_like_d_with_client_subnet() {
     let m = udp(addr, &q).await;
     assert!(m.metadata.authoritative);
     assert_eq!(ns_names(&m), ["ns.www.example.com."]);
+    // Below a managed name: NXDOMAIN with the zone's SOA; above a managed name (an empty
+    // non-terminal): NODATA.
+    let q = build_query(15, "nope.www.example.com.", RecordType::A, None).unwrap();
+    let m = udp(addr, &q).await;
+    assert_eq!((m.metadata.response_code, m.metadata.authoritative), (ResponseCode::NXDomain, true));
+    assert_eq!(m.authorities[0].name.to_ascii(), "www.example.com.");
+    assert_eq!(m.authorities[0].record_type(), RecordType::SOA);
+    s.put_ok("/admin/v1/domains/a.b.www.example.com", serde_json::json!({"pool": "edge", "ttl": 30})).await;
+    let q = build_query(16, "b.www.example.com.", RecordType::A, None).unwrap();
+    let m = udp(addr, &q).await;
+    assert_eq!((m.metadata.response_code, m.answers.len()), (ResponseCode::NoError, 0));
+    assert_eq!(m.authorities[0].record_type(), RecordType::SOA);
     // Not managed: refused (no recursion).
     let q = build_query(13, "not-managed.example.org.", RecordType::A, None).unwrap();
     assert_eq!(udp(addr, &q).await.metadata.response_code, ResponseCode::Refused);
@@ -307,6 +319,12 @@ async fn dnspython_over_udp_tcp_and_https() {
     assert_eq!(addrs("https_get"), serde_json::json!(["1.1.1.1", "1.1.1.2"]), "{r}");
     assert_eq!(r["https_post"]["rcode"], "NOERROR");
     assert_eq!(r["https_get"]["scope"], 24, "{r}");
+    // Below a managed name: it does not exist, authoritatively.
+    assert_eq!(
+        (&r["udp_below_apex"]["rcode"], &r["udp_below_apex"]["aa"]),
+        (&"NXDOMAIN".into(), &true.into()),
+        "{r}"
+    );
     // Not managed, and upstream resolution is off in this test: REFUSED, not a made-up answer.
     assert_eq!(r["udp_unmanaged"]["rcode"], "REFUSED", "{r}");
 }

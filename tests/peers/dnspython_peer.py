@@ -40,7 +40,8 @@ out = {
     "udp_unicom": summary(dns.query.udp(query("www.example.com", "A", ("1.0.2.0", 24)), "127.0.0.1", port=port, timeout=5)),
     "tcp_telecom": summary(dns.query.tcp(query("www.example.com", "A", ("1.0.1.0", 24)), "127.0.0.1", port=port, timeout=5)),
     "udp_aaaa": summary(dns.query.udp(query("www.example.com", "AAAA"), "127.0.0.1", port=port, timeout=5)),
-    "udp_unmanaged": summary(dns.query.udp(query("nope.www.example.com", "A"), "127.0.0.1", port=port, timeout=5)),
+    "udp_below_apex": summary(dns.query.udp(query("nope.www.example.com", "A"), "127.0.0.1", port=port, timeout=5)),
+    "udp_unmanaged": summary(dns.query.udp(query("nope.example.org", "A"), "127.0.0.1", port=port, timeout=5)),
     "https_post": summary(dns.query.https(query("www.example.com", "A", ("1.0.2.0", 24)), api + "/dns-query", post=True, timeout=5, http_version=dns.query.HTTPVersion.H1)),
     "https_get": summary(dns.query.https(query("www.example.com", "A", ("1.0.1.0", 24)), api + "/dns-query", post=False, timeout=5, http_version=dns.query.HTTPVersion.H1)),
 }

@@ -400,6 +400,29 @@ impl Snapshot {
         self.domains.get(name).map(|d| &d.spec)
     }
 
+    /// The nearest managed name strictly above `name` (`www.example.com` for
+    /// `a.www.example.com`), with its spec: the zone `name` would be in.
+    pub fn enclosing_domain(&self, name: &DomainName) -> Option<(DomainName, &DomainSpec)> {
+        let mut rest = name.as_str();
+        while let Some((_, parent)) = rest.split_once('.') {
+            rest = parent;
+            if let Ok(p) = DomainName::parse(parent) {
+                if let Some(d) = self.domains.get(&p) {
+                    return Some((p, &d.spec));
+                }
+            }
+        }
+        None
+    }
+
+    /// Whether some managed name lies below `name` (which is then an empty non-terminal).
+    /// Linear in the number of domains: only asked for names under a managed one that are
+    /// not managed themselves.
+    pub fn has_managed_below(&self, name: &DomainName) -> bool {
+        let suffix = format!(".{}", name.as_str());
+        self.domains.keys().any(|d| d.as_str().ends_with(&suffix))
+    }
+
     /// Every node, usable or not, by snapshot index.
     pub fn nodes(&self) -> &[NodeEntry] {
         &self.nodes

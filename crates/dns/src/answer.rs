@@ -5,7 +5,8 @@
 //! the peer. A/AAAA get the nodes' addresses; other types of a managed name, and families
 //! without nodes, get NODATA with the zone's SOA, so resolvers cache the negative answer for
 //! the domain's TTL. Each managed name is its own zone apex: SOA and NS questions are
-//! answered with the configured name servers (`[dns] nameservers`, else `ns.<name>`). A and AAAA questions for names that are not managed are handed back as a
+//! answered with the configured name servers (`[dns] nameservers`, else `ns.<name>`), and
+//! names below it that are not managed are NXDOMAIN (NODATA for empty non-terminals). A and AAAA questions for names that are not managed are handed back as a
 //! [`Forward`] for the upstream resolver; other types of such names are REFUSED.
 
 use std::net::IpAddr;
@@ -219,7 +220,23 @@ fn fill<H: NodeHealth, C: Fn(IpAddr) -> ClientView>(
         return Filled::Done(ResponseCode::Refused, false, None);
     };
     let Some(domain) = ctx.snapshot.domain(&name) else {
-        return Filled::NotManaged(name);
+        // Below a managed name (its own zone apex here) this server is the authority: the
+        // name does not exist (NXDOMAIN), or exists only as the parent of a managed name
+        // (NODATA). Either way with the zone's SOA, so resolvers cache the answer.
+        let Some((apex, spec)) = ctx.snapshot.enclosing_domain(&name) else {
+            return Filled::NotManaged(name);
+        };
+        response.metadata.authoritative = true;
+        let Ok(apex) = Name::from_ascii(format!("{apex}.")) else {
+            return Filled::Done(ResponseCode::ServFail, false, None);
+        };
+        response.add_authority(soa(&apex, spec.ttl, ctx.snapshot.revision(), ctx.snapshot.policy()));
+        let code = if ctx.snapshot.has_managed_below(&name) {
+            ResponseCode::NoError
+        } else {
+            ResponseCode::NXDomain
+        };
+        return Filled::Done(code, false, Some(spec.ttl));
     };
     response.metadata.authoritative = true;
     let ttl = domain.ttl;
