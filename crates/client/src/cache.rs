@@ -1,0 +1,265 @@
+//! The answer cache: per network and name, by TTL, with refresh ahead and stale reuse.
+//!
+//! Pure: every method takes the current time, so tests drive it with a paused tokio clock.
+//! Keyed by network (`"wifi:home"`, `"cellular"`): answers are chosen for the client's
+//! address, so after a Wi-Fi/cellular switch the other network's answers point at the wrong
+//! carrier and must not be reused.
+
+use std::collections::HashMap;
+use std::net::IpAddr;
+use std::path::Path;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use serde::{Deserialize, Serialize};
+use tokio::time::Instant;
+
+/// At most this many entries are kept; the oldest go first. A phone resolves a few dozen names.
+pub const MAX_ENTRIES: usize = 4096;
+
+#[derive(Debug, Clone)]
+struct Entry {
+    ips: Vec<IpAddr>,
+    ttl: Duration,
+    stored: Instant,
+    refreshing: bool,
+}
+
+/// What the cache holds for a name, relative to `now`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Lookup {
+    /// Within its TTL. `refresh` is set once the entry is past 75% of it: the caller answers
+    /// from the cache and refreshes in the background (only the first caller is told).
+    Fresh {
+        ips: Vec<IpAddr>,
+        remaining: Duration,
+        refresh: bool,
+    },
+    /// Past its TTL by `age`. The caller may reuse it ("optimistic DNS") while refreshing;
+    /// `refresh` as above.
+    Expired {
+        ips: Vec<IpAddr>,
+        age: Duration,
+        refresh: bool,
+    },
+    Miss,
+}
+
+#[derive(Debug, Default)]
+pub struct Cache {
+    entries: HashMap<(String, String), Entry>,
+}
+
+impl Cache {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    pub fn lookup(&mut self, network: &str, name: &str, now: Instant) -> Lookup {
+        let Some(e) = self.entries.get_mut(&(network.to_owned(), name.to_owned())) else {
+            return Lookup::Miss;
+        };
+        let age = now.saturating_duration_since(e.stored);
+        let refresh = !e.refreshing && age * 4 >= e.ttl * 3;
+        if refresh {
+            e.refreshing = true;
+        }
+        if age < e.ttl {
+            Lookup::Fresh { ips: e.ips.clone(), remaining: e.ttl - age, refresh }
+        } else {
+            Lookup::Expired { ips: e.ips.clone(), age: age - e.ttl, refresh }
+        }
+    }
+
+    pub fn insert(&mut self, network: &str, name: &str, ips: Vec<IpAddr>, ttl: Duration, now: Instant) {
+        if self.entries.len() >= MAX_ENTRIES {
+            if let Some(oldest) = self.entries.iter().min_by_key(|(_, e)| e.stored).map(|(k, _)| k.clone()) {
+                self.entries.remove(&oldest);
+            }
+        }
+        self.entries.insert(
+            (network.to_owned(), name.to_owned()),
+            Entry { ips, ttl, stored: now, refreshing: false },
+        );
+    }
+
+    /// A refresh that failed: the next use may try again.
+    pub fn refresh_failed(&mut self, network: &str, name: &str) {
+        if let Some(e) = self.entries.get_mut(&(network.to_owned(), name.to_owned())) {
+            e.refreshing = false;
+        }
+    }
+
+    pub fn remove(&mut self, network: &str, name: &str) {
+        self.entries.remove(&(network.to_owned(), name.to_owned()));
+    }
+
+    /// Writes the cache to `path` atomically (temp file, fsync, rename), with wall-clock
+    /// times, since `Instant`s mean nothing to the next process.
+    pub fn save(&self, path: &Path, now: Instant) -> std::io::Result<()> {
+        let wall = SystemTime::now();
+        let records: Vec<Record> = self
+            .entries
+            .iter()
+            .map(|((network, name), e)| {
+                let age = now.saturating_duration_since(e.stored);
+                let stored = wall.checked_sub(age).unwrap_or(UNIX_EPOCH);
+                Record {
+                    network: network.clone(),
+                    name: name.clone(),
+                    ips: e.ips.clone(),
+                    ttl_ms: e.ttl.as_millis() as u64,
+                    stored_unix_ms: stored.duration_since(UNIX_EPOCH).unwrap_or_default().as_millis() as u64,
+                }
+            })
+            .collect();
+        let body = serde_json::to_vec(&File { version: 1, records }).map_err(std::io::Error::other)?;
+        crate::fsutil::write_atomic(path, &body)
+    }
+
+    /// Loads what `save` wrote. Entries expired for longer than `keep_expired` are dropped
+    /// (the SDKs' "expiredThresholdMillis"). A missing or unreadable file is an empty cache:
+    /// the cache is an optimisation and must never stop the app.
+    pub fn load(path: &Path, now: Instant, keep_expired: Duration) -> Self {
+        let mut cache = Self::new();
+        let Ok(bytes) = std::fs::read(path) else { return cache };
+        let Ok(file) = serde_json::from_slice::<File>(&bytes) else {
+            tracing::warn!(path = %path.display(), "Ignoring an unreadable DNS cache file.");
+            return cache;
+        };
+        let wall_now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default().as_millis() as u64;
+        for r in file.records.into_iter().take(MAX_ENTRIES) {
+            let age = Duration::from_millis(wall_now.saturating_sub(r.stored_unix_ms));
+            let ttl = Duration::from_millis(r.ttl_ms);
+            if age > ttl + keep_expired || r.ips.is_empty() {
+                continue;
+            }
+            let Some(stored) = now.checked_sub(age) else { continue };
+            cache.entries.insert((r.network, r.name), Entry { ips: r.ips, ttl, stored, refreshing: false });
+        }
+        cache
+    }
+}
+
+#[derive(Serialize, Deserialize)]
+struct File {
+    version: u32,
+    records: Vec<Record>,
+}
+
+#[derive(Serialize, Deserialize)]
+struct Record {
+    network: String,
+    name: String,
+    ips: Vec<IpAddr>,
+    ttl_ms: u64,
+    stored_unix_ms: u64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ip(s: &str) -> IpAddr {
+        s.parse().unwrap()
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn fresh_then_refresh_at_75_percent_then_expired() {
+        let mut c = Cache::new();
+        c.insert("wifi", "a.example.com", vec![ip("1.1.1.1")], Duration::from_secs(100), Instant::now());
+        let l = c.lookup("wifi", "a.example.com", Instant::now());
+        assert_eq!(
+            l,
+            Lookup::Fresh { ips: vec![ip("1.1.1.1")], remaining: Duration::from_secs(100), refresh: false }
+        );
+        tokio::time::advance(Duration::from_secs(74)).await;
+        assert!(matches!(
+            c.lookup("wifi", "a.example.com", Instant::now()),
+            Lookup::Fresh { refresh: false, .. }
+        ));
+        tokio::time::advance(Duration::from_secs(1)).await;
+        // Past 75%: the first user is told to refresh, later ones are not (one refresh at a time).
+        assert!(matches!(
+            c.lookup("wifi", "a.example.com", Instant::now()),
+            Lookup::Fresh { refresh: true, .. }
+        ));
+        assert!(matches!(
+            c.lookup("wifi", "a.example.com", Instant::now()),
+            Lookup::Fresh { refresh: false, .. }
+        ));
+        c.refresh_failed("wifi", "a.example.com");
+        tokio::time::advance(Duration::from_secs(30)).await;
+        assert_eq!(
+            c.lookup("wifi", "a.example.com", Instant::now()),
+            Lookup::Expired { ips: vec![ip("1.1.1.1")], age: Duration::from_secs(5), refresh: true }
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn networks_do_not_share_answers() {
+        let mut c = Cache::new();
+        c.insert("wifi:home", "a.example.com", vec![ip("1.1.1.1")], Duration::from_secs(60), Instant::now());
+        assert_eq!(c.lookup("cellular", "a.example.com", Instant::now()), Lookup::Miss);
+        assert!(matches!(c.lookup("wifi:home", "a.example.com", Instant::now()), Lookup::Fresh { .. }));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn bounded_size_evicts_the_oldest() {
+        let mut c = Cache::new();
+        for i in 0..MAX_ENTRIES + 5 {
+            c.insert(
+                "n",
+                &format!("h{i}.example.com"),
+                vec![ip("1.1.1.1")],
+                Duration::from_secs(60),
+                Instant::now(),
+            );
+            tokio::time::advance(Duration::from_millis(1)).await;
+        }
+        assert_eq!(c.len(), MAX_ENTRIES);
+        assert_eq!(c.lookup("n", "h0.example.com", Instant::now()), Lookup::Miss);
+        assert!(matches!(
+            c.lookup("n", &format!("h{}.example.com", MAX_ENTRIES + 4), Instant::now()),
+            Lookup::Fresh { .. }
+        ));
+    }
+
+    #[tokio::test]
+    async fn persists_and_drops_long_expired_entries() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("dns-cache.json");
+        let mut c = Cache::new();
+        let now = Instant::now();
+        c.insert("wifi", "keep.example.com", vec![ip("1.1.1.1")], Duration::from_secs(600), now);
+        c.insert(
+            "wifi",
+            "old.example.com",
+            vec![ip("2.2.2.2")],
+            Duration::from_secs(1),
+            now - Duration::from_secs(100),
+        );
+        c.save(&path, now).unwrap();
+        let mut loaded = Cache::load(&path, Instant::now(), Duration::from_secs(10));
+        assert_eq!(loaded.len(), 1);
+        let Lookup::Fresh { ips, remaining, .. } = loaded.lookup("wifi", "keep.example.com", Instant::now())
+        else {
+            panic!("kept entry is fresh")
+        };
+        assert_eq!(ips, vec![ip("1.1.1.1")]);
+        assert!(remaining > Duration::from_secs(590));
+        // A keep-expired window long enough brings the old one back as expired.
+        let mut all = Cache::load(&path, Instant::now(), Duration::from_secs(1000));
+        assert!(matches!(all.lookup("wifi", "old.example.com", Instant::now()), Lookup::Expired { .. }));
+        // Garbage is an empty cache, not an error.
+        std::fs::write(&path, b"{not json").unwrap();
+        assert!(Cache::load(&path, Instant::now(), Duration::ZERO).is_empty());
+    }
+}

@@ -1,0 +1,384 @@
+//! [`CdnClient`]: every piece together, as the app's network layer uses it.
+//!
+//! A `get` converges the URL onto the unified host list (when the config says so for this
+//! device), resolves hosts through HTTPDNS (the reqwest client's DNS resolver is the
+//! [`Resolver`]), and on a 5xx or a connection failure, while the network works, records the
+//! failure, possibly disabling the host, and retries the same request on the next enabled host;
+//! when every host failed or is disabled, the original URL is used. Background tasks revive
+//! disabled hosts with `HEAD` probes and poll the config center.
+
+use std::net::IpAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use reqwest::{Method, Url};
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+
+use crate::config_source::{ActiveConfig, ConfigOptions, ConfigStore};
+use crate::convergence::{self, authority};
+use crate::error::{Error, Result};
+use crate::failover::{EjectionPolicy, FailureEffect, HostPool};
+use crate::netcheck::NetworkCheck;
+use crate::resolver::{Path, Resolver, ResolverOptions};
+
+#[derive(Debug, Clone)]
+pub struct ClientOptions {
+    /// The stable id the config center buckets this device by.
+    pub device_id: String,
+    pub resolver: ResolverOptions,
+    pub config: ConfigOptions,
+    pub ejection: EjectionPolicy,
+    pub connect_timeout: Duration,
+    pub request_timeout: Duration,
+    /// Port of `publicIpList` addresses used for the network check (public DNS: 53).
+    pub network_probe_port: u16,
+    pub network_probe_timeout: Duration,
+    /// Overrides the document's `reviveProbeInterval` (whose minimum is 10 s): for drills.
+    pub revive_interval: Option<Duration>,
+    /// Overrides the document's `configRequestInterval`.
+    pub config_interval: Option<Duration>,
+}
+
+impl Default for ClientOptions {
+    fn default() -> Self {
+        Self {
+            device_id: String::new(),
+            resolver: ResolverOptions::default(),
+            config: ConfigOptions::default(),
+            ejection: EjectionPolicy::SEED,
+            connect_timeout: Duration::from_secs(3),
+            request_timeout: Duration::from_secs(15),
+            network_probe_port: 53,
+            network_probe_timeout: Duration::from_secs(3),
+            revive_interval: None,
+            config_interval: None,
+        }
+    }
+}
+
+/// How one attempt of a request ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    /// An HTTP status (2xx–4xx: the request is done; 5xx: a host failure).
+    Status(u16),
+    /// No HTTP response: connect, DNS, TLS or timeout failure.
+    Failed(String),
+}
+
+#[derive(Debug, Clone)]
+pub struct Attempt {
+    pub url: String,
+    /// How the host name was resolved (none for IP literals).
+    pub resolved: Option<(Path, Vec<IpAddr>)>,
+    pub outcome: Outcome,
+    /// From the start of the request to the start of this attempt.
+    pub started_after: Duration,
+    pub elapsed: Duration,
+    /// This failure disabled the host.
+    pub disabled_host: bool,
+}
+
+/// Which route served a request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Route {
+    /// A unified host from `hostListConfig`.
+    Unified,
+    /// The original URL, because every unified host failed or is disabled.
+    Original,
+    /// The URL as given: not under convergence.
+    Direct,
+}
+
+#[derive(Debug)]
+pub struct Fetched {
+    pub response: reqwest::Response,
+    pub url: Url,
+    /// `host[:port]` that answered.
+    pub host: String,
+    pub route: Route,
+    /// Every attempt, the last one being the response.
+    pub attempts: Vec<Attempt>,
+}
+
+impl Fetched {
+    /// Time lost to failed attempts before the one that answered: the switch-over time.
+    pub fn switch_time(&self) -> Duration {
+        self.attempts.last().map_or(Duration::ZERO, |a| a.started_after)
+    }
+
+    pub fn switched(&self) -> bool {
+        self.attempts.len() > 1
+    }
+}
+
+/// A cheap handle; clones share everything.
+#[derive(Clone)]
+pub struct CdnClient {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    opts: ClientOptions,
+    http: reqwest::Client,
+    resolver: Resolver,
+    config: ConfigStore,
+    hosts: Mutex<HostPool>,
+    /// Config version the host pool was built from (`u64::MAX`: none yet).
+    hosts_version: AtomicU64,
+    netcheck: NetworkCheck,
+}
+
+/// The background tasks of a client; dropping this stops them.
+pub struct Background {
+    tasks: Vec<JoinHandle<()>>,
+}
+
+impl Drop for Background {
+    fn drop(&mut self) {
+        for t in &self.tasks {
+            t.abort();
+        }
+    }
+}
+
+impl CdnClient {
+    pub fn new(opts: ClientOptions) -> Result<Self> {
+        let resolver = Resolver::new(opts.resolver.clone());
+        let http = reqwest::Client::builder()
+            .no_proxy()
+            .dns_resolver(Arc::new(resolver.clone()))
+            .connect_timeout(opts.connect_timeout)
+            .timeout(opts.request_timeout)
+            .build()
+            .map_err(|e| Error::InvalidInput(format!("HTTP client: {e}")))?;
+        let config = ConfigStore::new(opts.config.clone());
+        let netcheck =
+            NetworkCheck::new(opts.network_probe_port, opts.network_probe_timeout, Duration::from_secs(2));
+        let hosts = Mutex::new(HostPool::new(Vec::new(), opts.ejection));
+        Ok(Self {
+            inner: Arc::new(Inner {
+                opts,
+                http,
+                resolver,
+                config,
+                hosts,
+                hosts_version: AtomicU64::new(u64::MAX),
+                netcheck,
+            }),
+        })
+    }
+
+    pub fn resolver(&self) -> &Resolver {
+        &self.inner.resolver
+    }
+
+    pub fn config(&self) -> &ConfigStore {
+        &self.inner.config
+    }
+
+    /// `(host, disabled)` in failover order, for this device.
+    pub fn host_states(&self) -> Vec<(String, bool)> {
+        self.sync_hosts();
+        let pool = self.inner.hosts.lock().expect("lock");
+        pool.hosts().into_iter().map(|h| (h.clone(), pool.is_disabled(&h))).collect()
+    }
+
+    /// Fetches the config once (when a URL is configured) and starts the revive prober and the
+    /// config poller.
+    pub async fn start(&self) -> Background {
+        if self.inner.opts.config.url.is_some() {
+            if let Err(e) = self.inner.config.refresh().await {
+                tracing::warn!(error = %e, "First config fetch failed; using the kept or default document.");
+            }
+        }
+        let reviver = {
+            let this = self.clone();
+            tokio::spawn(async move {
+                loop {
+                    this.probe_disabled_hosts().await;
+                    let now = Instant::now();
+                    let cap = this.revive_interval().min(Duration::from_secs(1));
+                    let next = this.inner.hosts.lock().expect("lock").next_probe_at().unwrap_or(now + cap);
+                    tokio::time::sleep_until(next.clamp(now + Duration::from_millis(10), now + cap)).await;
+                }
+            })
+        };
+        let mut tasks = vec![reviver];
+        if self.inner.opts.config.url.is_some() {
+            let this = self.clone();
+            tasks.push(tokio::spawn(async move {
+                loop {
+                    tokio::time::sleep(this.config_interval()).await;
+                    match this.inner.config.refresh().await {
+                        Ok(r) => tracing::debug!(result = ?r, "Config polled."),
+                        Err(e) => {
+                            tracing::warn!(error = %e, "Config poll failed; keeping the document in force.")
+                        }
+                    }
+                }
+            }));
+        }
+        Background { tasks }
+    }
+
+    fn revive_interval(&self) -> Duration {
+        self.inner.opts.revive_interval.unwrap_or_else(|| {
+            let ms = self.inner.config.current().map_or(600_000, |c| c.doc.revive_probe_interval);
+            Duration::from_millis(ms)
+        })
+    }
+
+    fn config_interval(&self) -> Duration {
+        self.inner.opts.config_interval.unwrap_or_else(|| {
+            let ms = self.inner.config.current().map_or(600_000, |c| c.doc.config_request_interval);
+            Duration::from_millis(ms)
+        })
+    }
+
+    /// Rebuilds the host pool when the config version changed; returns the config in force.
+    fn sync_hosts(&self) -> Option<Arc<ActiveConfig>> {
+        let cfg = self.inner.config.current()?;
+        if self.inner.hosts_version.swap(cfg.version, Ordering::AcqRel) != cfg.version {
+            let hosts = convergence::host_list(&cfg.doc, &self.inner.opts.device_id);
+            self.inner.hosts.lock().expect("lock").set_hosts(hosts);
+        }
+        Some(cfg)
+    }
+
+    /// One round of `HEAD` probes of the disabled hosts that are due. Returns how many came
+    /// back.
+    pub async fn probe_disabled_hosts(&self) -> usize {
+        self.sync_hosts();
+        let due = self.inner.hosts.lock().expect("lock").due_probes(Instant::now());
+        let mut revived = 0;
+        for (host, url) in due {
+            let ok = match self.inner.http.request(Method::HEAD, &url).send().await {
+                Ok(r) => r.status().is_success(),
+                Err(_) => false,
+            };
+            if ok {
+                revived += 1;
+                tracing::info!(%host, "CDN host answers its probe again; re-enabled.");
+            }
+            self.inner.hosts.lock().expect("lock").probe_result(
+                &host,
+                ok,
+                Instant::now(),
+                self.revive_interval(),
+            );
+        }
+        revived
+    }
+
+    /// `GET url` through convergence and failover.
+    pub async fn get(&self, url: &str) -> Result<Fetched> {
+        let url = Url::parse(url).map_err(|e| Error::InvalidInput(format!("URL {url:?}: {e}")))?;
+        let started = Instant::now();
+        let cfg = self.sync_hosts();
+        let converged =
+            cfg.as_ref().and_then(|c| convergence::converge(&c.doc, &self.inner.opts.device_id, &url));
+        let Some(conv) = converged else {
+            let mut attempts = Vec::new();
+            let resp = self.attempt(&url, started, &mut attempts).await;
+            return finish(resp, url, Route::Direct, attempts);
+        };
+        let public_ips = cfg.as_ref().map(|c| c.doc.public_ip_list.clone()).unwrap_or_default();
+        let mut attempts = Vec::new();
+        let candidates = self.inner.hosts.lock().expect("lock").candidates();
+        for host in candidates {
+            let Some(target) = conv.on_host(&host) else { continue };
+            match self.attempt(&target, started, &mut attempts).await {
+                Ok(resp) if !resp.status().is_server_error() => {
+                    self.inner.hosts.lock().expect("lock").report_success(&host);
+                    return finish(Ok(resp), target, Route::Unified, attempts);
+                }
+                Ok(_) => self.failed(&host, &target, &mut attempts),
+                Err(e) => {
+                    // Offline: not the host's fault. Do not disable it, do not try the others.
+                    if !self.inner.netcheck.network_works(&public_ips).await {
+                        return Err(Error::Request {
+                            attempts: attempts.len(),
+                            last: format!("{e} (the network is down: no publicIpList address answers)"),
+                        });
+                    }
+                    self.failed(&host, &target, &mut attempts);
+                }
+            }
+        }
+        // Every unified host failed or is disabled: the URL as it was before convergence.
+        let original = self.attempt(&conv.original, started, &mut attempts).await;
+        finish(original, conv.original, Route::Original, attempts)
+    }
+
+    fn failed(&self, host: &str, target: &Url, attempts: &mut [Attempt]) {
+        let effect = self.inner.hosts.lock().expect("lock").report_failure(
+            host,
+            target.as_str(),
+            Instant::now(),
+            self.revive_interval(),
+        );
+        if let Some(last) = attempts.last_mut() {
+            last.disabled_host = effect == FailureEffect::Ejected;
+        }
+        if effect == FailureEffect::Ejected {
+            tracing::warn!(%host, "CDN host disabled; moving to the next one.");
+        }
+    }
+
+    /// One request; records the attempt.
+    async fn attempt(
+        &self,
+        url: &Url,
+        started: Instant,
+        attempts: &mut Vec<Attempt>,
+    ) -> Result<reqwest::Response> {
+        let t0 = Instant::now();
+        let mut record = Attempt {
+            url: url.to_string(),
+            resolved: None,
+            outcome: Outcome::Failed(String::new()),
+            started_after: t0 - started,
+            elapsed: Duration::ZERO,
+            disabled_host: false,
+        };
+        if let Some(url::Host::Domain(name)) = url.host() {
+            match self.inner.resolver.resolve(name).await {
+                Ok(r) => record.resolved = Some((r.path, r.ips)),
+                Err(e) => {
+                    record.outcome = Outcome::Failed(e.to_string());
+                    record.elapsed = t0.elapsed();
+                    attempts.push(record);
+                    return Err(e);
+                }
+            }
+        }
+        let result = self.inner.http.get(url.clone()).send().await;
+        record.elapsed = t0.elapsed();
+        let out = match result {
+            Ok(resp) => {
+                record.outcome = Outcome::Status(resp.status().as_u16());
+                Ok(resp)
+            }
+            Err(e) => {
+                let msg = crate::service::error_chain(&e);
+                record.outcome = Outcome::Failed(msg.clone());
+                Err(Error::Request { attempts: attempts.len() + 1, last: msg })
+            }
+        };
+        attempts.push(record);
+        out
+    }
+}
+
+fn finish(
+    resp: Result<reqwest::Response>,
+    url: Url,
+    route: Route,
+    attempts: Vec<Attempt>,
+) -> Result<Fetched> {
+    let response = resp?;
+    let host = authority(&url).unwrap_or_default();
+    Ok(Fetched { response, url, host, route, attempts })
+}

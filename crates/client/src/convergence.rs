@@ -1,0 +1,132 @@
+//! Host convergence (seed `000` §2): `https://image.xxx.com/a.jpg` becomes
+//! `https://<current host>/image/a.jpg` when the device is inside the `rate` of the
+//! `mergeHostConfigs` entry for `image.xxx.com`, with the config center's documented bucket
+//! (`httpdns_config::rollout`), so client and server agree on every device.
+//!
+//! Unlike the seed's `replaceFirst` on the URL string, this works on the parsed URL: a host
+//! name that also appears in the path or query is not touched, and the port is part of the
+//! match.
+
+use httpdns_config::{rollout, ConfigDocument};
+use reqwest::Url;
+
+/// A request the failover logic may move between hosts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Converged {
+    /// The URL as the app asked for it (used when every host is down).
+    pub original: Url,
+    /// Path (with the prefix) and query on the unified hosts.
+    pub path_and_query: String,
+}
+
+impl Converged {
+    /// The URL on `host` (`cdn.xxx.com` or `cdn.xxx.com:8443`), same scheme as the original.
+    pub fn on_host(&self, host: &str) -> Option<Url> {
+        Url::parse(&format!("{}://{}{}", self.original.scheme(), host, self.path_and_query)).ok()
+    }
+}
+
+/// `host[:port]` of a URL as written in config documents (default ports omitted).
+pub fn authority(url: &Url) -> Option<String> {
+    let host = match url.host()? {
+        url::Host::Domain(d) => d.to_ascii_lowercase(),
+        url::Host::Ipv4(ip) => ip.to_string(),
+        url::Host::Ipv6(ip) => format!("[{ip}]"),
+    };
+    Some(match url.port() {
+        Some(p) => format!("{host}:{p}"),
+        None => host,
+    })
+}
+
+/// How `url` is routed under `doc` for `device_id`: `Some` when it goes through the unified
+/// host list (converged now, or already addressed to one of the hosts), `None` when it is left
+/// alone.
+pub fn converge(doc: &ConfigDocument, device_id: &str, url: &Url) -> Option<Converged> {
+    if !matches!(url.scheme(), "http" | "https") {
+        return None;
+    }
+    let auth = authority(url)?;
+    let path_and_query = match url.query() {
+        Some(q) => format!("{}?{q}", url.path()),
+        None => url.path().to_owned(),
+    };
+    for m in &doc.merge_host_configs {
+        let host = m.host.to_string();
+        if host == auth {
+            if !rollout::enabled(&host, device_id, m.rate.get()) {
+                return None;
+            }
+            return Some(Converged {
+                original: url.clone(),
+                path_and_query: format!("{}{path_and_query}", m.path_prefix),
+            });
+        }
+    }
+    doc.host_list_config
+        .iter()
+        .any(|h| h.host.to_string() == auth)
+        .then(|| Converged { original: url.clone(), path_and_query })
+}
+
+/// The unified hosts this device uses, in order: `hostListConfig` entries whose `rate`
+/// includes the device.
+pub fn host_list(doc: &ConfigDocument, device_id: &str) -> Vec<String> {
+    doc.host_list_config
+        .iter()
+        .map(|h| h.host.to_string())
+        .zip(doc.host_list_config.iter().map(|h| h.rate.get()))
+        .filter(|(host, rate)| rollout::enabled(host, device_id, *rate))
+        .map(|(host, _)| host)
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn doc() -> ConfigDocument {
+        serde_json::from_str(
+            r#"{"mergeHostConfigs": [
+                {"host": "image.xxx.com", "pathPrefix": "/image", "rate": 1},
+                {"host": "product.xxx.com", "pathPrefix": "/product", "rate": 0.5},
+                {"host": "community.xxx.com", "pathPrefix": "/community", "rate": 0.1},
+                {"host": "img.xxx.com:8443", "pathPrefix": "/img8443", "rate": 1}],
+              "hostListConfig": [{"host": "cdn.xxx.com", "rate": 1}, {"host": "cdn-ss.xxx.com", "rate": 1},
+                                 {"host": "cdn-bak.xxx.com", "rate": 0}],
+              "reviveProbeInterval": 600000, "configRequestInterval": 600000, "configVersion": 3,
+              "publicIpList": ["223.5.5.5"]}"#,
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn rewrites_with_the_documented_buckets() {
+        let d = doc();
+        // docs/config-center.md vectors: a1b2c3d4e5f6 is in image (9171 < 10000), out of
+        // product at 0.5 (6936) and out of community at 0.1 (1618).
+        let dev = "a1b2c3d4e5f6";
+        let c = converge(&d, dev, &"https://image.xxx.com/a/b.jpg?x=1".parse().unwrap()).unwrap();
+        assert_eq!(c.path_and_query, "/image/a/b.jpg?x=1");
+        assert_eq!(c.on_host("cdn.xxx.com").unwrap().as_str(), "https://cdn.xxx.com/image/a/b.jpg?x=1");
+        assert_eq!(c.on_host("127.0.0.1:9000").unwrap().as_str(), "https://127.0.0.1:9000/image/a/b.jpg?x=1");
+        assert!(converge(&d, dev, &"https://product.xxx.com/p.json".parse().unwrap()).is_none());
+        assert!(converge(&d, dev, &"https://community.xxx.com/c.png".parse().unwrap()).is_none());
+        // The host name elsewhere in the URL is not rewritten (the seed's replaceFirst would).
+        let c = converge(&d, dev, &"https://IMAGE.xxx.com/image.xxx.com/x.jpg".parse().unwrap()).unwrap();
+        assert_eq!(c.path_and_query, "/image/image.xxx.com/x.jpg");
+        // Ports are part of the match.
+        assert!(converge(&d, dev, &"https://img.xxx.com/x.jpg".parse().unwrap()).is_none());
+        assert!(converge(&d, dev, &"https://img.xxx.com:8443/x.jpg".parse().unwrap()).is_some());
+        // A URL already on a unified host fails over too; other hosts are left alone.
+        let c = converge(&d, dev, &"https://cdn-ss.xxx.com/image/a.jpg".parse().unwrap()).unwrap();
+        assert_eq!(c.path_and_query, "/image/a.jpg");
+        assert!(converge(&d, dev, &"https://other.com/a.jpg".parse().unwrap()).is_none());
+        assert!(converge(&d, dev, &"ftp://image.xxx.com/a.jpg".parse().unwrap()).is_none());
+    }
+
+    #[test]
+    fn host_list_honours_rates() {
+        assert_eq!(host_list(&doc(), "device-0001"), ["cdn.xxx.com", "cdn-ss.xxx.com"]);
+    }
+}

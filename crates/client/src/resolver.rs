@@ -1,0 +1,402 @@
+//! The resolver: cache, HTTPDNS service, address filters, LocalDNS fallback.
+//!
+//! `resolve` answers from the memory cache while an entry is fresh (refreshing it in the
+//! background once it is past 75% of its TTL), else asks the service, else LocalDNS. Every
+//! address passes [`filter`] first: unspecified, loopback, private and otherwise unroutable
+//! addresses are dropped for public names (a hijacking LocalDNS answers `127.0.0.1`), and so
+//! are nodes labelled with another carrier than the client's. Every answer says which path
+//! produced it.
+//!
+//! It plugs into reqwest as its DNS resolver ([`reqwest::dns::Resolve`]), the way the SDKs
+//! plug into OkHttp's `Dns.lookup`, so every request of the [`crate::CdnClient`] connects to
+//! the addresses HTTPDNS chose.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::net::{IpAddr, SocketAddr};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::Duration;
+
+use httpdns_core::DomainName;
+use tokio::time::Instant;
+
+use crate::cache::{Cache, Lookup};
+use crate::error::{Error, Result};
+use crate::localdns::LocalDns;
+use crate::service::{Service, ServiceAnswer, ServiceOptions, Unavailable};
+
+/// Which path produced an answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Path {
+    /// The memory cache, within the TTL.
+    Cache,
+    /// The HTTPDNS service, just now.
+    HttpDns,
+    /// An expired cached answer, reused while it is refreshed (or while nothing else answers).
+    Stale,
+    /// The system's resolver (or the configured LocalDNS servers).
+    LocalDns,
+    /// The name was an IP address.
+    Literal,
+}
+
+impl fmt::Display for Path {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Path::Cache => "cache",
+            Path::HttpDns => "httpdns",
+            Path::Stale => "stale",
+            Path::LocalDns => "localdns",
+            Path::Literal => "literal",
+        })
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Resolution {
+    pub name: String,
+    /// IPv4 first, then IPv6, in the service's order of preference.
+    pub ips: Vec<IpAddr>,
+    /// How long the answer may still be used.
+    pub ttl: Duration,
+    pub path: Path,
+    /// Addresses thrown away, and why.
+    pub dropped: Vec<(IpAddr, &'static str)>,
+    /// Why the service did not answer, when another path did.
+    pub service_error: Option<String>,
+}
+
+#[derive(Debug, Clone)]
+pub struct ResolverOptions {
+    pub service: ServiceOptions,
+    pub local_dns: LocalDns,
+    /// Reuse expired answers while refreshing them ("optimistic DNS"; Alibaba's default).
+    pub reuse_expired: bool,
+    /// How long past its TTL an answer may be reused, and kept in the cache file.
+    pub max_stale: Duration,
+    /// Admit loopback and private addresses (intranets, tests). Off for a phone.
+    pub allow_private: bool,
+    /// The client's carrier, when the app knows it (from the SIM). Else the service's view of
+    /// the client is used. Nodes labelled with another carrier are dropped.
+    pub isp: Option<String>,
+    /// Drop nodes whose carrier label differs from the client's.
+    pub isp_filter: bool,
+    /// Bounds on the TTL of service answers.
+    pub min_ttl: Duration,
+    pub max_ttl: Duration,
+    /// TTL given to LocalDNS answers: short, so the service is asked again soon.
+    pub local_ttl: Duration,
+    pub local_timeout: Duration,
+    /// Persistent cache file, loaded at start and written after each service answer.
+    pub cache_file: Option<PathBuf>,
+}
+
+impl Default for ResolverOptions {
+    fn default() -> Self {
+        Self {
+            service: ServiceOptions::default(),
+            local_dns: LocalDns::System,
+            reuse_expired: true,
+            max_stale: Duration::from_secs(24 * 3600),
+            allow_private: false,
+            isp: None,
+            isp_filter: true,
+            min_ttl: Duration::from_secs(10),
+            max_ttl: Duration::from_secs(3600),
+            local_ttl: Duration::from_secs(30),
+            local_timeout: Duration::from_secs(2),
+            cache_file: None,
+        }
+    }
+}
+
+/// A cheap handle; clones share the cache and the service state.
+#[derive(Clone)]
+pub struct Resolver {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    opts: ResolverOptions,
+    service: Service,
+    cache: Mutex<Cache>,
+    network: RwLock<String>,
+    /// In-flight lookups per (network, name), so many concurrent misses make one request.
+    inflight: tokio::sync::Mutex<HashMap<(String, String), Arc<tokio::sync::Mutex<()>>>>,
+}
+
+impl fmt::Debug for Resolver {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Resolver").field("network", &self.network()).finish_non_exhaustive()
+    }
+}
+
+impl Resolver {
+    pub fn new(opts: ResolverOptions) -> Self {
+        let cache = match &opts.cache_file {
+            Some(p) => Cache::load(p, Instant::now(), opts.max_stale),
+            None => Cache::new(),
+        };
+        let service = Service::new(opts.service.clone());
+        Self {
+            inner: Arc::new(Inner {
+                opts,
+                service,
+                cache: Mutex::new(cache),
+                network: RwLock::new("default".into()),
+                inflight: tokio::sync::Mutex::new(HashMap::new()),
+            }),
+        }
+    }
+
+    /// Tells the resolver which network the device is on (`"wifi:<ssid>"`, `"cellular"`):
+    /// answers are cached per network.
+    pub fn set_network(&self, key: &str) {
+        *self.inner.network.write().expect("lock") = key.to_owned();
+    }
+
+    pub fn network(&self) -> String {
+        self.inner.network.read().expect("lock").clone()
+    }
+
+    pub async fn resolve(&self, name: &str) -> Result<Resolution> {
+        let raw = name.trim_end_matches('.');
+        if let Ok(ip) = raw.trim_start_matches('[').trim_end_matches(']').parse::<IpAddr>() {
+            return Ok(Resolution {
+                name: raw.to_owned(),
+                ips: vec![ip],
+                ttl: Duration::MAX,
+                path: Path::Literal,
+                dropped: vec![],
+                service_error: None,
+            });
+        }
+        let name = DomainName::parse(raw).map_err(|e| Error::InvalidInput(format!("{raw:?}: {e}")))?;
+        let name = name.as_str().to_owned();
+        let network = self.network();
+        if let Some(r) = self.from_cache(&network, &name) {
+            return Ok(r);
+        }
+        // One lookup per name at a time: the others wait and then find it in the cache.
+        let gate = {
+            let mut map = self.inner.inflight.lock().await;
+            map.entry((network.clone(), name.clone())).or_default().clone()
+        };
+        let _guard = gate.lock().await;
+        if let Some(r) = self.from_cache(&network, &name) {
+            return Ok(r);
+        }
+        let result = self.lookup(&network, &name).await;
+        self.inner.inflight.lock().await.remove(&(network, name));
+        result
+    }
+
+    /// A fresh (or reusable stale) cache entry, starting a background refresh when due.
+    fn from_cache(&self, network: &str, name: &str) -> Option<Resolution> {
+        let lookup = self.inner.cache.lock().expect("lock").lookup(network, name, Instant::now());
+        let (ips, ttl, path, refresh) = match lookup {
+            Lookup::Fresh { ips, remaining, refresh } => (ips, remaining, Path::Cache, refresh),
+            Lookup::Expired { ips, age, refresh }
+                if self.inner.opts.reuse_expired && age <= self.inner.opts.max_stale =>
+            {
+                (ips, Duration::ZERO, Path::Stale, refresh)
+            }
+            Lookup::Expired { refresh: true, .. } => {
+                self.inner.cache.lock().expect("lock").refresh_failed(network, name);
+                return None;
+            }
+            _ => return None,
+        };
+        if refresh {
+            let this = self.clone();
+            let (network, name) = (network.to_owned(), name.to_owned());
+            tokio::spawn(async move {
+                if this.ask_service(&network, &name).await.is_err() {
+                    this.inner.cache.lock().expect("lock").refresh_failed(&network, &name);
+                }
+            });
+        }
+        Some(Resolution { name: name.to_owned(), ips, ttl, path, dropped: vec![], service_error: None })
+    }
+
+    /// Service, then LocalDNS, then any expired answer, then an error.
+    async fn lookup(&self, network: &str, name: &str) -> Result<Resolution> {
+        let service_error = match self.ask_service(network, name).await {
+            Ok(r) => return Ok(r),
+            Err(e) => e,
+        };
+        let opts = &self.inner.opts;
+        let local = opts.local_dns.lookup(name, opts.local_timeout).await;
+        if let Ok(ips) = &local {
+            let (kept, dropped) = filter(ips, opts.allow_private, None, &HashMap::new());
+            if !kept.is_empty() {
+                self.inner.cache.lock().expect("lock").insert(
+                    network,
+                    name,
+                    kept.clone(),
+                    opts.local_ttl,
+                    Instant::now(),
+                );
+                return Ok(Resolution {
+                    name: name.to_owned(),
+                    ips: kept,
+                    ttl: opts.local_ttl,
+                    path: Path::LocalDns,
+                    dropped,
+                    service_error: Some(service_error),
+                });
+            }
+        }
+        // Last resort: an expired answer beats no answer, whatever `reuse_expired` says.
+        if let Lookup::Expired { ips, .. } =
+            self.inner.cache.lock().expect("lock").lookup(network, name, Instant::now())
+        {
+            return Ok(Resolution {
+                name: name.to_owned(),
+                ips,
+                ttl: Duration::ZERO,
+                path: Path::Stale,
+                dropped: vec![],
+                service_error: Some(service_error),
+            });
+        }
+        let local = match local {
+            Ok(ips) => format!("LocalDNS gave no usable address ({} dropped)", ips.len()),
+            Err(e) => format!("LocalDNS: {e}"),
+        };
+        Err(Error::NoAddress { name: name.to_owned(), detail: format!("HTTPDNS: {service_error}; {local}") })
+    }
+
+    /// Asks the service and caches a usable answer.
+    async fn ask_service(&self, network: &str, name: &str) -> Result<Resolution, String> {
+        let opts = &self.inner.opts;
+        let answer: ServiceAnswer = self.inner.service.query(name).await.map_err(|e| match e {
+            Unavailable::Sniffing => "every service address failed recently (sniff mode)".to_owned(),
+            Unavailable::Failed(e) => format!("every service address failed, last: {e}"),
+            Unavailable::Refused(e) => format!("refused: {e}"),
+            Unavailable::NotConfigured => "no service address configured".to_owned(),
+        })?;
+        let isp = if opts.isp_filter { opts.isp.as_deref().or(answer.client_isp.as_deref()) } else { None };
+        let (kept, dropped) = filter(&answer.ips, opts.allow_private, isp, &answer.ip_isp);
+        if kept.is_empty() {
+            return Err(if dropped.is_empty() {
+                "the service has no address for this name".to_owned()
+            } else {
+                format!("every address the service gave was dropped: {dropped:?}")
+            });
+        }
+        let ttl = Duration::from_secs(answer.ttl.into()).clamp(opts.min_ttl, opts.max_ttl);
+        {
+            let mut cache = self.inner.cache.lock().expect("lock");
+            cache.insert(network, name, kept.clone(), ttl, Instant::now());
+            if let Some(path) = &opts.cache_file {
+                if let Err(e) = cache.save(path, Instant::now()) {
+                    tracing::warn!(path = %path.display(), error = %e, "Could not write the DNS cache file.");
+                }
+            }
+        }
+        Ok(Resolution {
+            name: name.to_owned(),
+            ips: kept,
+            ttl,
+            path: Path::HttpDns,
+            dropped,
+            service_error: None,
+        })
+    }
+}
+
+/// Splits `ips` into the usable and the dropped (with the reason). `client_isp` set: nodes
+/// labelled with another carrier are dropped.
+pub fn filter(
+    ips: &[IpAddr],
+    allow_private: bool,
+    client_isp: Option<&str>,
+    labels: &HashMap<IpAddr, String>,
+) -> (Vec<IpAddr>, Vec<(IpAddr, &'static str)>) {
+    use httpdns_core::ip::{classify, IpClass};
+    let mut kept = Vec::with_capacity(ips.len());
+    let mut dropped = Vec::new();
+    for &ip in ips {
+        let ip = ip.to_canonical();
+        let reason = match classify(ip) {
+            IpClass::Invalid => Some("unroutable address"),
+            IpClass::Private if !allow_private => Some("private or loopback address for a public name"),
+            _ => match (client_isp, labels.get(&ip)) {
+                (Some(mine), Some(theirs)) if !theirs.eq_ignore_ascii_case(mine) => {
+                    Some("node of another carrier")
+                }
+                _ => None,
+            },
+        };
+        match reason {
+            Some(r) => dropped.push((ip, r)),
+            None if !kept.contains(&ip) => kept.push(ip),
+            None => {}
+        }
+    }
+    (kept, dropped)
+}
+
+impl reqwest::dns::Resolve for Resolver {
+    fn resolve(&self, name: reqwest::dns::Name) -> reqwest::dns::Resolving {
+        let this = self.clone();
+        Box::pin(async move {
+            let r = Resolver::resolve(&this, name.as_str()).await.map_err(|e| Box::new(e) as Box<_>)?;
+            let addrs: Box<dyn Iterator<Item = SocketAddr> + Send> =
+                Box::new(r.ips.into_iter().map(|ip| SocketAddr::new(ip, 0)));
+            Ok(addrs)
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ips(list: &[&str]) -> Vec<IpAddr> {
+        list.iter().map(|s| s.parse().unwrap()).collect()
+    }
+
+    #[test]
+    fn filter_drops_invalid_private_and_foreign_carrier_nodes() {
+        let all = ips(&[
+            "0.0.0.0",
+            "127.0.0.1",
+            "10.1.2.3",
+            "192.168.1.1",
+            "169.254.169.254",
+            "224.0.0.1",
+            "255.255.255.255",
+            "::",
+            "::1",
+            "fe80::1",
+            "::ffff:127.0.0.1",
+            "1.1.1.1",
+            "2.2.2.2",
+            "2402:4e00::1",
+        ]);
+        let labels: HashMap<IpAddr, String> = [("1.1.1.1", "telecom"), ("2.2.2.2", "unicom")]
+            .iter()
+            .map(|(i, l)| (i.parse().unwrap(), l.to_string()))
+            .collect();
+        let (kept, dropped) = filter(&all, false, Some("unicom"), &labels);
+        // Unlabelled public addresses stay: the filter acts on labels only where they exist.
+        assert_eq!(kept, ips(&["2.2.2.2", "2402:4e00::1"]));
+        assert_eq!(dropped.len(), 12);
+        assert!(dropped.contains(&("1.1.1.1".parse().unwrap(), "node of another carrier")));
+        // Intranet mode keeps private ones, never the unroutable.
+        let (kept, _) = filter(&all, true, None, &labels);
+        assert!(kept.contains(&"10.1.2.3".parse().unwrap()) && kept.contains(&"127.0.0.1".parse().unwrap()));
+        assert!(!kept.contains(&"0.0.0.0".parse().unwrap()) && !kept.contains(&"::".parse().unwrap()));
+    }
+
+    #[tokio::test]
+    async fn literals_bypass_and_bad_names_are_errors() {
+        let r = Resolver::new(ResolverOptions::default());
+        let lit = r.resolve("127.0.0.1").await.unwrap();
+        assert_eq!((lit.path, lit.ips), (Path::Literal, ips(&["127.0.0.1"])));
+        assert!(matches!(r.resolve("a..b").await, Err(Error::InvalidInput(_))));
+    }
+}
