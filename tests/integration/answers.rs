@@ -19,8 +19,14 @@ async fn telecom_and_unicom_clients_get_their_carriers_nodes() {
         assert_eq!(
             body,
             json!({"dns": [{"host": "www.example.com", "client_ip": "1.0.1.7", "ips": ["1.1.1.1", "1.1.1.2"],
-                "ttl": 60, "origin_ttl": 60}]})
+                "ttl": 60, "origin_ttl": 60, "client_isp": "telecom",
+                "ip_isp": {"1.1.1.1": "telecom", "1.1.1.2": "telecom"}}]})
         );
+        // An unknown client has no carrier; the nodes keep their labels (for client filters).
+        let body: Value = s.get("/resolve?host=www.example.com&ip=9.9.9.9").await.json().await.unwrap();
+        assert!(body["dns"][0].get("client_isp").is_none(), "{body}");
+        assert_eq!(body["dns"][0]["ip_isp"]["2.2.2.1"], "unicom");
+        assert_eq!(body["dns"][0]["ip_isp"]["1.1.1.1"], "telecom");
     }
 }
 
@@ -205,8 +211,10 @@ async fn resolve_errors_and_shapes() {
     assert_eq!(
         body,
         json!({"dns": [
-            {"host": "www.example.com", "client_ip": "1.0.1.7", "ipsv6": ["2402:4e00::1"], "ttl": 60, "origin_ttl": 60},
-            {"host": "none.example.com", "client_ip": "1.0.1.7", "ipsv6": [], "ttl": 30, "origin_ttl": 30}
+            {"host": "www.example.com", "client_ip": "1.0.1.7", "ipsv6": ["2402:4e00::1"], "ttl": 60, "origin_ttl": 60,
+             "client_isp": "telecom", "ip_isp": {"2402:4e00::1": "telecom"}},
+            {"host": "none.example.com", "client_ip": "1.0.1.7", "ipsv6": [], "ttl": 30, "origin_ttl": 30,
+             "client_isp": "telecom"}
         ]})
     );
 }

@@ -8,6 +8,7 @@
 //! `ips` is present when `query` includes 4 (the default), `ipsv6` when it includes 6. Errors
 //! are `{"code":"InvalidHost", ...}` with 400, 405 or 500, as Alibaba's codes.
 
+use std::collections::BTreeMap;
 use std::net::IpAddr;
 use std::time::Instant;
 
@@ -88,6 +89,13 @@ struct Entry {
     ipsv6: Option<Vec<String>>,
     ttl: u32,
     origin_ttl: u32,
+    /// The client's carrier as classified here, when known (an extension of Alibaba's format:
+    /// clients drop nodes labelled with another carrier).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    client_isp: Option<String>,
+    /// The carrier of each managed node answered (extension, as `client_isp`).
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    ip_isp: BTreeMap<String, String>,
 }
 
 #[derive(Serialize)]
@@ -156,15 +164,22 @@ async fn entries(
     let view = httpdns_geo::classify(&snapshot, &app.geo, client);
     let seed = httpdns_core::snapshot::client_seed(client);
     let client_ip = client.to_string();
+    let client_isp = view.isp.as_ref().map(ToString::to_string);
     let mut dns = Vec::with_capacity(req.hosts.len());
     let mut outcomes = Vec::with_capacity(req.hosts.len());
     for host in &req.hosts {
         let mut ttl = None::<u32>;
         let mut outcome = None::<Outcome>;
+        let mut ip_isp = BTreeMap::new();
         let mut take = |fam: Family| {
             let (part, o) = family(&snapshot, host, fam, &view, seed);
             if !part.ips.is_empty() {
                 ttl = Some(ttl.map_or(part.ttl, |t| t.min(part.ttl)));
+            }
+            for ip in &part.ips {
+                if let Some(node) = snapshot.snapshot.node_by_ip(*ip) {
+                    ip_isp.insert(ip.to_string(), node.spec.isp.to_string());
+                }
             }
             if let Some(o) = o {
                 outcome = Some(match outcome {
@@ -185,6 +200,8 @@ async fn entries(
             ipsv6,
             ttl,
             origin_ttl: ttl,
+            client_isp: client_isp.clone(),
+            ip_isp,
         });
     }
     drop(snapshot);

@@ -225,6 +225,8 @@ pub struct Snapshot {
     pool_index: HashMap<Token, u32>,
     domains: HashMap<DomainName, DomainEntry>,
     accounts: HashMap<u32, AccountSpec>,
+    /// Usable nodes by address (the first one when several share it), for answer labels.
+    by_ip: HashMap<IpAddr, u32>,
     stats: SnapshotStats,
 }
 
@@ -359,7 +361,11 @@ impl Snapshot {
         stats.pools = pools.len();
 
         let accounts = model.accounts.into_iter().collect();
-        Self { revision, policy, networks, nodes, pools, pool_index, domains, accounts, stats }
+        let mut by_ip = HashMap::with_capacity(nodes.len());
+        for (i, n) in nodes.iter().enumerate().filter(|(_, n)| n.usable) {
+            by_ip.entry(n.spec.ip).or_insert(i as u32);
+        }
+        Self { revision, policy, networks, nodes, pools, pool_index, domains, accounts, by_ip, stats }
     }
 
     /// An empty snapshot (no data loaded yet).
@@ -426,6 +432,11 @@ impl Snapshot {
     /// Every node, usable or not, by snapshot index.
     pub fn nodes(&self) -> &[NodeEntry] {
         &self.nodes
+    }
+
+    /// The usable node answered as `ip`, for labelling answers with its carrier.
+    pub fn node_by_ip(&self, ip: IpAddr) -> Option<&NodeEntry> {
+        self.by_ip.get(&ip).map(|&i| &self.nodes[i as usize])
     }
 
     /// The pool names, for metrics and listings.
