@@ -1,6 +1,9 @@
 //! The `httpdns` binary: parses the command line and runs the server crate.
 
 use std::path::PathBuf;
+use std::time::Duration;
+
+mod client_cli;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
@@ -28,6 +31,33 @@ enum Command {
     Migrate,
     /// Validate the configuration and exit.
     CheckConfig,
+    /// Client: resolve names through HTTPDNS (LocalDNS fallback); prints the path that answered.
+    Resolve {
+        #[command(flatten)]
+        client: client_cli::ClientArgs,
+        #[arg(required = true)]
+        names: Vec<String>,
+    },
+    /// Client: fetch a URL through convergence and host failover; the body goes to stdout (or
+    /// --output), every attempt and the host that served it to stderr.
+    Get {
+        #[command(flatten)]
+        client: client_cli::ClientArgs,
+        url: String,
+        #[arg(long, short)]
+        output: Option<PathBuf>,
+    },
+    /// Client: request a URL repeatedly while faults are injected; reports failures and
+    /// switch-over times.
+    Drill {
+        #[command(flatten)]
+        client: client_cli::ClientArgs,
+        url: String,
+        #[arg(long, default_value_t = 100)]
+        requests: usize,
+        #[arg(long, default_value_t = 100)]
+        interval_ms: u64,
+    },
 }
 
 fn load(path: Option<&PathBuf>) -> anyhow::Result<Config> {
@@ -40,6 +70,11 @@ fn load(path: Option<&PathBuf>) -> anyhow::Result<Config> {
 
 fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
+    if let Some(run) = client_command(&cli.command) {
+        // Client commands need no server configuration.
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+        return rt.block_on(run);
+    }
     let config = load(cli.config.as_ref())?;
     init_logging(config.log_format);
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
@@ -57,8 +92,24 @@ fn main() -> anyhow::Result<()> {
                 Ok(())
             }
             Command::Serve => serve(config).await,
+            Command::Resolve { .. } | Command::Get { .. } | Command::Drill { .. } => {
+                unreachable!("handled above")
+            }
         }
     })
+}
+
+fn client_command(
+    command: &Command,
+) -> Option<std::pin::Pin<Box<dyn std::future::Future<Output = anyhow::Result<()>> + '_>>> {
+    match command {
+        Command::Resolve { client, names } => Some(Box::pin(client_cli::resolve(client, names))),
+        Command::Get { client, url, output } => Some(Box::pin(client_cli::get(client, url, output.as_ref()))),
+        Command::Drill { client, url, requests, interval_ms } => {
+            Some(Box::pin(client_cli::drill(client, url, *requests, Duration::from_millis(*interval_ms))))
+        }
+        _ => None,
+    }
 }
 
 async fn serve(config: Config) -> anyhow::Result<()> {

@@ -4,6 +4,7 @@
 mod admin;
 mod answers;
 mod auth;
+mod cli;
 mod config_center;
 mod dns;
 mod geoip;

@@ -40,5 +40,6 @@ pub use config_source::{ConfigOptions, ConfigStore};
 pub use error::{Error, Result};
 pub use failover::EjectionPolicy;
 pub use localdns::LocalDns;
+pub use reqwest::Url;
 pub use resolver::{Path, Resolution, Resolver, ResolverOptions};
 pub use service::{Account, ServiceOptions};

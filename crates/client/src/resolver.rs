@@ -123,8 +123,11 @@ struct Inner {
     cache: Mutex<Cache>,
     network: RwLock<String>,
     /// In-flight lookups per (network, name), so many concurrent misses make one request.
-    inflight: tokio::sync::Mutex<HashMap<(String, String), Arc<tokio::sync::Mutex<()>>>>,
+    inflight: tokio::sync::Mutex<Gates>,
 }
+
+/// One gate per (network, name) being looked up.
+type Gates = HashMap<(String, String), Arc<tokio::sync::Mutex<()>>>;
 
 impl fmt::Debug for Resolver {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -175,7 +178,7 @@ impl Resolver {
         let name = DomainName::parse(raw).map_err(|e| Error::InvalidInput(format!("{raw:?}: {e}")))?;
         let name = name.as_str().to_owned();
         let network = self.network();
-        if let Some(r) = self.from_cache(&network, &name) {
+        if let Some(r) = self.cached(&network, &name) {
             return Ok(r);
         }
         // One lookup per name at a time: the others wait and then find it in the cache.
@@ -184,7 +187,7 @@ impl Resolver {
             map.entry((network.clone(), name.clone())).or_default().clone()
         };
         let _guard = gate.lock().await;
-        if let Some(r) = self.from_cache(&network, &name) {
+        if let Some(r) = self.cached(&network, &name) {
             return Ok(r);
         }
         let result = self.lookup(&network, &name).await;
@@ -193,7 +196,7 @@ impl Resolver {
     }
 
     /// A fresh (or reusable stale) cache entry, starting a background refresh when due.
-    fn from_cache(&self, network: &str, name: &str) -> Option<Resolution> {
+    fn cached(&self, network: &str, name: &str) -> Option<Resolution> {
         let lookup = self.inner.cache.lock().expect("lock").lookup(network, name, Instant::now());
         let (ips, ttl, path, refresh) = match lookup {
             Lookup::Fresh { ips, remaining, refresh } => (ips, remaining, Path::Cache, refresh),
