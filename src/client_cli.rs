@@ -42,6 +42,9 @@ pub(crate) struct ClientArgs {
     /// Keep answers here between runs.
     #[arg(long)]
     cache_file: Option<PathBuf>,
+    /// TCP port of the `publicIpList` addresses the network check connects to.
+    #[arg(long, default_value_t = 53)]
+    probe_port: u16,
 }
 
 impl ClientArgs {
@@ -65,6 +68,7 @@ impl ClientArgs {
             u
         });
         o.config.public_key = self.public_key.clone();
+        o.network_probe_port = self.probe_port;
         let client = CdnClient::new(o)?;
         client.resolver().set_network(&self.network);
         Ok(client)
