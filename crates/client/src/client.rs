@@ -199,7 +199,8 @@ impl CdnClient {
                 loop {
                     this.probe_disabled_hosts().await;
                     let now = Instant::now();
-                    let cap = this.revive_interval().min(Duration::from_secs(1));
+                    // Wake at least every second (a host disabled meanwhile), never spin.
+                    let cap = this.revive_interval().clamp(Duration::from_millis(10), Duration::from_secs(1));
                     let next = this.inner.hosts.lock().expect("lock").next_probe_at().unwrap_or(now + cap);
                     tokio::time::sleep_until(next.clamp(now + Duration::from_millis(10), now + cap)).await;
                 }
