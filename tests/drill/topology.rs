@@ -212,20 +212,10 @@ async fn vendor(name: &str, ips: &[&str], upstream: &str, http: &reqwest::Client
         let mut nodes = Vec::new();
         let mut port = 0;
         for ip in ips {
-            let ip: IpAddr = ip.parse().unwrap();
-            let mode = Arc::new(AtomicU8::new(0));
-            let hits = Arc::new(AtomicUsize::new(0));
-            let up = Upstream {
-                http: http.clone(),
-                base: upstream.to_owned(),
-                mode: mode.clone(),
-                hits: hits.clone(),
-            };
-            let router = Router::new().fallback(edge).with_state(up);
-            match StandIn::start(SocketAddr::new(ip, port), router).await {
-                Ok(s) => {
-                    port = s.addr.port();
-                    nodes.push(Node { ip, standin: s, mode, hits });
+            match node(ip, port, upstream, http).await {
+                Ok(n) => {
+                    port = n.standin.addr.port();
+                    nodes.push(n);
                 }
                 Err(_) => continue 'retry,
             }
@@ -233,6 +223,18 @@ async fn vendor(name: &str, ips: &[&str], upstream: &str, http: &reqwest::Client
         return Vendor { name: name.to_owned(), port, nodes };
     }
     panic!("no common port for {name}");
+}
+
+/// An edge node on `ip:port` (port 0 picks one) pulling from `upstream`.
+async fn node(ip: &str, port: u16, upstream: &str, http: &reqwest::Client) -> std::io::Result<Node> {
+    let ip: IpAddr = ip.parse().unwrap();
+    let mode = Arc::new(AtomicU8::new(0));
+    let hits = Arc::new(AtomicUsize::new(0));
+    let up =
+        Upstream { http: http.clone(), base: upstream.to_owned(), mode: mode.clone(), hits: hits.clone() };
+    let standin =
+        StandIn::start(SocketAddr::new(ip, port), Router::new().fallback(edge).with_state(up)).await?;
+    Ok(Node { ip, standin, mode, hits })
 }
 
 impl Topology {
@@ -276,7 +278,7 @@ impl Topology {
             vendor("cdn-c.drill.test", &["127.0.0.31"], &mirror, &http).await,
         ];
         // The carrier-foreign nodes of cdn-a: reachable, but for telecom clients.
-        let foreign = vendor_on("127.0.0.15", vendors[0].port, &mirror, &http).await;
+        let foreign = node("127.0.0.15", vendors[0].port, &mirror, &http).await.unwrap();
         let original =
             vendor("image.drill.test", &["127.0.0.41"], &format!("{}/bucket", origin.url()), &http).await;
 
@@ -472,17 +474,6 @@ impl Topology {
     pub(crate) fn vendor_of(&self, host: &str) -> Option<usize> {
         self.vendors.iter().position(|v| v.host() == host)
     }
-}
-
-async fn vendor_on(ip: &str, port: u16, upstream: &str, http: &reqwest::Client) -> Node {
-    let ip: IpAddr = ip.parse().unwrap();
-    let mode = Arc::new(AtomicU8::new(0));
-    let hits = Arc::new(AtomicUsize::new(0));
-    let up =
-        Upstream { http: http.clone(), base: upstream.to_owned(), mode: mode.clone(), hits: hits.clone() };
-    let standin =
-        StandIn::start(SocketAddr::new(ip, port), Router::new().fallback(edge).with_state(up)).await.unwrap();
-    Node { ip, standin, mode, hits }
 }
 
 /// Object `i`'s bytes: distinct per object, so a wrong object is noticed.

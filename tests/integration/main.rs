@@ -6,6 +6,7 @@ mod answers;
 mod auth;
 mod cli;
 mod config_center;
+mod deploy;
 mod dns;
 mod geoip;
 mod live;

@@ -111,6 +111,16 @@ async fn upstream_answers_with_client_subnet_cache_and_single_flight() {
         assert_eq!(t.await.unwrap(), "9.9.9.1");
     }
     assert_eq!(count(&seen, "c.partner.example."), 1, "one upstream query for 200 askers");
+    // The cache results are exported: one miss fetched, the other askers coalesced on it (or
+    // hit the cache once it was filled), and the earlier repeat was a hit.
+    let metrics = s.text("/metrics").await;
+    let value = |result: &str| -> u64 {
+        let key = format!("httpdns_upstream_cache_total{{result=\"{result}\"}} ");
+        metrics.lines().find_map(|l| l.strip_prefix(&key)).and_then(|v| v.parse().ok()).unwrap_or(0)
+    };
+    assert_eq!(value("miss"), 4, "a (twice: two subnets), b, c\n{metrics}");
+    assert_eq!(value("hit") + value("coalesced"), 199 + 1, "{metrics}");
+    assert_eq!(value("error") + value("stale"), 0);
 
     // /resolve and plain DNS use the same resolver.
     let body: serde_json::Value =

@@ -79,6 +79,7 @@ pub(crate) async fn metrics(State(app): State<AppState>) -> Response {
     let (up, down) = app.catalog.registry().counts();
     app.metrics.nodes_by_health.with_label_values(&["up"]).set(up as i64);
     app.metrics.nodes_by_health.with_label_values(&["down"]).set(down as i64);
+    app.metrics.sync_upstream(&app.upstream.cache_counts());
     let mut resp = app.metrics.render().into_response();
     resp.headers_mut()
         .insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"));

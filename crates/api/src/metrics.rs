@@ -84,6 +84,8 @@ impl Route {
 }
 
 const STATUS_CLASSES: [&str; 4] = ["2xx", "3xx", "4xx", "5xx"];
+/// The results the upstream resolver counts (`httpdns_dns::upstream::Upstream::cache_counts`).
+const UPSTREAM_RESULTS: [&str; 5] = ["hit", "miss", "coalesced", "stale", "error"];
 
 /// The `status` label values of `config_requests_total`.
 const CONFIG_STATUSES: [&str; 6] = ["200", "304", "400", "404", "5xx", "other"];
@@ -188,6 +190,21 @@ pub struct Metrics {
     /// The served version per config module (modules are created by operators: bounded).
     pub config_version: IntGaugeVec,
     pub geoip_reload_errors: IntCounter,
+    /// Upstream resolver cache results, copied from its counters at scrape time.
+    upstream_cache: IntCounterVec,
+    /// `/d` and `/resolve` answers by the client's carrier and region.
+    by_client: ByClient,
+}
+
+/// At most this many (ISP, region) label pairs; later ones count as `other`. Networks and
+/// GeoIP regions are operator data, but a bound keeps a bad import from exploding the series.
+pub const MAX_CLIENT_LABELS: usize = 512;
+
+#[derive(Debug)]
+struct ByClient {
+    vec: IntCounterVec,
+    children: std::sync::RwLock<std::collections::HashMap<httpdns_core::ClientView, IntCounter>>,
+    other: IntCounter,
 }
 
 impl Metrics {
@@ -301,7 +318,30 @@ impl Metrics {
             IntGaugeVec::new(Opts::new("nodes_health", "Nodes by health state."), &["state"]).unwrap();
         let config_requests_fast = [ConfigMethod::Get, ConfigMethod::Post]
             .map(|m| CONFIG_STATUSES.map(|st| config_requests.with_label_values(&[m.label(), st])));
+        let upstream_cache = IntCounterVec::new(
+            Opts::new(
+                "upstream_cache_total",
+                "Upstream resolutions by cache result (hit, miss, coalesced, stale, error).",
+            ),
+            &["result"],
+        )
+        .unwrap();
+        for r in UPSTREAM_RESULTS {
+            upstream_cache.with_label_values(&[r]);
+        }
+        let by_client_vec = IntCounterVec::new(
+            Opts::new("answers_by_client_total", "/d and /resolve answers by the client's ISP and region."),
+            &["isp", "region"],
+        )
+        .unwrap();
+        let by_client = ByClient {
+            other: by_client_vec.with_label_values(&["other", "other"]),
+            vec: by_client_vec.clone(),
+            children: Default::default(),
+        };
         for c in [
+            Box::new(upstream_cache.clone()) as Box<dyn prometheus::core::Collector>,
+            Box::new(by_client_vec),
             Box::new(config_requests) as Box<dyn prometheus::core::Collector>,
             Box::new(config_version.clone()),
             Box::new(node_reports.clone()),
@@ -351,6 +391,38 @@ impl Metrics {
             health_transitions,
             nodes_by_health,
             config_version,
+            upstream_cache,
+            by_client,
+        }
+    }
+
+    /// Counts an answer for a client of this carrier and region (`unknown` when unclassified).
+    pub fn client_answer(&self, view: &httpdns_core::ClientView) {
+        if let Some(c) = self.by_client.children.read().unwrap_or_else(|e| e.into_inner()).get(view) {
+            c.inc();
+            return;
+        }
+        let mut children = self.by_client.children.write().unwrap_or_else(|e| e.into_inner());
+        if children.len() >= MAX_CLIENT_LABELS && !children.contains_key(view) {
+            self.by_client.other.inc();
+            return;
+        }
+        let label = |t: &Option<httpdns_core::Token>| {
+            t.as_ref().map_or_else(|| "unknown".to_owned(), ToString::to_string)
+        };
+        children
+            .entry(view.clone())
+            .or_insert_with(|| {
+                self.by_client.vec.with_label_values(&[&label(&view.isp), &label(&view.region)])
+            })
+            .inc();
+    }
+
+    /// Copies the upstream resolver's monotonic counters into `upstream_cache_total`.
+    pub fn sync_upstream(&self, counts: &[(&str, u64)]) {
+        for (result, n) in counts {
+            let c = self.upstream_cache.with_label_values(&[result]);
+            c.inc_by(n.saturating_sub(c.get()));
         }
     }
 

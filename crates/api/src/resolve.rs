@@ -162,6 +162,7 @@ async fn entries(
     let client = req.ip.unwrap_or(peer);
     let snapshot = app.catalog.snapshot();
     let view = httpdns_geo::classify(&snapshot, &app.geo, client);
+    app.metrics.client_answer(&view);
     let seed = httpdns_core::snapshot::client_seed(client);
     let client_ip = client.to_string();
     let client_isp = view.isp.as_ref().map(ToString::to_string);

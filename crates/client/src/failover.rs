@@ -58,6 +58,12 @@ struct HostState {
     probe_url: Option<String>,
 }
 
+impl HostState {
+    fn new(host: String, now: Instant) -> Self {
+        Self { host, disabled: false, failures: 0, ejections: 0, probe_at: now, probe_url: None }
+    }
+}
+
 /// What a failure did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FailureEffect {
@@ -76,20 +82,7 @@ pub struct HostPool {
 impl HostPool {
     pub fn new(hosts: Vec<String>, policy: EjectionPolicy) -> Self {
         let now = Instant::now();
-        Self {
-            policy,
-            hosts: hosts
-                .into_iter()
-                .map(|host| HostState {
-                    host,
-                    disabled: false,
-                    failures: 0,
-                    ejections: 0,
-                    probe_at: now,
-                    probe_url: None,
-                })
-                .collect(),
-        }
+        Self { policy, hosts: hosts.into_iter().map(|host| HostState::new(host, now)).collect() }
     }
 
     /// Replaces the host list (a new config version), keeping the state of hosts that remain,
@@ -101,14 +94,7 @@ impl HostPool {
             .into_iter()
             .map(|host| match old.iter().position(|s| s.host == host) {
                 Some(i) => old.swap_remove(i),
-                None => HostState {
-                    host,
-                    disabled: false,
-                    failures: 0,
-                    ejections: 0,
-                    probe_at: now,
-                    probe_url: None,
-                },
+                None => HostState::new(host, now),
             })
             .collect();
     }

@@ -107,7 +107,18 @@ pub struct Upstream {
     cache: Mutex<HashMap<Key, Entry>>,
     inflight: Mutex<HashMap<Key, Waiters>>,
     queries: std::sync::atomic::AtomicU64,
+    /// Lookups by result, in the order of [`CACHE_RESULTS`].
+    results: [std::sync::atomic::AtomicU64; 5],
 }
+
+/// How a lookup was answered: fresh from the cache, fetched by it, fetched by another lookup
+/// it waited for, an expired answer after the upstreams failed, or an error.
+pub const CACHE_RESULTS: [&str; 5] = ["hit", "miss", "coalesced", "stale", "error"];
+const HIT: usize = 0;
+const MISS: usize = 1;
+const COALESCED: usize = 2;
+const STALE: usize = 3;
+const ERROR: usize = 4;
 
 /// The subnet sent to upstreams for a client: /24 or /56 of a public address, none otherwise.
 pub fn client_subnet(client: IpAddr) -> Option<(IpAddr, u8)> {
@@ -127,11 +138,23 @@ impl Upstream {
             cache: Mutex::new(HashMap::new()),
             inflight: Mutex::new(HashMap::new()),
             queries: 0.into(),
+            results: Default::default(),
         }
     }
 
     pub fn is_configured(&self) -> bool {
         !self.cfg.servers.is_empty()
+    }
+
+    /// Lookups so far by result, labelled as in [`CACHE_RESULTS`].
+    pub fn cache_counts(&self) -> [(&'static str, u64); 5] {
+        std::array::from_fn(|i| {
+            (CACHE_RESULTS[i], self.results[i].load(std::sync::atomic::Ordering::Relaxed))
+        })
+    }
+
+    fn count(&self, result: usize) {
+        self.results[result].fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// Queries sent upstream so far.
@@ -164,19 +187,28 @@ impl Upstream {
                         let _ = me.fetch_once(key).await;
                     });
                 }
+                self.count(HIT);
                 return Ok(lookup_of(e, (ttl - age).as_secs() as u32, false));
             }
         }
-        match self.fetch_once(key).await {
-            Ok(e) => Ok(lookup_of(&e, e.ttl, false)),
+        let (result, waited) = self.fetch_or_wait(key).await;
+        match result {
+            Ok(e) => {
+                self.count(if waited { COALESCED } else { MISS });
+                Ok(lookup_of(&e, e.ttl, false))
+            }
             Err(err) => match cached {
                 Some(e)
                     if now.duration_since(e.fetched)
                         < Duration::from_secs(u64::from(e.ttl)) + self.cfg.stale_for =>
                 {
+                    self.count(STALE);
                     Ok(lookup_of(&e, STALE_TTL, true))
                 }
-                _ => Err(err),
+                _ => {
+                    self.count(ERROR);
+                    Err(err)
+                }
             },
         }
     }
@@ -187,8 +219,13 @@ impl Upstream {
         }
     }
 
-    /// One upstream query per key at a time: later askers wait for the first one's result.
     async fn fetch_once(&self, key: Key) -> Result<Entry, UpstreamError> {
+        self.fetch_or_wait(key).await.0
+    }
+
+    /// One upstream query per key at a time: later askers wait for the first one's result.
+    /// The flag says whether this call waited for another's query.
+    async fn fetch_or_wait(&self, key: Key) -> (Result<Entry, UpstreamError>, bool) {
         let rx = {
             let mut inflight = self.inflight.lock().unwrap_or_else(|e| e.into_inner());
             match inflight.get_mut(&key) {
@@ -204,7 +241,8 @@ impl Upstream {
             }
         };
         if let Some(rx) = rx {
-            return rx.await.unwrap_or_else(|_| Err(UpstreamError::Failed("the query was abandoned".into())));
+            let r = rx.await.unwrap_or_else(|_| Err(UpstreamError::Failed("the query was abandoned".into())));
+            return (r, true);
         }
         // This task owns the query; a guard hands the result to the waiters however it ends.
         let result = self.fetch(&key).await;
@@ -229,7 +267,7 @@ impl Upstream {
         for w in waiters {
             let _ = w.send(result.clone());
         }
-        result
+        (result, false)
     }
 
     async fn fetch(&self, key: &Key) -> Result<Entry, UpstreamError> {

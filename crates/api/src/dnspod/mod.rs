@@ -91,6 +91,7 @@ async fn answer(app: &AppState, peer: IpAddr, request: Request, started: Instant
     let client = req.ip.unwrap_or(peer);
     let snapshot = app.catalog.snapshot();
     let view = httpdns_geo::classify(&snapshot, &app.geo, client);
+    app.metrics.client_answer(&view);
     let (mut answers, mut outcomes) = answer_all(&snapshot, &req, &view, client);
     drop(snapshot);
     upstream_all(app, &req, client, &mut answers, &mut outcomes).await;
