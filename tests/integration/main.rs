@@ -15,5 +15,6 @@ mod mirror;
 mod origin;
 mod persistence;
 mod proxy;
+mod shutdown;
 mod support;
 mod upstream;

@@ -157,6 +157,8 @@ pub(crate) async fn backends(test: &str) -> Vec<(Db, Option<httpdns_test_support
 pub(crate) struct Process {
     pub(crate) child: Child,
     pub(crate) base: String,
+    /// The mirror gateway's address, when it listens.
+    pub(crate) mirror: Option<SocketAddr>,
 }
 
 impl Process {
@@ -177,14 +179,19 @@ impl Process {
         let deadline = Instant::now() + Duration::from_secs(20);
         loop {
             let log = std::fs::read_to_string(&stderr_log).unwrap_or_default();
-            if let Some(addr) = log
-                .lines()
-                .find(|l| l.contains("Listening.") && l.contains("role=\"api\""))
-                .and_then(|l| l.split("addr=").nth(1))
-                .and_then(|a| a.split_whitespace().next())
-                .and_then(|a| a.parse::<SocketAddr>().ok())
-            {
-                return Self { child, base: format!("http://{addr}") };
+            let listening = |role: &str| {
+                log.lines()
+                    .find(|l| l.contains("Listening.") && l.contains(&format!("role=\"{role}\"")))
+                    .and_then(|l| l.split("addr=").nth(1))
+                    .and_then(|a| a.split_whitespace().next())
+                    .and_then(|a| a.parse::<SocketAddr>().ok())
+            };
+            let mirror_on = env.get("HTTPDNS_MIRROR_ADDR").is_some_and(|v| v != "off");
+            if let Some(addr) = listening("api") {
+                let mirror = listening("mirror");
+                if !mirror_on || mirror.is_some() {
+                    return Self { child, base: format!("http://{addr}"), mirror };
+                }
             }
             if Instant::now() >= deadline {
                 let _ = child.kill();

@@ -15,12 +15,12 @@ use tokio::net::UdpSocket;
 use crate::support::{eventually, Db, Server};
 
 /// What the fake upstream saw: (name, client subnet).
-type Seen = Arc<Mutex<Vec<(String, Option<String>)>>>;
+pub(crate) type Seen = Arc<Mutex<Vec<(String, Option<String>)>>>;
 
 /// An authoritative-looking server: `*.partner.example` A records, 9.9.9.1 for clients in
 /// 1.0.2.0/24 and 9.9.9.2 otherwise, with `ttl`; `nx.partner.example` is NXDOMAIN. Each
 /// answer is delayed by `delay`, so concurrent askers really overlap.
-async fn fake_upstream(
+pub(crate) async fn fake_upstream(
     addr: SocketAddr,
     ttl: u32,
     delay: Duration,
