@@ -186,8 +186,8 @@ fn metric_names(exprs: impl Iterator<Item = String>) -> BTreeSet<String> {
     out
 }
 
-#[tokio::test]
-async fn every_metric_of_the_dashboard_and_alerts_is_exported() {
+/// Every metric the dashboard and the alert rules name.
+pub(crate) fn used_metrics() -> BTreeSet<String> {
     let dashboard: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(deploy("grafana/dashboards/httpdns.json")).unwrap())
             .unwrap();
@@ -203,7 +203,22 @@ async fn every_metric_of_the_dashboard_and_alerts_is_exported() {
             exprs.push(r["expr"].as_str().unwrap().to_owned());
         }
     }
-    let used = metric_names(exprs.into_iter());
+    metric_names(exprs.into_iter())
+}
+
+/// The metric families a `/metrics` text exposes.
+pub(crate) fn exported(metrics: &str) -> BTreeSet<String> {
+    metrics
+        .lines()
+        .filter_map(|l| l.strip_prefix("# TYPE "))
+        .filter_map(|l| l.split_whitespace().next())
+        .map(str::to_owned)
+        .collect()
+}
+
+#[tokio::test]
+async fn every_metric_of_the_dashboard_and_alerts_is_exported() {
+    let used = used_metrics();
     assert!(used.len() >= 15, "{used:?}");
 
     // A server with every role on, some answers and a mirror rule, scraped as Prometheus does.
@@ -225,12 +240,7 @@ async fn every_metric_of_the_dashboard_and_alerts_is_exported() {
     .await;
     s.text("/d?dn=www.example.com&ip=1.0.2.7").await;
     let metrics = s.text("/metrics").await;
-    let exported: BTreeSet<String> = metrics
-        .lines()
-        .filter_map(|l| l.strip_prefix("# TYPE "))
-        .filter_map(|l| l.split_whitespace().next())
-        .map(str::to_owned)
-        .collect();
+    let exported = exported(&metrics);
     let missing: Vec<&String> = used.iter().filter(|m| !exported.contains(*m)).collect();
     assert!(missing.is_empty(), "used by deploy/ but not exported: {missing:?}\nexported: {exported:?}");
     assert!(

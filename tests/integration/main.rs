@@ -17,4 +17,5 @@ mod persistence;
 mod proxy;
 mod shutdown;
 mod support;
+mod topology;
 mod upstream;

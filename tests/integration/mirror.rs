@@ -17,9 +17,9 @@ enum Backend {
 }
 
 /// An `s3s-fs` process serving a bucket from a temp directory.
-struct S3Server {
+pub(crate) struct S3Server {
     child: std::process::Child,
-    endpoint: String,
+    pub(crate) endpoint: String,
     _dir: tempfile::TempDir,
 }
 
@@ -39,7 +39,7 @@ fn s3s_binary() -> Option<std::path::PathBuf> {
 }
 
 impl S3Server {
-    fn start() -> Option<Self> {
+    pub(crate) fn start() -> Option<Self> {
         let Some(bin) = s3s_binary() else {
             httpdns_test_support::skipped(
                 "mirror S3 suite",
