@@ -10,6 +10,7 @@ mod deploy;
 mod dns;
 mod geoip;
 mod live;
+mod logs;
 mod metrics;
 mod mirror;
 mod origin;

@@ -25,6 +25,7 @@ mod health;
 pub mod live;
 pub mod metrics;
 pub mod ratelimit;
+pub mod request_id;
 pub mod resolve;
 pub mod state;
 
@@ -71,7 +72,7 @@ async fn not_found() -> Response {
 async fn track(State(app): State<AppState>, req: Request, next: Next) -> Response {
     let started = Instant::now();
     let route = metrics::Route::of_path(req.uri().path());
-    let resp = next.run(req).await;
+    let resp = request_id::run(req, next).await;
     app.metrics.http_request(route, resp.status(), started.elapsed());
     resp
 }

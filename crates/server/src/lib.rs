@@ -350,6 +350,8 @@ pub fn init_logging(format: LogFormat) {
         tracing_subscriber::fmt().with_env_filter(filter).with_ansi(ansi).with_writer(std::io::stderr);
     match format {
         LogFormat::Text => builder.init(),
-        LogFormat::Json => builder.json().init(),
+        // One JSON object per line; the `request` span's id (see `httpdns_api::request_id`)
+        // rides along on every line logged inside a request.
+        LogFormat::Json => builder.json().with_current_span(true).with_span_list(false).init(),
     }
 }
