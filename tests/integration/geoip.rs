@@ -53,3 +53,57 @@ async fn classifies_by_geoip_and_reloads_without_restart() {
     let ready: serde_json::Value = s.get("/readyz").await.json().await.unwrap();
     assert_eq!((ready["geoip_city"].as_bool(), ready["geoip_asn"].as_bool()), (Some(true), Some(true)));
 }
+
+#[tokio::test]
+async fn sighup_reloads_geoip_at_once() {
+    let tmp = tempfile::tempdir().unwrap();
+    write_dbs(tmp.path(), 4837);
+    let mut env = crate::support::env(tmp.path(), &Db::Sqlite);
+    env.insert("HTTPDNS_GEOIP_CITY_DB".into(), tmp.path().join("city.mmdb").display().to_string());
+    env.insert("HTTPDNS_GEOIP_ASN_DB".into(), tmp.path().join("asn.mmdb").display().to_string());
+    // File changes alone would be noticed only after an hour.
+    let config = tmp.path().join("httpdns.toml");
+    std::fs::write(&config, "[geoip]\nreload_interval_ms = 3600000\n").unwrap();
+    let p = crate::support::Process::spawn_with_args(
+        &env,
+        tmp.path(),
+        &["--config", config.to_str().unwrap(), "serve"],
+    );
+    let http = reqwest::Client::new();
+    for (path, body) in [
+        (
+            "/admin/v1/nodes/t-sh",
+            json!({"ip": "1.1.1.2", "pool": "edge", "isp": "telecom", "region": "shanghai"}),
+        ),
+        (
+            "/admin/v1/nodes/u-sh",
+            json!({"ip": "2.2.2.2", "pool": "edge", "isp": "unicom", "region": "shanghai"}),
+        ),
+        ("/admin/v1/domains/www.example.com", json!({"pool": "edge", "ttl": 60})),
+    ] {
+        let r =
+            http.put(format!("{}{path}", p.base)).bearer_auth(crate::support::TOKEN).body(body.to_string());
+        assert!(r.send().await.unwrap().status().is_success());
+    }
+    let answer = || {
+        let url = format!("{}/d?dn=www.example.com&ip=58.200.0.1", p.base);
+        let http = http.clone();
+        async move { http.get(url).send().await.unwrap().text().await.unwrap() }
+    };
+    assert!(
+        eventually(Duration::from_secs(5), || async { answer().await == "2.2.2.2" }).await,
+        "unicom by AS4837"
+    );
+    // The ASN database is replaced: nothing changes until the signal...
+    write_dbs(tmp.path(), 4809);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(answer().await, "2.2.2.2");
+    let pid = p.child.id().to_string();
+    assert!(std::process::Command::new("kill").args(["-HUP", &pid]).status().unwrap().success());
+    // ...then the new data is in force, and the process is still serving.
+    assert!(
+        eventually(Duration::from_secs(5), || async { answer().await == "1.1.1.2" }).await,
+        "telecom by AS4809"
+    );
+    assert_eq!(p.terminate().code(), Some(0));
+}

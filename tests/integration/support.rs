@@ -166,10 +166,16 @@ impl Process {
     // The child moves into `Process`, whose `Drop` kills and reaps it; the lint cannot see that.
     #[allow(clippy::zombie_processes)]
     pub(crate) fn spawn(env: &HashMap<String, String>, log_dir: &Path) -> Self {
+        Self::spawn_with_args(env, log_dir, &["serve"])
+    }
+
+    /// As [`Process::spawn`], with these command-line arguments.
+    #[allow(clippy::zombie_processes)]
+    pub(crate) fn spawn_with_args(env: &HashMap<String, String>, log_dir: &Path, args: &[&str]) -> Self {
         let stderr_log = log_dir.join(format!("httpdns-{}.log", std::process::id() ^ rand_u32()));
         let stderr = std::fs::File::create(&stderr_log).unwrap();
         let mut child = Command::new(env!("CARGO_BIN_EXE_httpdns"))
-            .arg("serve")
+            .args(args)
             .envs(env)
             .env("RUST_LOG", "info")
             .stdout(Stdio::null())

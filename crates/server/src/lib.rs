@@ -317,18 +317,39 @@ async fn follow_geo(
     every: std::time::Duration,
     shutdown: CancellationToken,
 ) {
-    if geo.config().city_db.is_none() && geo.config().asn_db.is_none() {
-        return;
-    }
+    let configured = geo.config().city_db.is_some() || geo.config().asn_db.is_some();
     let mut ticker = tokio::time::interval(every);
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    // SIGHUP reloads at once and even when the files look unchanged (a copy that kept the
+    // modification time); the ticker catches ordinary replacements.
+    #[cfg(unix)]
+    let mut hangup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()).ok();
     loop {
-        tokio::select! {
+        #[cfg(unix)]
+        let hup = async {
+            match hangup.as_mut() {
+                Some(s) => s.recv().await.is_some(),
+                None => std::future::pending().await,
+            }
+        };
+        #[cfg(not(unix))]
+        let hup = std::future::pending::<bool>();
+        let force = tokio::select! {
             () = shutdown.cancelled() => return,
-            _ = ticker.tick() => {}
+            _ = ticker.tick() => false,
+            forced = hup => forced,
+        };
+        if !configured {
+            if force {
+                tracing::info!("SIGHUP: no GeoIP database is configured; nothing to reload.");
+            }
+            continue;
+        }
+        if force {
+            tracing::info!("SIGHUP: reloading the GeoIP databases.");
         }
         let g = geo.clone();
-        match tokio::task::spawn_blocking(move || g.reload(false)).await {
+        match tokio::task::spawn_blocking(move || g.reload(force)).await {
             Ok(Ok(true)) => tracing::info!("GeoIP databases reloaded."),
             Ok(Ok(false)) => {}
             Ok(Err(e)) => {
