@@ -3,6 +3,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+mod apply_cli;
 mod client_cli;
 
 use anyhow::Context;
@@ -31,6 +32,31 @@ enum Command {
     Migrate,
     /// Validate the configuration and exit.
     CheckConfig,
+    /// Reconcile the admin state with a YAML, TOML or JSON file (networks, pools, nodes,
+    /// domains, mirror rules, config modules) through the admin API.
+    Apply {
+        #[command(flatten)]
+        admin: apply_cli::AdminArgs,
+        /// The declarative file (`httpdns export` writes one).
+        #[arg(short = 'f', long)]
+        file: PathBuf,
+        /// Also delete what the file does not have (config modules excepted).
+        #[arg(long)]
+        prune: bool,
+        /// Print the changes without making them.
+        #[arg(long)]
+        dry_run: bool,
+    },
+    /// Write the admin state in the format `apply` reads.
+    Export {
+        #[command(flatten)]
+        admin: apply_cli::AdminArgs,
+        /// Output file (format from its extension); default standard output.
+        #[arg(short, long)]
+        output: Option<PathBuf>,
+        #[arg(long, value_enum)]
+        format: Option<httpdns_server::apply::Format>,
+    },
     /// Client: resolve names through HTTPDNS (LocalDNS fallback); prints the path that answered.
     Resolve {
         #[command(flatten)]
@@ -71,7 +97,7 @@ fn load(path: Option<&PathBuf>) -> anyhow::Result<Config> {
 fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     if let Some(run) = client_command(&cli.command) {
-        // Client commands need no server configuration.
+        // Client and admin-API commands need no server configuration.
         let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
         return rt.block_on(run);
     }
@@ -92,9 +118,11 @@ fn main() -> anyhow::Result<()> {
                 Ok(())
             }
             Command::Serve => serve(config).await,
-            Command::Resolve { .. } | Command::Get { .. } | Command::Drill { .. } => {
-                unreachable!("handled above")
-            }
+            Command::Resolve { .. }
+            | Command::Get { .. }
+            | Command::Drill { .. }
+            | Command::Apply { .. }
+            | Command::Export { .. } => unreachable!("handled above"),
         }
     })
 }
@@ -107,6 +135,12 @@ fn client_command(
         Command::Get { client, url, output } => Some(Box::pin(client_cli::get(client, url, output.as_ref()))),
         Command::Drill { client, url, requests, interval_ms } => {
             Some(Box::pin(client_cli::drill(client, url, *requests, Duration::from_millis(*interval_ms))))
+        }
+        Command::Apply { admin, file, prune, dry_run } => {
+            Some(Box::pin(apply_cli::apply(admin, file, *prune, *dry_run)))
+        }
+        Command::Export { admin, output, format } => {
+            Some(Box::pin(apply_cli::export(admin, output.as_deref(), *format)))
         }
         _ => None,
     }

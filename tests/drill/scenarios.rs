@@ -90,6 +90,7 @@ async fn fetch(t: &Topology, c: &CdnClient, i: usize) -> Seen {
             let paths = f.attempts.iter().filter_map(|a| a.resolved.as_ref().map(|r| r.0)).collect();
             let ips =
                 f.attempts.iter().filter_map(|a| a.resolved.as_ref()).flat_map(|r| r.1.clone()).collect();
+            let attempts: Vec<_> = f.attempts.iter().map(|a| (a.url.clone(), a.outcome.clone())).collect();
             let body = f.response.bytes().await.unwrap_or_default();
             let ok = status == 200 && body.as_ref() == topology::object(i % topology::OBJECTS).as_slice();
             Seen {
@@ -101,7 +102,7 @@ async fn fetch(t: &Topology, c: &CdnClient, i: usize) -> Seen {
                 total: started.elapsed(),
                 paths,
                 ips,
-                error: format!("status {status}"),
+                error: format!("status {status}, attempts {attempts:?}"),
             }
         }
         Err(e) => Seen {
@@ -116,6 +117,19 @@ async fn fetch(t: &Topology, c: &CdnClient, i: usize) -> Seen {
             error: e.to_string(),
         },
     }
+}
+
+/// Asserts that vendor `v` served `s`, saying what happened otherwise.
+#[track_caller]
+fn served_by(t: &Topology, s: &Seen, v: usize) {
+    assert_eq!(
+        t.vendor_of(&s.host),
+        Some(v),
+        "expected vendor {v}: host {:?}, ok {}, {}",
+        s.host,
+        s.ok,
+        s.error
+    );
 }
 
 fn row(fault: &'static str, what: &'static str) -> Row {
@@ -139,7 +153,7 @@ async fn baseline(t: &Topology) -> Row {
     for i in 0..N {
         let s = fetch(t, &c, i).await;
         assert_eq!(s.route, Route::Unified);
-        assert_eq!(t.vendor_of(&s.host), Some(0), "the primary host serves");
+        served_by(t, &s, 0);
         count(&mut r, &s);
         r.times.push(s.total);
     }
@@ -279,7 +293,13 @@ async fn half_the_nodes_dead(t: &Topology) -> Row {
     let mut r = row("half the nodes dead", "request time");
     for i in 0..N {
         let s = fetch(t, &c, i).await;
-        assert_eq!(t.vendor_of(&s.host), Some(0), "the same host, its live nodes");
+        assert_eq!(
+            t.vendor_of(&s.host),
+            Some(0),
+            "the same host, its live nodes: host {:?}, {}",
+            s.host,
+            s.error
+        );
         count(&mut r, &s);
         r.times.push(s.total);
     }
@@ -318,7 +338,7 @@ async fn primary_fails(t: &Topology, fault: &'static str) -> Row {
     for i in 0..N {
         let c = client(t, &format!("device-1{i:03}")).await;
         let s = fetch(t, &c, i).await;
-        assert_eq!(t.vendor_of(&s.host), Some(1), "{fault}: the next host serves");
+        served_by(t, &s, 1);
         assert!(s.switched);
         count(&mut r, &s);
         r.times.push(s.switch_time);
@@ -381,7 +401,7 @@ async fn origin_down(t: &Topology) -> Row {
     let c = client(t, "device-0006").await;
     for i in 0..N {
         let s = fetch(t, &c, i).await;
-        assert_eq!(t.vendor_of(&s.host), Some(0));
+        served_by(t, &s, 0);
         count(&mut r, &s);
         r.times.push(s.total);
     }
@@ -425,7 +445,7 @@ async fn revival(t: &Topology) -> Row {
         let _bg = c.start().await;
         t.vendors[0].set_5xx(true);
         let s = fetch(t, &c, round).await;
-        assert_eq!(t.vendor_of(&s.host), Some(1));
+        served_by(t, &s, 1);
         count(&mut r, &s);
         t.vendors[0].set_5xx(false);
         let restored = Instant::now();
@@ -465,7 +485,7 @@ async fn config_publish_mid_run(t: &Topology) -> Row {
             first_on_c = Some(p.elapsed());
         }
         if published.is_none() {
-            assert_eq!(t.vendor_of(&s.host), Some(0));
+            served_by(t, &s, 0);
         }
         i += 1;
         tokio::time::sleep(Duration::from_millis(10)).await;

@@ -3,6 +3,7 @@
 
 mod admin;
 mod answers;
+mod apply;
 mod auth;
 mod cli;
 mod config_center;

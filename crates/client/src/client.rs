@@ -23,6 +23,10 @@ use crate::failover::{EjectionPolicy, FailureEffect, HostPool};
 use crate::netcheck::NetworkCheck;
 use crate::resolver::{Path, Resolver, ResolverOptions};
 
+/// Retries of a request whose reused connection failed, before it counts as a host failure:
+/// one per idle pooled connection that may have died with its node.
+const STALE_CONNECTION_RETRIES: usize = 2;
+
 #[derive(Debug, Clone)]
 pub struct ClientOptions {
     /// The stable id the config center buckets this device by.
@@ -241,10 +245,14 @@ impl CdnClient {
     /// Rebuilds the host pool when the config version changed; returns the config in force.
     fn sync_hosts(&self) -> Option<Arc<ActiveConfig>> {
         let cfg = self.inner.config.current()?;
-        if self.inner.hosts_version.swap(cfg.version, Ordering::AcqRel) != cfg.version {
-            let hosts = convergence::host_list(&cfg.doc, &self.inner.opts.device_id);
-            self.inner.hosts.lock().expect("lock").set_hosts(hosts);
+        // Checked and rebuilt under the pool's lock: a request racing the revive task must
+        // not see the new version with the old (or empty) pool.
+        let mut pool = self.inner.hosts.lock().expect("lock");
+        if self.inner.hosts_version.load(Ordering::Acquire) != cfg.version {
+            pool.set_hosts(convergence::host_list(&cfg.doc, &self.inner.opts.device_id));
+            self.inner.hosts_version.store(cfg.version, Ordering::Release);
         }
+        drop(pool);
         Some(cfg)
     }
 
@@ -355,7 +363,20 @@ impl CdnClient {
                 }
             }
         }
-        let result = self.inner.http.get(url.clone()).send().await;
+        let mut result = self.inner.http.get(url.clone()).send().await;
+        // A pooled keep-alive connection to a node that has since died fails without a
+        // connect error ("connection closed before message completed", a reset). As OkHttp's
+        // `retryOnConnectionFailure` does, a GET is retried on a fresh connection before that
+        // counts against the host: a dead node must not disable its whole host.
+        for _ in 0..STALE_CONNECTION_RETRIES {
+            match &result {
+                Err(e) if !e.is_connect() && !e.is_timeout() && !e.is_builder() && !e.is_redirect() => {
+                    tracing::debug!(url = %url, error = %crate::service::error_chain(e), "Retrying on a fresh connection.");
+                    result = self.inner.http.get(url.clone()).send().await;
+                }
+                _ => break,
+            }
+        }
         record.elapsed = t0.elapsed();
         let out = match result {
             Ok(resp) => {

@@ -4,6 +4,7 @@
 //! configured listener (port 0 allowed; the bound addresses are returned and logged) and
 //! spawns the servers and loops; [`Running::shutdown`] stops them gracefully.
 
+pub mod apply;
 pub mod config;
 mod dns;
 mod follow;

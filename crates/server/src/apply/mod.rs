@@ -1,0 +1,122 @@
+//! `httpdns apply -f FILE` and `httpdns export`: the admin state (networks, pools, nodes,
+//! domains, mirror rules, config modules) as one declarative YAML, TOML or JSON file,
+//! reconciled through the admin API.
+//!
+//! The file is parsed into the same spec types the server stores, so it is validated (unknown
+//! fields refused, types checked) before anything is sent, and both sides are compared with
+//! their defaults filled in: a file that omits a default and a server that filled it in agree.
+//! [`plan`] is pure; [`client`] does the HTTP. Creates and updates go in dependency order
+//! (networks, pools, nodes, domains, mirror rules, config), deletes (only with `--prune`) in
+//! the reverse order. Config modules are published with `If-Match` on the version read, so a
+//! publish that raced the plan fails instead of overwriting it.
+
+pub mod client;
+mod plan;
+
+use std::collections::BTreeMap;
+
+use httpdns_config::ConfigDocument;
+use httpdns_core::model::{DomainSpec, NetworkSpec, NodeSpec, PoolSpec};
+use httpdns_mirror::RuleSpec;
+use serde::{Deserialize, Serialize};
+
+pub use plan::{plan, Change, Kind};
+
+/// The whole declarative state. Missing sections are empty.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct StateFile {
+    pub networks: BTreeMap<String, NetworkSpec>,
+    pub pools: BTreeMap<String, PoolSpec>,
+    pub nodes: BTreeMap<String, NodeSpec>,
+    pub domains: BTreeMap<String, DomainSpec>,
+    pub mirror_rules: BTreeMap<String, RuleSpec>,
+    pub config: BTreeMap<String, ConfigDocument>,
+}
+
+/// File formats, chosen by extension (`.toml`; `.json`; anything else is YAML).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    Yaml,
+    Toml,
+    Json,
+}
+
+impl Format {
+    pub fn of_path(path: &std::path::Path) -> Self {
+        match path.extension().and_then(|e| e.to_str()) {
+            Some("toml") => Format::Toml,
+            Some("json") => Format::Json,
+            _ => Format::Yaml,
+        }
+    }
+}
+
+impl StateFile {
+    pub fn parse(text: &str, format: Format) -> Result<Self, String> {
+        let mut state: StateFile = match format {
+            Format::Yaml => serde_norway::from_str(text).map_err(|e| e.to_string())?,
+            Format::Toml => toml::from_str(text).map_err(|e| e.to_string())?,
+            Format::Json => serde_json::from_str(text).map_err(|e| e.to_string())?,
+        };
+        state.validate()?;
+        for doc in state.config.values_mut() {
+            *doc = doc.content();
+        }
+        Ok(state)
+    }
+
+    /// What the server would refuse, found before anything is sent.
+    fn validate(&self) -> Result<(), String> {
+        let at = |kind: &str, name: &str, e: httpdns_core::model::FieldError| {
+            format!("{kind}.{name}.{}: {}", e.field, e.message)
+        };
+        for (n, s) in &self.networks {
+            s.validate().map_err(|e| at("networks", n, e))?;
+        }
+        for (n, s) in &self.pools {
+            s.validate().map_err(|e| at("pools", n, e))?;
+        }
+        for (n, s) in &self.domains {
+            s.validate().map_err(|e| at("domains", n, e))?;
+        }
+        for (n, s) in &self.mirror_rules {
+            s.validate().map_err(|e| at("mirror_rules", n, e))?;
+        }
+        for (n, s) in &self.config {
+            s.validate().map_err(|e| at("config", n, e))?;
+        }
+        // Node addresses depend on the server's private-address setting: the server checks them.
+        Ok(())
+    }
+
+    pub fn render(&self, format: Format) -> Result<String, String> {
+        let mut value = serde_json::to_value(self).map_err(|e| e.to_string())?;
+        // `configVersion` belongs to the server's history, not to the declared content.
+        if let Some(cfg) = value.get_mut("config").and_then(|c| c.as_object_mut()) {
+            for doc in cfg.values_mut() {
+                if let Some(d) = doc.as_object_mut() {
+                    d.remove("configVersion");
+                }
+            }
+        }
+        strip_nulls(&mut value);
+        match format {
+            Format::Yaml => serde_norway::to_string(&value).map_err(|e| e.to_string()),
+            Format::Toml => toml::to_string_pretty(&value).map_err(|e| e.to_string()),
+            Format::Json => serde_json::to_string_pretty(&value).map(|s| s + "\n").map_err(|e| e.to_string()),
+        }
+    }
+}
+
+/// TOML has no null; absent and null mean the same to every spec.
+fn strip_nulls(v: &mut serde_json::Value) {
+    match v {
+        serde_json::Value::Object(m) => {
+            m.retain(|_, v| !v.is_null());
+            m.values_mut().for_each(strip_nulls);
+        }
+        serde_json::Value::Array(a) => a.iter_mut().for_each(strip_nulls),
+        _ => {}
+    }
+}

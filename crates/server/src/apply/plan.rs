@@ -1,0 +1,209 @@
+//! The difference between two states, as the changes that turn one into the other.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use serde::Serialize;
+use serde_json::Value;
+
+use super::StateFile;
+
+/// Resource kinds in the order creates and updates are applied.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Kind {
+    Networks,
+    Pools,
+    Nodes,
+    Domains,
+    MirrorRules,
+    Config,
+}
+
+impl Kind {
+    pub const ALL: [Kind; 6] =
+        [Kind::Networks, Kind::Pools, Kind::Nodes, Kind::Domains, Kind::MirrorRules, Kind::Config];
+
+    /// The section of the file.
+    pub fn section(self) -> &'static str {
+        match self {
+            Kind::Networks => "networks",
+            Kind::Pools => "pools",
+            Kind::Nodes => "nodes",
+            Kind::Domains => "domains",
+            Kind::MirrorRules => "mirror_rules",
+            Kind::Config => "config",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Change {
+    Create {
+        kind: Kind,
+        name: String,
+        spec: Value,
+    },
+    /// `fields`: the top-level fields that differ, with the current and the wanted value.
+    Update {
+        kind: Kind,
+        name: String,
+        spec: Value,
+        fields: Vec<(String, Value, Value)>,
+    },
+    Delete {
+        kind: Kind,
+        name: String,
+    },
+}
+
+impl Change {
+    pub fn kind(&self) -> Kind {
+        match self {
+            Change::Create { kind, .. } | Change::Update { kind, .. } | Change::Delete { kind, .. } => *kind,
+        }
+    }
+    pub fn name(&self) -> &str {
+        match self {
+            Change::Create { name, .. } | Change::Update { name, .. } | Change::Delete { name, .. } => name,
+        }
+    }
+}
+
+impl fmt::Display for Change {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Change::Create { kind, name, .. } => write!(f, "+ {}/{name}", kind.section()),
+            Change::Delete { kind, name } => write!(f, "- {}/{name}", kind.section()),
+            Change::Update { kind, name, fields, .. } => {
+                write!(f, "~ {}/{name}:", kind.section())?;
+                for (field, from, to) in fields {
+                    write!(f, " {field}: {from} -> {to};")?;
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
+fn values<T: Serialize>(m: &BTreeMap<String, T>) -> BTreeMap<String, Value> {
+    m.iter().map(|(k, v)| (k.clone(), serde_json::to_value(v).expect("specs serialise"))).collect()
+}
+
+fn sections(s: &StateFile) -> [(Kind, BTreeMap<String, Value>); 6] {
+    [
+        (Kind::Networks, values(&s.networks)),
+        (Kind::Pools, values(&s.pools)),
+        (Kind::Nodes, values(&s.nodes)),
+        (Kind::Domains, values(&s.domains)),
+        (Kind::MirrorRules, values(&s.mirror_rules)),
+        (Kind::Config, values(&s.config)),
+    ]
+}
+
+/// The changes that make `current` into `wanted`: creates and updates in [`Kind`] order,
+/// then (with `prune`) deletes in reverse order.
+pub fn plan(current: &StateFile, wanted: &StateFile, prune: bool) -> Vec<Change> {
+    let (cur, want) = (sections(current), sections(wanted));
+    let mut changes = Vec::new();
+    for ((kind, have), (_, need)) in cur.iter().zip(want.iter()) {
+        for (name, spec) in need {
+            match have.get(name) {
+                None => changes.push(Change::Create { kind: *kind, name: name.clone(), spec: spec.clone() }),
+                Some(old) if old != spec => changes.push(Change::Update {
+                    kind: *kind,
+                    name: name.clone(),
+                    spec: spec.clone(),
+                    fields: field_diff(old, spec),
+                }),
+                Some(_) => {}
+            }
+        }
+    }
+    if prune {
+        // Config modules keep their history and are never deleted (there is no DELETE for
+        // them); a module missing from the file is left as it is.
+        for ((kind, have), (_, need)) in
+            cur.iter().zip(want.iter()).rev().filter(|((k, _), _)| *k != Kind::Config)
+        {
+            for name in have.keys().filter(|n| !need.contains_key(*n)) {
+                changes.push(Change::Delete { kind: *kind, name: name.clone() });
+            }
+        }
+    }
+    changes
+}
+
+fn field_diff(old: &Value, new: &Value) -> Vec<(String, Value, Value)> {
+    let (Some(o), Some(n)) = (old.as_object(), new.as_object()) else {
+        return vec![(String::new(), old.clone(), new.clone())];
+    };
+    let keys: std::collections::BTreeSet<&String> = o.keys().chain(n.keys()).collect();
+    keys.into_iter()
+        .filter_map(|k| {
+            let (a, b) = (o.get(k).cloned().unwrap_or(Value::Null), n.get(k).cloned().unwrap_or(Value::Null));
+            (a != b).then(|| (k.clone(), a, b))
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::{Format, StateFile};
+    use super::*;
+
+    const BASE: &str = r#"
+networks:
+  1.0.1.0/24: {isp: telecom, region: beijing}
+nodes:
+  n1: {ip: 1.1.1.1, pool: edge, isp: telecom, region: beijing}
+domains:
+  www.example.com: {pool: edge, ttl: 60}
+"#;
+
+    #[test]
+    fn defaults_filled_in_compare_equal_and_changes_are_exact() {
+        let a = StateFile::parse(BASE, Format::Yaml).unwrap();
+        // The same state with the defaults written out is no change.
+        let mut b = a.clone();
+        b.nodes.get_mut("n1").unwrap().enabled = true;
+        assert!(plan(&a, &b, true).is_empty());
+        // One update, one create, one delete (with prune), in order.
+        let mut want = a.clone();
+        want.domains.get_mut("www.example.com").unwrap().ttl = 120;
+        want.nodes.insert(
+            "n2".into(),
+            serde_json::from_str(
+                r#"{"ip": "2.2.2.2", "pool": "edge", "isp": "unicom", "region": "shanghai"}"#,
+            )
+            .unwrap(),
+        );
+        want.networks.clear();
+        let changes = plan(&a, &want, true);
+        let shown: Vec<String> = changes.iter().map(ToString::to_string).collect();
+        assert_eq!(
+            shown,
+            ["+ nodes/n2", "~ domains/www.example.com: ttl: 60 -> 120;", "- networks/1.0.1.0/24"]
+        );
+        // Without prune nothing is deleted.
+        assert_eq!(plan(&a, &want, false).len(), 2);
+    }
+
+    #[test]
+    fn formats_round_trip_and_bad_files_name_the_field() {
+        let a = StateFile::parse(BASE, Format::Yaml).unwrap();
+        for f in [Format::Yaml, Format::Toml, Format::Json] {
+            let text = a.render(f).unwrap();
+            assert_eq!(StateFile::parse(&text, f).unwrap(), a, "{f:?}:\n{text}");
+        }
+        let err = StateFile::parse(
+            "nodes:\n  n1: {ip: 1.1.1.1, pool: edge, isp: t, region: r, colour: red}\n",
+            Format::Yaml,
+        )
+        .unwrap_err();
+        assert!(err.contains("colour"), "{err}");
+        let err =
+            StateFile::parse("domains:\n  a.example.com: {pool: edge, ttl: 0}\n", Format::Yaml).unwrap_err();
+        assert!(err.starts_with("domains.a.example.com.ttl"), "{err}");
+        assert!(StateFile::parse("unknown_section: {}\n", Format::Yaml).is_err());
+    }
+}
