@@ -14,6 +14,7 @@ mod live;
 mod logs;
 mod metrics;
 mod mirror;
+mod openapi;
 mod origin;
 mod persistence;
 mod proxy;

@@ -24,6 +24,7 @@ pub mod error;
 mod health;
 pub mod live;
 pub mod metrics;
+pub mod openapi;
 pub mod ratelimit;
 pub mod request_id;
 pub mod resolve;
@@ -50,6 +51,7 @@ pub fn router(state: AppState) -> Router {
         .route("/healthz", get(health::healthz))
         .route("/readyz", get(health::readyz))
         .route("/metrics", get(health::metrics))
+        .route("/openapi.json", get(openapi::handle))
         .route("/feedback", axum::routing::post(live::feedback::handle))
         .merge(admin)
         .fallback(not_found)
