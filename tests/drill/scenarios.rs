@@ -498,20 +498,24 @@ async fn config_publish_mid_run(t: &Topology) -> Row {
 }
 
 async fn offline_device(t: &Topology) -> Row {
-    let mut r = row("device offline (no public address answers)", "request time");
+    let mut r = row("network check fails (no public address answers)", "request time");
     let c = client(t, "device-0008").await;
     t.public.stop();
     t.vendors[0].stop();
+    // The primary refuses and the network check fails: the host is not disabled (the seed's
+    // rule for an offline device), and the request still tries the next host, since the check
+    // itself may be what is blocked.
     let s = fetch(t, &c, 1).await;
-    assert!(!s.ok && s.error.contains("network is down"), "{}", s.error);
+    served_by(t, &s, 1);
+    count(&mut r, &s);
+    r.times.push(s.total);
     let states = c.host_states();
-    assert!(!states[0].1, "an offline device does not disable its hosts: {states:?}");
+    assert!(!states[0].1, "a failed network check does not disable the host: {states:?}");
     t.public.restart().await;
     t.vendors[0].restart().await;
     let s = fetch(t, &c, 2).await;
-    assert!(s.ok && t.vendor_of(&s.host) == Some(0), "the primary is still first once back online");
-    r.requests = 2;
-    r.times.push(s.total);
-    r.note = "the failed request is the network's; the host stays enabled".into();
+    served_by(t, &s, 0);
+    count(&mut r, &s);
+    r.note = "the host stays enabled; the next host served; the primary serves again once back".into();
     r
 }

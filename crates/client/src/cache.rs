@@ -104,6 +104,11 @@ impl Cache {
     /// Writes the cache to `path` atomically (temp file, fsync, rename), with wall-clock
     /// times, since `Instant`s mean nothing to the next process.
     pub fn save(&self, path: &Path, now: Instant) -> std::io::Result<()> {
+        crate::fsutil::write_atomic(path, &self.to_bytes(now))
+    }
+
+    /// What [`Cache::save`] writes.
+    pub fn to_bytes(&self, now: Instant) -> Vec<u8> {
         let wall = SystemTime::now();
         let records: Vec<Record> = self
             .entries
@@ -120,8 +125,7 @@ impl Cache {
                 }
             })
             .collect();
-        let body = serde_json::to_vec(&File { version: 1, records }).map_err(std::io::Error::other)?;
-        crate::fsutil::write_atomic(path, &body)
+        serde_json::to_vec(&File { version: 1, records }).expect("cache records serialise")
     }
 
     /// Loads what `save` wrote. Entries expired for longer than `keep_expired` are dropped

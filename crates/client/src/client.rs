@@ -304,15 +304,25 @@ impl CdnClient {
                     return finish(Ok(resp), target, Route::Unified, attempts);
                 }
                 Ok(_) => self.failed(&host, &target, &mut attempts),
-                Err(e) => {
-                    // Offline: not the host's fault. Do not disable it, do not try the others.
-                    if !self.inner.netcheck.network_works(&public_ips).await {
-                        return Err(Error::Request {
-                            attempts: attempts.len(),
-                            last: format!("{e} (the network is down: no publicIpList address answers)"),
-                        });
+                // No address for the host is a resolution failure, not the host's: move on
+                // without disabling it.
+                Err(Error::NoAddress { .. } | Error::Timeout(_)) => {}
+                Err(_) => {
+                    // A connection failure counts against the host only while the network
+                    // works (seed 000 §3.3): a phone in a lift must not disable every host. The
+                    // request still tries the next hosts and the original URL, since the check
+                    // itself can be wrong (TCP/53 blocked on some Wi-Fi).
+                    if self.inner.netcheck.network_works(&public_ips).await {
+                        self.failed(&host, &target, &mut attempts);
+                    } else if let Some(last) = attempts.last_mut() {
+                        last.outcome = Outcome::Failed(format!(
+                            "{} (network check failed: no publicIpList address answers; host kept)",
+                            match &last.outcome {
+                                Outcome::Failed(m) => m.as_str(),
+                                Outcome::Status(_) => "",
+                            }
+                        ));
                     }
-                    self.failed(&host, &target, &mut attempts);
                 }
             }
         }
@@ -331,6 +341,7 @@ impl CdnClient {
         if let Some(last) = attempts.last_mut() {
             last.disabled_host = effect == FailureEffect::Ejected;
         }
+        // `AlreadyDisabled`: a concurrent request disabled it first.
         if effect == FailureEffect::Ejected {
             tracing::warn!(%host, "CDN host disabled; moving to the next one.");
         }
@@ -353,7 +364,12 @@ impl CdnClient {
             disabled_host: false,
         };
         if let Some(url::Host::Domain(name)) = url.host() {
-            match self.inner.resolver.resolve(name).await {
+            // Bounded: the connect timeout of reqwest does not cover the lookup done here.
+            let limit = self.inner.opts.request_timeout;
+            let resolved = tokio::time::timeout(limit, self.inner.resolver.resolve(name))
+                .await
+                .unwrap_or(Err(Error::Timeout(limit)));
+            match resolved {
                 Ok(r) => record.resolved = Some((r.path, r.ips)),
                 Err(e) => {
                     record.outcome = Outcome::Failed(e.to_string());

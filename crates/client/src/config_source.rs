@@ -101,7 +101,7 @@ impl ConfigStore {
                     });
                     match parse(state.body.as_bytes()) {
                         Ok(doc) if trusted => {
-                            store.install(doc, Origin::File);
+                            store.install(doc, Origin::File, None);
                         }
                         _ => {
                             tracing::warn!(path = %path.display(), "Ignoring a kept config document that does not verify.")
@@ -121,13 +121,18 @@ impl ConfigStore {
         self.current.read().expect("lock").clone()
     }
 
-    /// Installs `doc` if its version is larger than the one in force.
-    fn install(&self, doc: ConfigDocument, origin: Origin) -> bool {
+    /// Installs `doc` if its version is larger than the one in force, and keeps its signed
+    /// body on disk (when it came with one) under the same lock, so the file always holds the
+    /// version in force, never an older one written late.
+    fn install(&self, doc: ConfigDocument, origin: Origin, signed: Option<(&[u8], &str)>) -> bool {
         let mut cur = self.current.write().expect("lock");
         if cur.as_ref().is_some_and(|c| c.version >= doc.config_version) {
             return false;
         }
         *cur = Some(Arc::new(ActiveConfig { version: doc.config_version, doc, origin }));
+        if let Some((body, signature)) = signed {
+            self.keep(origin, body, signature);
+        }
         true
     }
 
@@ -136,11 +141,7 @@ impl ConfigStore {
     pub async fn offer(&self, body: &[u8], signature: &str) -> Result<bool> {
         self.verify(body, signature).await?;
         let doc = parse(body)?;
-        let installed = self.install(doc, Origin::Pushed);
-        if installed {
-            self.keep(Origin::Pushed, body, signature);
-        }
-        Ok(installed)
+        Ok(self.install(doc, Origin::Pushed, Some((body, signature))))
     }
 
     /// One conditional GET of the config center.
@@ -166,8 +167,7 @@ impl ConfigStore {
         self.verify(&body, &signature).await?;
         let doc = parse(&body)?;
         let version = doc.config_version;
-        if self.install(doc, Origin::Service) {
-            self.keep(Origin::Service, &body, &signature);
+        if self.install(doc, Origin::Service, Some((&body, &signature))) {
             Ok(Refresh::Updated(version))
         } else {
             Ok(Refresh::NotNewer(version))

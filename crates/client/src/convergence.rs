@@ -20,23 +20,43 @@ pub struct Converged {
 }
 
 impl Converged {
-    /// The URL on `host` (`cdn.xxx.com` or `cdn.xxx.com:8443`), same scheme as the original.
+    /// The URL on `host` (`cdn.xxx.com`, `cdn.xxx.com:8443`, `2400:3200::1`,
+    /// `[2400:3200::1]:443`), same scheme as the original.
     pub fn on_host(&self, host: &str) -> Option<Url> {
+        let host = match host.parse::<std::net::Ipv6Addr>() {
+            Ok(ip) => format!("[{ip}]"),
+            Err(_) => host.to_owned(),
+        };
         Url::parse(&format!("{}://{}{}", self.original.scheme(), host, self.path_and_query)).ok()
     }
 }
 
-/// `host[:port]` of a URL as written in config documents (default ports omitted).
+/// `host[:port]` of a URL in the config document's canonical form: lowercase, IPv6 bracketed
+/// only before a port. With `default_port`, a URL without a port also gets its scheme's
+/// default (so `cdn.xxx.com:443` in a document matches `https://cdn.xxx.com/`).
 pub fn authority(url: &Url) -> Option<String> {
-    let host = match url.host()? {
-        url::Host::Domain(d) => d.to_ascii_lowercase(),
-        url::Host::Ipv4(ip) => ip.to_string(),
-        url::Host::Ipv6(ip) => format!("[{ip}]"),
-    };
-    Some(match url.port() {
-        Some(p) => format!("{host}:{p}"),
-        None => host,
+    authority_with(url, url.port())
+}
+
+fn authority_with(url: &Url, port: Option<u16>) -> Option<String> {
+    Some(match (url.host()?, port) {
+        (url::Host::Domain(d), None) => d.to_ascii_lowercase(),
+        (url::Host::Domain(d), Some(p)) => format!("{}:{p}", d.to_ascii_lowercase()),
+        (url::Host::Ipv4(ip), None) => ip.to_string(),
+        (url::Host::Ipv4(ip), Some(p)) => format!("{ip}:{p}"),
+        (url::Host::Ipv6(ip), None) => ip.to_string(),
+        (url::Host::Ipv6(ip), Some(p)) => format!("[{ip}]:{p}"),
     })
+}
+
+/// The forms of a URL's authority a document entry may use: as written, and with the default
+/// port spelled out when the URL has none.
+fn authorities(url: &Url) -> Vec<String> {
+    let mut v: Vec<String> = authority(url).into_iter().collect();
+    if url.port().is_none() {
+        v.extend(authority_with(url, url.port_or_known_default()));
+    }
+    v
 }
 
 /// How `url` is routed under `doc` for `device_id`: `Some` when it goes through the unified
@@ -46,14 +66,14 @@ pub fn converge(doc: &ConfigDocument, device_id: &str, url: &Url) -> Option<Conv
     if !matches!(url.scheme(), "http" | "https") {
         return None;
     }
-    let auth = authority(url)?;
+    let auths = authorities(url);
     let path_and_query = match url.query() {
         Some(q) => format!("{}?{q}", url.path()),
         None => url.path().to_owned(),
     };
     for m in &doc.merge_host_configs {
         let host = m.host.to_string();
-        if host == auth {
+        if auths.contains(&host) {
             if !rollout::enabled(&host, device_id, m.rate.get()) {
                 return None;
             }
@@ -65,7 +85,7 @@ pub fn converge(doc: &ConfigDocument, device_id: &str, url: &Url) -> Option<Conv
     }
     doc.host_list_config
         .iter()
-        .any(|h| h.host.to_string() == auth)
+        .any(|h| auths.contains(&h.host.to_string()))
         .then(|| Converged { original: url.clone(), path_and_query })
 }
 
@@ -123,6 +143,30 @@ mod tests {
         assert_eq!(c.path_and_query, "/image/a.jpg");
         assert!(converge(&d, dev, &"https://other.com/a.jpg".parse().unwrap()).is_none());
         assert!(converge(&d, dev, &"ftp://image.xxx.com/a.jpg".parse().unwrap()).is_none());
+    }
+
+    #[test]
+    fn ipv6_hosts_and_default_ports() {
+        let d: ConfigDocument = serde_json::from_str(
+            r#"{"mergeHostConfigs": [{"host": "img.xxx.com:443", "pathPrefix": "/img", "rate": 1},
+                                    {"host": "2400:3200::1", "pathPrefix": "/v6", "rate": 1}],
+              "hostListConfig": [{"host": "2400:3200::2", "rate": 1}, {"host": "[2400:3200::3]:8443", "rate": 1}],
+              "reviveProbeInterval": 600000, "configRequestInterval": 600000}"#,
+        )
+        .unwrap();
+        let c = converge(&d, "dev", &"https://img.xxx.com/a.jpg".parse().unwrap())
+            .expect("443 is https's default");
+        assert_eq!(c.path_and_query, "/img/a.jpg");
+        assert!(converge(&d, "dev", &"http://img.xxx.com/a.jpg".parse().unwrap()).is_none(), "80 is not 443");
+        let c = converge(&d, "dev", &"https://[2400:3200::1]/a.jpg".parse().unwrap()).expect("IPv6 entry");
+        let hosts = host_list(&d, "dev");
+        assert_eq!(hosts, ["2400:3200::2", "[2400:3200::3]:8443"]);
+        assert_eq!(c.on_host(&hosts[0]).unwrap().as_str(), "https://[2400:3200::2]/v6/a.jpg");
+        assert_eq!(c.on_host(&hosts[1]).unwrap().as_str(), "https://[2400:3200::3]:8443/v6/a.jpg");
+        assert_eq!(
+            authority(&"https://[2400:3200::2]:8443/x".parse().unwrap()).unwrap(),
+            "[2400:3200::2]:8443"
+        );
     }
 
     #[test]

@@ -3,10 +3,10 @@
 //!
 //! Hosts are tried in `hostListConfig` order. A host is ejected ("isDisabled") after
 //! `consecutive_failures` failures in a row (the seed: 1). An ejected host is not used until a
-//! background `HEAD` probe of a real URL on it answers 2xx; probes start once its ejection time
-//! has passed (`base_ejection` × number of times it was ejected, capped at `max_ejection`, as
-//! Envoy grows it; 0 in the seed) and repeat every revive interval. Pure: every method takes
-//! the current time.
+//! background `HEAD` probe of a real URL on it answers 2xx. The first probe comes after the
+//! longer of the revive interval and its ejection time (`base_ejection` × number of times it
+//! was ejected, capped at `max_ejection`, as Envoy grows it; 0 in the seed), later ones every
+//! revive interval. Pure: every method takes the current time.
 
 use std::time::Duration;
 
@@ -71,6 +71,8 @@ pub enum FailureEffect {
     Counted,
     /// The host is now disabled.
     Ejected,
+    /// Another failure disabled it already (a concurrent request).
+    AlreadyDisabled,
 }
 
 #[derive(Debug, Clone)]
@@ -129,7 +131,7 @@ impl HostPool {
         let policy = self.policy;
         let Some(h) = self.hosts.iter_mut().find(|h| h.host == host) else { return FailureEffect::Counted };
         if h.disabled {
-            return FailureEffect::Ejected;
+            return FailureEffect::AlreadyDisabled;
         }
         h.failures += 1;
         if h.failures < policy.consecutive_failures.max(1) {

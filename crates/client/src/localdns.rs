@@ -83,7 +83,10 @@ async fn ask(
             let n = sock.recv(&mut buf).await.map_err(|e| e.to_string())?;
             // Only the answer to this question counts, against stray or spoofed datagrams.
             let Ok(m) = Message::from_vec(&buf[..n]) else { continue };
-            if m.metadata.id != id || m.queries.first().is_none_or(|mq| mq.name() != &qname) {
+            if m.metadata.id != id
+                || m.metadata.message_type != MessageType::Response
+                || m.queries.first().is_none_or(|mq| mq.name() != &qname)
+            {
                 continue;
             }
             return Ok(m

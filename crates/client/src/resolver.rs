@@ -191,7 +191,11 @@ impl Resolver {
             return Ok(r);
         }
         let result = self.lookup(&network, &name).await;
-        self.inner.inflight.lock().await.remove(&(network, name));
+        let mut map = self.inner.inflight.lock().await;
+        // Only our own gate: a waiter that ran after a failure may find a newer one there.
+        if map.get(&(network.clone(), name.clone())).is_some_and(|g| Arc::ptr_eq(g, &gate)) {
+            map.remove(&(network, name));
+        }
         result
     }
 
@@ -290,14 +294,18 @@ impl Resolver {
             });
         }
         let ttl = Duration::from_secs(answer.ttl.into()).clamp(opts.min_ttl, opts.max_ttl);
-        {
+        let snapshot = {
             let mut cache = self.inner.cache.lock().expect("lock");
             cache.insert(network, name, kept.clone(), ttl, Instant::now());
-            if let Some(path) = &opts.cache_file {
-                if let Err(e) = cache.save(path, Instant::now()) {
+            opts.cache_file.as_ref().map(|path| (path.clone(), cache.to_bytes(Instant::now())))
+        };
+        // The file write (with its fsyncs) happens off the lock and off the async workers.
+        if let Some((path, bytes)) = snapshot {
+            tokio::task::spawn_blocking(move || {
+                if let Err(e) = crate::fsutil::write_atomic(&path, &bytes) {
                     tracing::warn!(path = %path.display(), error = %e, "Could not write the DNS cache file.");
                 }
-            }
+            });
         }
         Ok(Resolution {
             name: name.to_owned(),

@@ -100,8 +100,8 @@ pub enum Unavailable {
     Sniffing,
     /// Every address was tried and failed (the last error).
     Failed(String),
-    /// An address answered with a client error (4xx other than 429): retrying elsewhere would
-    /// not help.
+    /// An address answered with a client error (4xx other than 429), or said the name's own
+    /// resolution failed (an API 502): retrying elsewhere would not help.
     Refused(String),
     /// No service address is configured.
     NotConfigured,
@@ -166,6 +166,17 @@ impl Service {
         let url = self.url(base, name).map_err(|e| Attempt::Refused(e.to_string()))?;
         let resp = self.http.get(url).send().await.map_err(|e| Attempt::Retry(error_chain(&e)))?;
         let status = resp.status();
+        if status.as_u16() == 502 {
+            // httpdns answers 502 with its JSON error when the upstream resolution of this one
+            // name failed: the server is fine, another address would say the same, and it must
+            // not put every other name into sniff mode. A 502 without that body is a balancer
+            // whose backend is down: try the next address.
+            let body = resp.text().await.unwrap_or_default();
+            if serde_json::from_str::<serde_json::Value>(&body).is_ok_and(|v| v.get("code").is_some()) {
+                return Err(Attempt::Refused(format!("status {status}: {}", body.trim())));
+            }
+            return Err(Attempt::Retry(format!("status {status}")));
+        }
         if status.is_server_error() || status.as_u16() == 429 {
             return Err(Attempt::Retry(format!("status {status}")));
         }
@@ -269,5 +280,25 @@ mod tests {
         });
         assert!(matches!(svc.query("a.example.com").await, Err(Unavailable::Failed(_))));
         assert_eq!(svc.query("a.example.com").await, Err(Unavailable::Sniffing));
+    }
+
+    #[tokio::test]
+    async fn a_name_failure_is_not_a_server_failure() {
+        let app = axum::Router::new().fallback(|| async {
+            (
+                axum::http::StatusCode::BAD_GATEWAY,
+                r#"{"code":"InternalError","error":"upstream DNS resolution failed"}"#,
+            )
+        });
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = l.local_addr().unwrap();
+        tokio::spawn(async move { axum::serve(l, app).await.unwrap() });
+        let svc = Service::new(ServiceOptions {
+            servers: vec![format!("http://{addr}").parse().unwrap()],
+            ..Default::default()
+        });
+        assert!(matches!(svc.query("broken.example.com").await, Err(Unavailable::Refused(_))));
+        // Not sniffing: the next name is asked.
+        assert!(matches!(svc.query("other.example.com").await, Err(Unavailable::Refused(_))));
     }
 }

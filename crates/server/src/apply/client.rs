@@ -24,7 +24,8 @@ pub struct Current {
 
 impl AdminClient {
     pub fn new(base: &str, token: &str) -> anyhow::Result<Self> {
-        let http = reqwest::Client::builder().no_proxy().build()?;
+        let http =
+            reqwest::Client::builder().no_proxy().timeout(std::time::Duration::from_secs(30)).build()?;
         Ok(Self { http, base: base.trim_end_matches('/').to_owned(), token: token.to_owned() })
     }
 

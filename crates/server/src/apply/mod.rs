@@ -59,11 +59,39 @@ impl StateFile {
             Format::Toml => toml::from_str(text).map_err(|e| e.to_string())?,
             Format::Json => serde_json::from_str(text).map_err(|e| e.to_string())?,
         };
+        state.canonicalize()?;
         state.validate()?;
         for doc in state.config.values_mut() {
             *doc = doc.content();
         }
         Ok(state)
+    }
+
+    /// Names as the server stores them (`Www.Example.com.` is `www.example.com`, IPv6 CIDRs
+    /// compressed), so the plan compares like with like; two keys naming one resource are an
+    /// error.
+    fn canonicalize(&mut self) -> Result<(), String> {
+        use httpdns_api::admin::{AdminResource, Domains, MirrorRules, Networks, Nodes, Pools};
+        fn keys<T, R: AdminResource>(section: &str, m: &mut BTreeMap<String, T>) -> Result<(), String> {
+            let mut out = BTreeMap::new();
+            for (raw, v) in std::mem::take(m) {
+                let name = R::canonical_name(&raw).map_err(|e| format!("{section}.{raw}: {}", e.message))?;
+                if out.insert(name.clone(), v).is_some() {
+                    return Err(format!("{section}.{raw}: names the same resource as another key ({name})"));
+                }
+            }
+            *m = out;
+            Ok(())
+        }
+        keys::<_, Networks>("networks", &mut self.networks)?;
+        keys::<_, Pools>("pools", &mut self.pools)?;
+        keys::<_, Nodes>("nodes", &mut self.nodes)?;
+        keys::<_, Domains>("domains", &mut self.domains)?;
+        keys::<_, MirrorRules>("mirror_rules", &mut self.mirror_rules)?;
+        for module in self.config.keys() {
+            httpdns_config::validate_module(module).map_err(|e| format!("config.{module}: {}", e.message))?;
+        }
+        Ok(())
     }
 
     /// What the server would refuse, found before anything is sent.
@@ -86,7 +114,10 @@ impl StateFile {
         for (n, s) in &self.config {
             s.validate().map_err(|e| at("config", n, e))?;
         }
-        // Node addresses depend on the server's private-address setting: the server checks them.
+        for (n, s) in &self.nodes {
+            // Private addresses depend on the server's setting: allowed here, checked there.
+            s.validate(true).map_err(|e| at("nodes", n, e))?;
+        }
         Ok(())
     }
 

@@ -205,5 +205,13 @@ domains:
             StateFile::parse("domains:\n  a.example.com: {pool: edge, ttl: 0}\n", Format::Yaml).unwrap_err();
         assert!(err.starts_with("domains.a.example.com.ttl"), "{err}");
         assert!(StateFile::parse("unknown_section: {}\n", Format::Yaml).is_err());
+        // Names are compared as the server stores them.
+        let upper =
+            StateFile::parse(&BASE.replace("www.example.com", "WWW.Example.com."), Format::Yaml).unwrap();
+        assert!(plan(&a, &upper, true).is_empty(), "{:?}", plan(&a, &upper, true));
+        let err = StateFile::parse("networks:\n  1.0.1.7/24: {isp: t}\n", Format::Yaml).unwrap_err();
+        assert!(err.contains("host bits"), "{err}");
+        let twice = "domains:\n  a.example.com: {pool: p}\n  A.example.com: {pool: q}\n";
+        assert!(StateFile::parse(twice, Format::Yaml).unwrap_err().contains("same resource"));
     }
 }
