@@ -92,6 +92,21 @@ async fn two_replicas_share_postgres_and_the_bucket() {
         .await,
         "A serves the rule"
     );
+    // The fill's readers can finish before its commit: wait until A serves its stored copy.
+    assert!(
+        eventually(Duration::from_secs(5), || {
+            let http = http.clone();
+            let ma = ma.clone();
+            async move {
+                http.get(&ma)
+                    .send()
+                    .await
+                    .is_ok_and(|r| r.headers().get("x-cache").is_some_and(|v| v == "HIT"))
+            }
+        })
+        .await,
+        "A commits its copy"
+    );
     let mut hit_on_b = false;
     for _ in 0..150 {
         let r = http.get(&mb).send().await.unwrap();

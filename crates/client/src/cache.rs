@@ -22,6 +22,17 @@ struct Entry {
     ttl: Duration,
     stored: Instant,
     refreshing: bool,
+    /// Consecutive failed refreshes, and when the next may start.
+    failures: u32,
+    retry_at: Option<Instant>,
+}
+
+/// Wait after the n-th failed refresh in a row: 5 s doubling, at most 5 min, so a service
+/// that refuses a name is not asked again on every use.
+fn backoff(failures: u32) -> Duration {
+    Duration::from_secs(5)
+        .saturating_mul(1 << failures.saturating_sub(1).min(6))
+        .min(Duration::from_secs(300))
 }
 
 /// What the cache holds for a name, relative to `now`.
@@ -67,7 +78,8 @@ impl Cache {
             return Lookup::Miss;
         };
         let age = now.saturating_duration_since(e.stored);
-        let refresh = !e.refreshing && age * 4 >= e.ttl * 3;
+        let due = e.retry_at.is_none_or(|t| now >= t);
+        let refresh = !e.refreshing && due && age * 4 >= e.ttl * 3;
         if refresh {
             e.refreshing = true;
         }
@@ -86,12 +98,21 @@ impl Cache {
         }
         self.entries.insert(
             (network.to_owned(), name.to_owned()),
-            Entry { ips, ttl, stored: now, refreshing: false },
+            Entry { ips, ttl, stored: now, refreshing: false, failures: 0, retry_at: None },
         );
     }
 
-    /// A refresh that failed: the next use may try again.
-    pub fn refresh_failed(&mut self, network: &str, name: &str) {
+    /// A refresh that failed: a later use tries again after a growing wait.
+    pub fn refresh_failed(&mut self, network: &str, name: &str, now: Instant) {
+        if let Some(e) = self.entries.get_mut(&(network.to_owned(), name.to_owned())) {
+            e.refreshing = false;
+            e.failures = e.failures.saturating_add(1);
+            e.retry_at = Some(now + backoff(e.failures));
+        }
+    }
+
+    /// A refresh that was handed out but not started (the caller looks the name up itself).
+    pub fn refresh_released(&mut self, network: &str, name: &str) {
         if let Some(e) = self.entries.get_mut(&(network.to_owned(), name.to_owned())) {
             e.refreshing = false;
         }
@@ -146,7 +167,10 @@ impl Cache {
                 continue;
             }
             let Some(stored) = now.checked_sub(age) else { continue };
-            cache.entries.insert((r.network, r.name), Entry { ips: r.ips, ttl, stored, refreshing: false });
+            cache.entries.insert(
+                (r.network, r.name),
+                Entry { ips: r.ips, ttl, stored, refreshing: false, failures: 0, retry_at: None },
+            );
         }
         cache
     }
@@ -199,8 +223,24 @@ mod tests {
             c.lookup("wifi", "a.example.com", Instant::now()),
             Lookup::Fresh { refresh: false, .. }
         ));
-        c.refresh_failed("wifi", "a.example.com");
-        tokio::time::advance(Duration::from_secs(30)).await;
+        c.refresh_failed("wifi", "a.example.com", Instant::now());
+        // After a failure the next refresh waits 5 s, then 10 s after a second failure.
+        assert!(matches!(
+            c.lookup("wifi", "a.example.com", Instant::now()),
+            Lookup::Fresh { refresh: false, .. }
+        ));
+        tokio::time::advance(Duration::from_secs(5)).await;
+        assert!(matches!(
+            c.lookup("wifi", "a.example.com", Instant::now()),
+            Lookup::Fresh { refresh: true, .. }
+        ));
+        c.refresh_failed("wifi", "a.example.com", Instant::now());
+        tokio::time::advance(Duration::from_secs(9)).await;
+        assert!(matches!(
+            c.lookup("wifi", "a.example.com", Instant::now()),
+            Lookup::Fresh { refresh: false, .. }
+        ));
+        tokio::time::advance(Duration::from_secs(16)).await;
         assert_eq!(
             c.lookup("wifi", "a.example.com", Instant::now()),
             Lookup::Expired { ips: vec![ip("1.1.1.1")], age: Duration::from_secs(5), refresh: true }

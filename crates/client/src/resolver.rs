@@ -210,7 +210,7 @@ impl Resolver {
                 (ips, Duration::ZERO, Path::Stale, refresh)
             }
             Lookup::Expired { refresh: true, .. } => {
-                self.inner.cache.lock().expect("lock").refresh_failed(network, name);
+                self.inner.cache.lock().expect("lock").refresh_released(network, name);
                 return None;
             }
             _ => return None,
@@ -220,7 +220,7 @@ impl Resolver {
             let (network, name) = (network.to_owned(), name.to_owned());
             tokio::spawn(async move {
                 if this.ask_service(&network, &name).await.is_err() {
-                    this.inner.cache.lock().expect("lock").refresh_failed(&network, &name);
+                    this.inner.cache.lock().expect("lock").refresh_failed(&network, &name, Instant::now());
                 }
             });
         }
