@@ -245,7 +245,7 @@ async fn wrong_isp(t: &Topology) -> Row {
     // The server answers a Unicom client with Unicom nodes only.
     let body: serde_json::Value = t
         .http
-        .get(format!("{}/resolve?host=cdn-a.drill.test&ip=127.0.0.1", t.server.base()))
+        .get(format!("{}/resolve?host=cdn-a.drill.test&ip=127.0.0.1&labels=1", t.server.base()))
         .send()
         .await
         .unwrap()

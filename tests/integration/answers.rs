@@ -19,11 +19,17 @@ async fn telecom_and_unicom_clients_get_their_carriers_nodes() {
         assert_eq!(
             body,
             json!({"dns": [{"host": "www.example.com", "client_ip": "1.0.1.7", "ips": ["1.1.1.1", "1.1.1.2"],
-                "ttl": 60, "origin_ttl": 60, "client_isp": "telecom",
-                "ip_isp": {"1.1.1.1": "telecom", "1.1.1.2": "telecom"}}]})
+                "ttl": 60, "origin_ttl": 60}]}),
+            "Alibaba's shape exactly, without labels=1"
         );
+        // labels=1 adds the client's carrier and each node's.
+        let body: Value =
+            s.get("/resolve?host=www.example.com&ip=1.0.1.7&labels=1").await.json().await.unwrap();
+        assert_eq!(body["dns"][0]["client_isp"], "telecom");
+        assert_eq!(body["dns"][0]["ip_isp"], json!({"1.1.1.1": "telecom", "1.1.1.2": "telecom"}));
         // An unknown client has no carrier; the nodes keep their labels (for client filters).
-        let body: Value = s.get("/resolve?host=www.example.com&ip=9.9.9.9").await.json().await.unwrap();
+        let body: Value =
+            s.get("/resolve?host=www.example.com&ip=9.9.9.9&labels=1").await.json().await.unwrap();
         assert!(body["dns"][0].get("client_isp").is_none(), "{body}");
         assert_eq!(body["dns"][0]["ip_isp"]["2.2.2.1"], "unicom");
         assert_eq!(body["dns"][0]["ip_isp"]["1.1.1.1"], "telecom");
@@ -211,10 +217,8 @@ async fn resolve_errors_and_shapes() {
     assert_eq!(
         body,
         json!({"dns": [
-            {"host": "www.example.com", "client_ip": "1.0.1.7", "ipsv6": ["2402:4e00::1"], "ttl": 60, "origin_ttl": 60,
-             "client_isp": "telecom", "ip_isp": {"2402:4e00::1": "telecom"}},
-            {"host": "none.example.com", "client_ip": "1.0.1.7", "ipsv6": [], "ttl": 30, "origin_ttl": 30,
-             "client_isp": "telecom"}
+            {"host": "www.example.com", "client_ip": "1.0.1.7", "ipsv6": ["2402:4e00::1"], "ttl": 60, "origin_ttl": 60},
+            {"host": "none.example.com", "client_ip": "1.0.1.7", "ipsv6": [], "ttl": 30, "origin_ttl": 30}
         ]})
     );
 }

@@ -35,15 +35,18 @@ struct ResolveRequest {
     v4: bool,
     v6: bool,
     ip: Option<IpAddr>,
+    /// `labels=1`: add `client_isp` and `ip_isp` (an extension; off keeps Alibaba's shape).
+    labels: bool,
 }
 
 fn parse<'a>(pairs: impl IntoIterator<Item = (&'a str, &'a str)>) -> Result<ResolveRequest, ApiError> {
-    let (mut host, mut query, mut ip) = (None, None, None);
+    let (mut host, mut query, mut ip, mut labels) = (None, None, None, None);
     for (k, v) in pairs {
         let slot = match k {
             "host" => &mut host,
             "query" => &mut query,
             "ip" => &mut ip,
+            "labels" => &mut labels,
             _ => continue,
         };
         if slot.is_none() {
@@ -76,7 +79,8 @@ fn parse<'a>(pairs: impl IntoIterator<Item = (&'a str, &'a str)>) -> Result<Reso
     };
     // As on /d: an unusable `ip=` falls back to the connection's address.
     let ip = ip.and_then(|s| s.parse::<IpAddr>().ok()).map(|a| a.to_canonical());
-    Ok(ResolveRequest { hosts, v4, v6, ip })
+    let labels = matches!(labels, Some("1" | "true"));
+    Ok(ResolveRequest { hosts, v4, v6, ip, labels })
 }
 
 #[derive(Serialize)]
@@ -89,11 +93,11 @@ struct Entry {
     ipsv6: Option<Vec<String>>,
     ttl: u32,
     origin_ttl: u32,
-    /// The client's carrier as classified here, when known (an extension of Alibaba's format:
-    /// clients drop nodes labelled with another carrier).
+    /// With `labels=1`: the client's carrier as classified here, when known (an extension of
+    /// Alibaba's format: clients drop nodes labelled with another carrier).
     #[serde(skip_serializing_if = "Option::is_none")]
     client_isp: Option<String>,
-    /// The carrier of each managed node answered (extension, as `client_isp`).
+    /// With `labels=1`: the carrier of each managed node answered.
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     ip_isp: BTreeMap<String, String>,
 }
@@ -165,7 +169,7 @@ async fn entries(
     app.metrics.client_answer(&view);
     let seed = httpdns_core::snapshot::client_seed(client);
     let client_ip = client.to_string();
-    let client_isp = view.isp.as_ref().map(ToString::to_string);
+    let client_isp = view.isp.as_ref().filter(|_| req.labels).map(ToString::to_string);
     let mut dns = Vec::with_capacity(req.hosts.len());
     let mut outcomes = Vec::with_capacity(req.hosts.len());
     for host in &req.hosts {
@@ -177,7 +181,7 @@ async fn entries(
             if !part.ips.is_empty() {
                 ttl = Some(ttl.map_or(part.ttl, |t| t.min(part.ttl)));
             }
-            for ip in &part.ips {
+            for ip in part.ips.iter().filter(|_| req.labels) {
                 if let Some(node) = snapshot.snapshot.node_by_ip(*ip) {
                     ip_isp.insert(ip.to_string(), node.spec.isp.to_string());
                 }

@@ -2,7 +2,7 @@
 //! "sniff" mode when all of them fail.
 //!
 //! Requests use the JSON `/resolve` (or the signed `/{account}/sign_resolve` when the app has
-//! an account), asking for both families at once. On a connection failure, a timeout, a 5xx
+//! an account), asking for both families at once and for carrier labels (`labels=1`). On a connection failure, a timeout, a 5xx
 //! or a 429 the next address is tried, and the one that answered becomes the first choice
 //! (Alibaba's `ShiftServerWatcher`). When every address failed, at most one request per
 //! `sniff_interval` goes to the service and the others go straight to LocalDNS, so an outage
@@ -193,7 +193,11 @@ impl Service {
         match &self.opts.account {
             None => {
                 url.set_path("/resolve");
-                url.query_pairs_mut().clear().append_pair("host", name).append_pair("query", "4,6");
+                url.query_pairs_mut()
+                    .clear()
+                    .append_pair("host", name)
+                    .append_pair("query", "4,6")
+                    .append_pair("labels", "1");
             }
             Some(acc) => {
                 // Valid for ten minutes: long enough for clock skew, short against replay.
@@ -204,6 +208,7 @@ impl Service {
                     .clear()
                     .append_pair("host", name)
                     .append_pair("query", "4,6")
+                    .append_pair("labels", "1")
                     .append_pair("t", &t.to_string())
                     .append_pair("s", &s);
             }
