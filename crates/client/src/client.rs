@@ -314,14 +314,8 @@ impl CdnClient {
                     // itself can be wrong (TCP/53 blocked on some Wi-Fi).
                     if self.inner.netcheck.network_works(&public_ips).await {
                         self.failed(&host, &target, &mut attempts);
-                    } else if let Some(last) = attempts.last_mut() {
-                        last.outcome = Outcome::Failed(format!(
-                            "{} (network check failed: no publicIpList address answers; host kept)",
-                            match &last.outcome {
-                                Outcome::Failed(m) => m.as_str(),
-                                Outcome::Status(_) => "",
-                            }
-                        ));
+                    } else if let Some(Attempt { outcome: Outcome::Failed(m), .. }) = attempts.last_mut() {
+                        m.push_str(" (network check failed: no publicIpList address answers; host kept)");
                     }
                 }
             }
