@@ -12,7 +12,10 @@ use crate::support::{env, Db, Server};
 
 /// Which store the gateway keeps copies in.
 enum Backend {
+    /// The local disk, small bodies kept in memory (the default).
     Local,
+    /// The local disk with the memory cache off, so every hit reads the file.
+    LocalDisk,
     S3(S3Server),
 }
 
@@ -71,7 +74,7 @@ impl S3Server {
 }
 
 async fn backends() -> Vec<Backend> {
-    let mut v = vec![Backend::Local];
+    let mut v = vec![Backend::Local, Backend::LocalDisk];
     if let Some(s) = S3Server::start() {
         v.push(Backend::S3(s));
     }
@@ -81,6 +84,9 @@ async fn backends() -> Vec<Backend> {
 fn mirror_env(data: &std::path::Path, backend: &Backend) -> HashMap<String, String> {
     let mut e = env(data, &Db::Sqlite);
     e.insert("HTTPDNS_MIRROR_ADDR".into(), "127.0.0.1:0".into());
+    if let Backend::LocalDisk = backend {
+        e.insert("HTTPDNS_MIRROR_MEMORY_MB".into(), "0".into());
+    }
     if let Backend::S3(s3) = backend {
         e.insert("HTTPDNS_MIRROR_STORE".into(), "s3://mirror-test/copies".into());
         e.insert("HTTPDNS_MIRROR_S3_ENDPOINT".into(), s3.endpoint.clone());
@@ -619,4 +625,65 @@ async fn a_failing_probe_sends_fills_to_the_backup_first() {
     assert_eq!(get(&server, "/p/k2").await.text().await.unwrap(), "two");
     assert_eq!(primary.origin.requests("/k2"), 0, "a primary whose probe fails is skipped");
     assert_eq!(backup.origin.requests("/k2"), 1);
+}
+
+/// A body kept in memory is served only while the file under the store is the one it was
+/// read from: a copy removed or replaced behind the gateway's back (another process on the
+/// same directory, an operator) is not served from memory.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn memory_copies_follow_the_store() {
+    let origin = RunningOrigin::start().await;
+    origin.origin.put("/o/m.bin", blob(5000, 3), "application/octet-stream");
+    let (server, tmp) = gateway(&Backend::Local).await;
+    rule(&server, "m", json!({"path_prefix": "/m", "origin": format!("{}/o", origin.url())})).await;
+    assert_eq!(get(&server, "/m/m.bin").await.status(), 200);
+    wait_hit(&server, "/m/m.bin").await;
+    for _ in 0..3 {
+        let r = get(&server, "/m/m.bin").await;
+        assert_eq!(cache(&r), "HIT");
+        assert_eq!(r.bytes().await.unwrap(), blob(5000, 3));
+    }
+    let objects = tmp.path().join("mirror/objects");
+    let stored: Vec<_> =
+        walk(&objects).into_iter().filter(|p| p.to_string_lossy().contains("m.bin")).collect();
+    assert_eq!(stored.len(), 1, "{stored:?}");
+
+    // Removed behind the gateway's back: a miss, fetched again. (For 2 s after a fill, late
+    // requests still read the finished fill's staged copy, the same bytes as the stored one;
+    // wait that out.)
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    std::fs::remove_file(&stored[0]).unwrap();
+    origin.origin.put("/o/m.bin", blob(6000, 4), "application/octet-stream");
+    let r = get(&server, "/m/m.bin").await;
+    assert_eq!(cache(&r), "MISS");
+    assert!(r.bytes().await.unwrap() == blob(6000, 4), "the origin's new body");
+    assert_eq!(origin.origin.requests("/o/m.bin"), 2);
+    wait_hit(&server, "/m/m.bin").await;
+
+    // Replaced behind its back (a rename over it, as another gateway's commit does): the new
+    // file's body is served, not the one in memory.
+    let stored: Vec<_> =
+        walk(&objects).into_iter().filter(|p| p.to_string_lossy().contains("m.bin")).collect();
+    let old = std::fs::read(&stored[0]).unwrap();
+    let replacement = tmp.path().join("replacement");
+    // The same layout (body, then metadata), the body's bytes inverted.
+    let inverted: Vec<u8> = blob(6000, 4).iter().map(|b| !b).collect();
+    std::fs::write(&replacement, [&inverted[..], &old[6000..]].concat()).unwrap();
+    std::fs::rename(&replacement, &stored[0]).unwrap();
+    let r = get(&server, "/m/m.bin").await;
+    assert_eq!(cache(&r), "HIT");
+    assert!(r.bytes().await.unwrap() == inverted, "the body of the file now under the store");
+
+    // A purge right after a fill: the next request fetches the origin's current body, not
+    // the finished fill's.
+    origin.origin.put("/o/m.bin", blob(7000, 6), "application/octet-stream");
+    server.admin(Method::POST, "/admin/v1/mirror/purge", Some(json!({"path": "/m/m.bin"}))).await;
+    assert!(get(&server, "/m/m.bin").await.bytes().await.unwrap() == blob(7000, 6));
+    wait_hit(&server, "/m/m.bin").await;
+    origin.origin.put("/o/m.bin", blob(8000, 7), "application/octet-stream");
+    server.admin(Method::POST, "/admin/v1/mirror/purge", Some(json!({"path": "/m/m.bin"}))).await;
+    let r = get(&server, "/m/m.bin").await;
+    assert_eq!(cache(&r), "MISS");
+    assert!(r.bytes().await.unwrap() == blob(8000, 7), "not the body of the fill before the purge");
+    assert_eq!(origin.origin.requests("/o/m.bin"), 4);
 }

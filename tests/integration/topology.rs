@@ -121,6 +121,22 @@ async fn two_replicas_share_postgres_and_the_bucket() {
     assert!(hit_on_b, "B knows the rule");
     assert_eq!(origin.origin.requests("/o/logo.png"), 1, "one origin fetch for both replicas");
 
+    // B now holds the body in memory. A purge through A is seen by B at its next request
+    // (each hit asks the bucket), so B fetches the origin's new body instead of the old one.
+    origin.origin.put("/o/logo.png", vec![9u8; 12_000], "image/png");
+    let purged = http
+        .post(format!("{}/admin/v1/mirror/purge", a.base))
+        .bearer_auth(TOKEN)
+        .body(json!({"path": "/img/logo.png"}).to_string())
+        .send()
+        .await
+        .unwrap();
+    assert!(purged.status().is_success());
+    let r = http.get(&mb).send().await.unwrap();
+    assert_eq!(r.headers()["x-cache"], "MISS", "the purged copy is not served from B's memory");
+    assert_eq!(r.bytes().await.unwrap(), vec![9u8; 12_000]);
+    assert_eq!(origin.origin.requests("/o/logo.png"), 2);
+
     // A config published on A is served by B, signed with the shared key.
     put(
         &a.base,

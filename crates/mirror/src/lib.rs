@@ -14,7 +14,9 @@
 //! - Request paths become store paths only through [`key::ObjectKey`].
 
 pub mod conditional;
+mod copy_headers;
 mod fill;
+mod hot;
 pub mod key;
 pub mod metrics;
 pub mod objects;
@@ -183,6 +185,7 @@ impl Mirror {
         // A purge also forgets 404s under the path, so a re-uploaded origin object is fetched.
         let probe = objects::store_path("o", segs.iter().copied()).to_string();
         self.missing.lock().unwrap_or_else(|e| e.into_inner()).retain(|k, _| !k.starts_with(&probe));
+        self.forget_fills(&segs);
         Ok(n)
     }
 
@@ -202,7 +205,27 @@ impl Mirror {
         self.objects.delete_prefix(&objects::store_path("v", segs.iter().copied())).await?;
         self.forget_missing(&location);
         self.mark_validated(&location);
+        self.forget_fills(&segs);
         Ok(meta)
+    }
+
+    /// Unlists the fills of copies under `segments` (originals, query originals, variants),
+    /// so the next request goes to the store or the origin. Without this, a request right
+    /// after a purge or an admin write would join a fill that finished moments before and
+    /// read its copy, the very one just purged or overwritten. Fills in flight keep serving
+    /// the clients already attached.
+    fn forget_fills(&self, segments: &[&str]) {
+        let bases: Vec<String> = ["o", "q", "v"]
+            .iter()
+            .map(|ns| objects::store_path(ns, segments.iter().copied()).to_string())
+            .collect();
+        let under = |key: &str| {
+            let key = key.strip_prefix("revalidate:").unwrap_or(key);
+            bases
+                .iter()
+                .any(|b| key == b || key.strip_prefix(b.as_str()).is_some_and(|rest| rest.starts_with('/')))
+        };
+        self.fills.lock().unwrap_or_else(|e| e.into_inner()).retain(|k, _| !under(k));
     }
 
     /// Probes the primary origin of every rule with a probe path, each at its interval,

@@ -27,6 +27,9 @@ use object_store::{GetOptions, GetRange, ObjectStore, ObjectStoreExt, PutPayload
 use serde::{Deserialize, Serialize};
 use sha2::Digest as _;
 
+use crate::copy_headers::CopyHeaders;
+use crate::hot::{HotBodies, HotCopy, Version};
+
 const MAGIC: &[u8; 8] = b"HDNSMIR1";
 const FOOTER: u64 = 16;
 /// Largest metadata block accepted when reading (a corrupt length is not an allocation).
@@ -39,6 +42,13 @@ pub(crate) const CHUNK: usize = 256 << 10;
 const ONE_PIECE: u64 = 1 << 20;
 /// Ranges up to this size are read without a thread hop.
 const INLINE_READ: u64 = 64 << 10;
+/// Largest body kept in memory (see [`Objects::with_memory`]).
+pub const MEMORY_MAX_OBJECT: u64 = 1 << 20;
+
+/// The cache of bodies in memory, off.
+fn no_memory() -> HotBodies {
+    HotBodies::new(0, 0)
+}
 
 /// Errors of the object layer.
 #[derive(Debug, thiserror::Error)]
@@ -105,6 +115,7 @@ pub(crate) fn strong_etag(sha256: &[u8]) -> String {
 #[derive(Debug, Clone)]
 pub struct Found {
     pub meta: Arc<StoredMeta>,
+    pub(crate) headers: Arc<CopyHeaders>,
     source: Source,
 }
 
@@ -116,12 +127,8 @@ enum Source {
         location: Path,
         e_tag: Option<String>,
     },
-}
-
-#[derive(Clone, PartialEq, Eq)]
-enum Version {
-    Local { inode: u64, len: u64, mtime_ns: i128 },
-    Remote(String),
+    /// The whole body, held in memory ([`HotBodies`]) and confirmed current by the lookup.
+    Memory(Bytes),
 }
 
 #[derive(Clone)]
@@ -129,6 +136,7 @@ struct CachedMeta {
     /// What the metadata was read at: file identity, size and mtime (local), entity tag (remote).
     version: Version,
     meta: Arc<StoredMeta>,
+    headers: Arc<CopyHeaders>,
 }
 
 enum Backend {
@@ -145,6 +153,7 @@ pub struct Objects {
     backend: Backend,
     tmp_dir: PathBuf,
     meta: Mutex<HashMap<String, CachedMeta>>,
+    hot: HotBodies,
 }
 
 impl std::fmt::Debug for Objects {
@@ -168,13 +177,21 @@ impl Objects {
         std::fs::create_dir_all(&tmp_dir)?;
         let root = std::fs::canonicalize(&root)?;
         let fs = LocalFileSystem::new_with_prefix(&root)?.with_fsync(true);
-        Ok(Self { backend: Backend::Local { fs, root }, tmp_dir, meta: Mutex::default() })
+        Ok(Self { backend: Backend::Local { fs, root }, tmp_dir, meta: Mutex::default(), hot: no_memory() })
     }
 
     /// Copies in a remote object store (S3-compatible); fills are staged in `tmp_dir`.
     pub fn remote(store: Arc<dyn ObjectStore>, tmp_dir: PathBuf) -> Result<Self, ObjectsError> {
         std::fs::create_dir_all(&tmp_dir)?;
-        Ok(Self { backend: Backend::Remote(store), tmp_dir, meta: Mutex::default() })
+        Ok(Self { backend: Backend::Remote(store), tmp_dir, meta: Mutex::default(), hot: no_memory() })
+    }
+
+    /// Keeps bodies of small copies in memory, up to `budget` bytes in all and
+    /// [`MEMORY_MAX_OBJECT`] (or a sixteenth of the budget) each. Every hit still asks the
+    /// store whether the copy changed; see [`HotBodies`].
+    pub fn with_memory(mut self, budget: u64) -> Self {
+        self.hot = HotBodies::new(budget, MEMORY_MAX_OBJECT);
+        self
     }
 
     pub fn backend_name(&self) -> &'static str {
@@ -194,6 +211,22 @@ impl Objects {
         match &self.backend {
             Backend::Local { root, .. } => {
                 let file_path = local_path(root, location);
+                if self.hot.enabled() {
+                    // One `stat` tells whether the body in memory is still the file's.
+                    match std::fs::metadata(&file_path) {
+                        Ok(stat) if stat.is_file() => {
+                            if let Some(found) = self.hot_found(location, &Version::of_file(&stat)) {
+                                return Ok(Some(found));
+                            }
+                        }
+                        Ok(_) => return Ok(None),
+                        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                            self.hot.remove(location.as_ref());
+                            return Ok(None);
+                        }
+                        Err(e) => return Err(e.into()),
+                    }
+                }
                 let file = match std::fs::File::open(&file_path) {
                     Ok(f) => f,
                     Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
@@ -203,22 +236,27 @@ impl Objects {
                 if !stat.is_file() {
                     return Ok(None);
                 }
-                let version = {
-                    use std::os::unix::fs::MetadataExt;
-                    let mtime_ns = i128::from(stat.mtime()) * 1_000_000_000 + i128::from(stat.mtime_nsec());
-                    Version::Local { inode: stat.ino(), len: stat.len(), mtime_ns }
-                };
-                let meta = match self.cached(location, &version) {
-                    Some(m) => m,
+                let version = Version::of_file(&stat);
+                let cached = match self.cached(location, &version) {
+                    Some(c) => c,
                     None => {
                         let (file, loc) = (file.try_clone()?, location.to_string());
                         let meta = tokio::task::spawn_blocking(move || read_local_meta(&file, &loc))
                             .await
                             .map_err(|e| std::io::Error::other(e.to_string()))??;
-                        self.remember(location, version, meta)
+                        self.remember(location, version.clone(), meta)
                     }
                 };
-                Ok(Some(Found { meta, source: Source::Local(Arc::new(file)) }))
+                let file = Arc::new(file);
+                if self.hot.admits(cached.meta.length) {
+                    let body = if cached.meta.length <= INLINE_READ {
+                        pread(&file, 0, cached.meta.length)?
+                    } else {
+                        pread_blocking(file, 0, cached.meta.length).await?
+                    };
+                    return Ok(Some(self.keep_hot(location, version, cached, body)));
+                }
+                Ok(Some(Found { meta: cached.meta, headers: cached.headers, source: Source::Local(file) }))
             }
             Backend::Remote(store) => {
                 let head = match store.head(location).await {
@@ -229,38 +267,72 @@ impl Objects {
                 let version = Version::Remote(
                     head.e_tag.clone().unwrap_or_else(|| format!("{}:{}", head.size, head.last_modified)),
                 );
-                let meta = match self.cached(location, &version) {
-                    Some(m) => m,
+                if let Some(found) = self.hot_found(location, &version) {
+                    return Ok(Some(found));
+                }
+                let cached = match self.cached(location, &version) {
+                    Some(c) => c,
                     None => {
                         let meta = read_remote_meta(store.as_ref(), location, head.size).await?;
-                        self.remember(location, version, meta)
+                        self.remember(location, version.clone(), meta)
                     }
                 };
+                if self.hot.admits(cached.meta.length) {
+                    // The body of exactly the version the HEAD saw, or nothing kept.
+                    let options = GetOptions {
+                        if_match: head.e_tag.clone(),
+                        range: Some(GetRange::Bounded(0..cached.meta.length)),
+                        ..Default::default()
+                    };
+                    // Replaced since the HEAD (the condition failed) or cut short: served from
+                    // the store as before, which reports the change to the client.
+                    let got = match store.get_opts(location, options).await {
+                        Ok(got) => got.bytes().await.ok(),
+                        Err(_) => None,
+                    };
+                    if let Some(body) = got.filter(|b| b.len() as u64 == cached.meta.length) {
+                        return Ok(Some(self.keep_hot(location, version, cached, body)));
+                    }
+                }
                 Ok(Some(Found {
-                    meta,
+                    meta: cached.meta,
+                    headers: cached.headers,
                     source: Source::Remote { location: location.clone(), e_tag: head.e_tag },
                 }))
             }
         }
     }
 
-    fn cached(&self, location: &Path, version: &Version) -> Option<Arc<StoredMeta>> {
-        let cache = self.meta.lock().unwrap_or_else(|e| e.into_inner());
-        cache.get(location.as_ref()).filter(|c| c.version == *version).map(|c| c.meta.clone())
+    fn hot_found(&self, location: &Path, version: &Version) -> Option<Found> {
+        let hot = self.hot.get(location.as_ref(), version)?;
+        Some(Found { meta: hot.meta, headers: hot.headers, source: Source::Memory(hot.body) })
     }
 
-    fn remember(&self, location: &Path, version: Version, meta: StoredMeta) -> Arc<StoredMeta> {
-        let meta = Arc::new(meta);
+    fn keep_hot(&self, location: &Path, version: Version, cached: CachedMeta, body: Bytes) -> Found {
+        let copy = HotCopy { meta: cached.meta, headers: cached.headers, body };
+        self.hot.insert(location.as_ref(), version, copy.clone());
+        Found { meta: copy.meta, headers: copy.headers, source: Source::Memory(copy.body) }
+    }
+
+    fn cached(&self, location: &Path, version: &Version) -> Option<CachedMeta> {
+        let cache = self.meta.lock().unwrap_or_else(|e| e.into_inner());
+        cache.get(location.as_ref()).filter(|c| c.version == *version).cloned()
+    }
+
+    fn remember(&self, location: &Path, version: Version, meta: StoredMeta) -> CachedMeta {
+        let headers = Arc::new(CopyHeaders::new(&meta));
+        let cached = CachedMeta { version, meta: Arc::new(meta), headers };
         let mut cache = self.meta.lock().unwrap_or_else(|e| e.into_inner());
         if cache.len() >= META_CACHE_ENTRIES {
             cache.clear();
         }
-        cache.insert(location.to_string(), CachedMeta { version, meta: meta.clone() });
-        meta
+        cache.insert(location.to_string(), cached.clone());
+        cached
     }
 
     fn forget(&self, location: &Path) {
         self.meta.lock().unwrap_or_else(|e| e.into_inner()).remove(location.as_ref());
+        self.hot.remove(location.as_ref());
     }
 
     /// Streams bytes `start..end` of a found copy's body, `CHUNK` at a time.
@@ -272,6 +344,10 @@ impl Objects {
     ) -> futures_util::stream::BoxStream<'static, Result<Bytes, std::io::Error>> {
         match &found.source {
             Source::Local(file) => local_stream(file.clone(), start, end),
+            Source::Memory(body) => {
+                let part = body.slice(start as usize..end as usize);
+                futures_util::stream::once(async move { Ok(part) }).boxed()
+            }
             Source::Remote { location, e_tag } => {
                 let Backend::Remote(store) = &self.backend else {
                     unreachable!("remote source, remote backend")
@@ -304,7 +380,11 @@ impl Objects {
         start: u64,
         end: u64,
     ) -> Option<Result<Bytes, std::io::Error>> {
-        let Source::Local(file) = &found.source else { return None };
+        let file = match &found.source {
+            Source::Memory(body) => return Some(Ok(body.slice(start as usize..end as usize))),
+            Source::Local(file) => file,
+            Source::Remote { .. } => return None,
+        };
         let len = end - start;
         if len > ONE_PIECE {
             return None;

@@ -1,7 +1,6 @@
 //! The mirror listener: `GET`/`HEAD /<path_prefix>/<key>`.
 
 use std::sync::Arc;
-use std::time::SystemTime;
 
 use axum::body::Body;
 use axum::extract::State;
@@ -13,6 +12,7 @@ use httpdns_image::{ImageProcess, RenderError};
 use object_store::path::Path;
 
 use crate::conditional::{decide, Decision, Preconditions};
+use crate::copy_headers::{value, CopyHeaders};
 use crate::fill::{self, FillError, FillHead, FillState};
 use crate::key::ObjectKey;
 use crate::metrics::Outcome;
@@ -38,7 +38,10 @@ struct Request {
     head_only: bool,
 }
 
-async fn handle(State(mirror): State<Arc<Mirror>>, method: Method, uri: Uri, headers: HeaderMap) -> Response {
+// The whole request, taken apart: the `Uri` and `HeaderMap` extractors would clone both.
+async fn handle(State(mirror): State<Arc<Mirror>>, request: axum::extract::Request) -> Response {
+    let (parts, _) = request.into_parts();
+    let (method, uri, headers) = (parts.method, parts.uri, parts.headers);
     let head_only = match method {
         Method::GET => false,
         Method::HEAD => true,
@@ -291,8 +294,7 @@ async fn variant(
         tracing::warn!(error = %e, key = %location, "Could not store an image variant; serving it anyway.");
     }
     let mut resp = full_response(&meta, req.head_only, body, "MISS");
-    resp.headers_mut()
-        .insert("x-image-size", header_value(&format!("{}x{}", rendered.width, rendered.height)));
+    resp.headers_mut().insert("x-image-size", value(&format!("{}x{}", rendered.width, rendered.height)));
     (Outcome::Variant, resp)
 }
 
@@ -316,12 +318,12 @@ async fn serve_found(
     let (status, start, end) = match decision {
         Decision::NotModified => {
             let mut r = StatusCode::NOT_MODIFIED.into_response();
-            validators(r.headers_mut(), meta, cache);
+            found.headers.validators(r.headers_mut(), cache);
             return r;
         }
         Decision::Unsatisfiable => {
             let mut r = unsatisfiable(meta.length);
-            validators(r.headers_mut(), meta, cache);
+            found.headers.validators(r.headers_mut(), cache);
             return r;
         }
         Decision::Full => (StatusCode::OK, 0, meta.length),
@@ -343,15 +345,14 @@ async fn serve_found(
     let mut r = Response::new(body);
     *r.status_mut() = status;
     let hm = r.headers_mut();
-    hm.insert(header::CONTENT_LENGTH, header_value(&(end - start).to_string()));
     if status == StatusCode::PARTIAL_CONTENT {
-        hm.insert(
-            header::CONTENT_RANGE,
-            header_value(&format!("bytes {}-{}/{}", start, end - 1, meta.length)),
-        );
+        hm.insert(header::CONTENT_LENGTH, HeaderValue::from(end - start));
+        hm.insert(header::CONTENT_RANGE, value(&format!("bytes {}-{}/{}", start, end - 1, meta.length)));
+    } else {
+        hm.insert(header::CONTENT_LENGTH, found.headers.full_length());
     }
-    content_headers(hm, meta);
-    validators(hm, meta, cache);
+    found.headers.content(hm);
+    found.headers.validators(hm, cache);
     r
 }
 
@@ -389,12 +390,12 @@ fn serve_fill(
     *r.status_mut() = status;
     let hm = r.headers_mut();
     if let Some(end) = end {
-        hm.insert(header::CONTENT_LENGTH, header_value(&(end - start).to_string()));
+        hm.insert(header::CONTENT_LENGTH, value(&(end - start).to_string()));
     }
     if let (StatusCode::PARTIAL_CONTENT, Some(end), Some(len)) = (status, end, length) {
-        hm.insert(header::CONTENT_RANGE, header_value(&format!("bytes {}-{}/{}", start, end - 1, len)));
+        hm.insert(header::CONTENT_RANGE, value(&format!("bytes {}-{}/{}", start, end - 1, len)));
     }
-    hm.insert(header::CONTENT_TYPE, header_value(&head.content_type));
+    hm.insert(header::CONTENT_TYPE, value(&head.content_type));
     replay(hm, &head.headers);
     if let Some(lm) = &head.origin_last_modified {
         if let Ok(v) = HeaderValue::from_str(lm) {
@@ -402,7 +403,7 @@ fn serve_fill(
         }
     }
     if let Some(meta) = done {
-        hm.insert(header::ETAG, header_value(&meta.etag));
+        hm.insert(header::ETAG, value(&meta.etag));
     }
     hm.insert(header::ACCEPT_RANGES, HeaderValue::from_static("bytes"));
     hm.insert("x-cache", HeaderValue::from_static(cache));
@@ -412,15 +413,11 @@ fn serve_fill(
 fn full_response(meta: &StoredMeta, head_only: bool, body: bytes::Bytes, cache: &'static str) -> Response {
     let mut r = Response::new(if head_only { Body::empty() } else { Body::from(body) });
     let hm = r.headers_mut();
-    hm.insert(header::CONTENT_LENGTH, header_value(&meta.length.to_string()));
-    content_headers(hm, meta);
-    validators(hm, meta, cache);
+    let copy = CopyHeaders::new(meta);
+    hm.insert(header::CONTENT_LENGTH, copy.full_length());
+    copy.content(hm);
+    copy.validators(hm, cache);
     r
-}
-
-fn content_headers(hm: &mut HeaderMap, meta: &StoredMeta) {
-    hm.insert(header::CONTENT_TYPE, header_value(&meta.content_type));
-    replay(hm, &meta.headers);
 }
 
 /// The origin headers kept with a copy, as the origin sent them.
@@ -440,21 +437,8 @@ fn unsatisfiable(len: u64) -> Response {
         Some("range"),
         "the range is outside the object",
     );
-    r.headers_mut().insert(header::CONTENT_RANGE, header_value(&format!("bytes */{len}")));
+    r.headers_mut().insert(header::CONTENT_RANGE, value(&format!("bytes */{len}")));
     r
-}
-
-fn validators(hm: &mut HeaderMap, meta: &StoredMeta, cache: &'static str) {
-    hm.insert(header::ETAG, header_value(&meta.etag));
-    hm.insert(header::LAST_MODIFIED, header_value(&httpdate::fmt_http_date(meta.last_modified())));
-    hm.insert(header::ACCEPT_RANGES, HeaderValue::from_static("bytes"));
-    hm.insert("x-cache", HeaderValue::from_static(cache));
-    let age = SystemTime::now().duration_since(meta.stored_at()).map_or(0, |d| d.as_secs());
-    hm.insert(header::AGE, header_value(&age.to_string()));
-}
-
-fn header_value(s: &str) -> HeaderValue {
-    HeaderValue::from_str(s).unwrap_or_else(|_| HeaderValue::from_static("invalid"))
 }
 
 /// A streamed body whose bytes are counted per rule as they leave.

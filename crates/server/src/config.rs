@@ -46,6 +46,10 @@ pub const ENV_VARS: &[(&str, &str)] = &[
     ),
     ("HTTPDNS_MIRROR_S3_ENDPOINT", "S3-compatible endpoint URL (MinIO, Ceph, OSS...); unset: AWS"),
     ("HTTPDNS_MIRROR_S3_REGION", "S3 region (default us-east-1)"),
+    (
+        "HTTPDNS_MIRROR_MEMORY_MB",
+        "MiB of small stored bodies (up to 1 MiB each) the mirror keeps in memory; 0 turns it off",
+    ),
 ];
 
 /// Where the mirror keeps its copies.
@@ -112,6 +116,8 @@ pub struct Config {
     pub upstream_negative_ttl: u32,
     pub upstream_stale: Duration,
     pub mirror_store: MirrorStore,
+    /// Bytes of small bodies the mirror keeps in memory (0: none).
+    pub mirror_memory: u64,
     /// Per-address limit of unauthenticated calls: requests per second and burst.
     pub client_rate_limit: Option<(f64, f64)>,
 }
@@ -187,6 +193,7 @@ struct MirrorFile {
     store: Option<String>,
     s3_endpoint: Option<String>,
     s3_region: Option<String>,
+    memory_mb: Option<u64>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -456,6 +463,17 @@ impl Config {
             env("HTTPDNS_MIRROR_S3_REGION").or(file.mirror.s3_region),
         )?;
 
+        let mirror_memory_mb = match env("HTTPDNS_MIRROR_MEMORY_MB") {
+            Some(v) => v
+                .trim()
+                .parse::<u64>()
+                .map_err(|_| err("HTTPDNS_MIRROR_MEMORY_MB", "must be a whole number of MiB"))?,
+            None => file.mirror.memory_mb.unwrap_or(64),
+        };
+        if mirror_memory_mb > 1 << 20 {
+            return Err(err("mirror.memory_mb", "must be at most 1048576 (1 TiB)"));
+        }
+
         let client_qps = match env("HTTPDNS_CLIENT_RATE_LIMIT_QPS") {
             Some(v) if v.trim().eq_ignore_ascii_case("off") => None,
             Some(v) => Some(
@@ -482,6 +500,7 @@ impl Config {
         Ok(Self {
             client_rate_limit,
             mirror_store,
+            mirror_memory: mirror_memory_mb << 20,
             api_addr,
             mirror_addr,
             dns_addr,

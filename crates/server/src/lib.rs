@@ -293,7 +293,9 @@ fn mirror_objects(config: &Config) -> anyhow::Result<httpdns_mirror::Objects> {
     let base = config.data_dir.join("mirror");
     let tmp = base.join("tmp");
     match &config.mirror_store {
-        MirrorStore::Local => Ok(httpdns_mirror::Objects::local(base.join("objects"), tmp)?),
+        MirrorStore::Local => {
+            Ok(httpdns_mirror::Objects::local(base.join("objects"), tmp)?.with_memory(config.mirror_memory))
+        }
         MirrorStore::S3 { bucket, prefix, endpoint, region } => {
             let mut builder =
                 object_store::aws::AmazonS3Builder::from_env().with_bucket_name(bucket).with_region(region);
@@ -306,7 +308,7 @@ fn mirror_objects(config: &Config) -> anyhow::Result<httpdns_mirror::Objects> {
             } else {
                 Arc::new(object_store::prefix::PrefixStore::new(s3, prefix.as_str()))
             };
-            Ok(httpdns_mirror::Objects::remote(store, tmp)?)
+            Ok(httpdns_mirror::Objects::remote(store, tmp)?.with_memory(config.mirror_memory))
         }
     }
 }
