@@ -11,7 +11,8 @@
 # 3. 1,000 concurrent misses on one 64 MiB key served slowly (nginx limit_rate), with the
 #    origin request count and the time to first byte of every waiter (examples/mirror_herd.rs).
 #
-# Needs wrk and nginx (apt-get install wrk nginx-light).
+# MEMORY_MB sets HTTPDNS_MIRROR_MEMORY_MB (default 64; 0: every hit reads the file); HIT_ONLY=1
+# stops after part 1. Needs wrk and nginx (apt-get install wrk nginx-light).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DURATION="${1:-10}"
@@ -70,7 +71,8 @@ EOF
 nginx -c "$WORK/nginx.conf"
 
 HTTPDNS_API_ADDR=$API HTTPDNS_MIRROR_ADDR=$MIRROR HTTPDNS_DNS_ADDR=off HTTPDNS_UPSTREAMS=off \
-HTTPDNS_DATA_DIR="$WORK/data" HTTPDNS_ADMIN_TOKEN=$TOKEN RUST_LOG=warn ./target/release/httpdns serve &
+HTTPDNS_DATA_DIR="$WORK/data" HTTPDNS_ADMIN_TOKEN=$TOKEN HTTPDNS_MIRROR_MEMORY_MB="${MEMORY_MB:-64}" \
+RUST_LOG=warn ./target/release/httpdns serve &
 HPID=$!
 for _ in $(seq 1 100); do curl -sf "http://$API/readyz" >/dev/null && break; sleep 0.1; done
 put() { curl -sf -X PUT -H "Authorization: Bearer $TOKEN" "http://$API/admin/v1/$1" -d "$2" >/dev/null; }
@@ -106,6 +108,8 @@ for f in 4k 1m; do
     awk -v f="$f" -v m="$best_m" -v n="$best_n" -v pm="$p99_m" -v pn="$p99_n" \
         'BEGIN { printf "%s: mirror %.0f req/s (p99 %s ms) vs nginx %.0f req/s (p99 %s ms): ratio %.3f\n", f, m, pm, n, pn, m / n }'
 done
+
+[ -n "${HIT_ONLY:-}" ] && exit 0
 
 echo
 echo "== 1 GiB object: miss, then hit"
