@@ -643,6 +643,28 @@ async fn memory_copies_follow_the_store() {
         assert_eq!(cache(&r), "HIT");
         assert_eq!(r.bytes().await.unwrap(), blob(5000, 3));
     }
+    // A body above the in-place read size (64 KiB), read on a blocking thread into memory:
+    // whole, ranges and HEAD from it agree with the origin.
+    origin.origin.put("/o/big.bin", blob(300_000, 8), "application/octet-stream");
+    assert_eq!(get(&server, "/m/big.bin").await.status(), 200);
+    wait_hit(&server, "/m/big.bin").await;
+    for _ in 0..2 {
+        let r = get(&server, "/m/big.bin").await;
+        assert_eq!(cache(&r), "HIT");
+        assert!(r.bytes().await.unwrap() == blob(300_000, 8));
+    }
+    let r = server
+        .http
+        .get(server.mirror_url("/m/big.bin"))
+        .header("range", "bytes=100000-100009")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 206);
+    assert!(r.bytes().await.unwrap() == blob(300_000, 8)[100_000..100_010]);
+    let head = server.http.head(server.mirror_url("/m/big.bin")).send().await.unwrap();
+    assert_eq!(head.headers()["content-length"], "300000");
+
     let objects = tmp.path().join("mirror/objects");
     let stored: Vec<_> =
         walk(&objects).into_iter().filter(|p| p.to_string_lossy().contains("m.bin")).collect();

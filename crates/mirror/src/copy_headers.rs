@@ -20,15 +20,7 @@ pub(crate) struct CopyHeaders {
 
 impl CopyHeaders {
     pub(crate) fn new(meta: &StoredMeta) -> Self {
-        // Header lines kept from the origin that are no longer valid header values are
-        // dropped rather than sent broken.
-        let replay = meta
-            .headers
-            .iter()
-            .filter_map(|(k, v)| {
-                Some((HeaderName::from_bytes(k.as_bytes()).ok()?, HeaderValue::from_str(v).ok()?))
-            })
-            .collect();
+        let replay = replayed(&meta.headers).collect();
         Self {
             etag: value(&meta.etag),
             last_modified: value(&httpdate::fmt_http_date(meta.last_modified())),
@@ -61,6 +53,14 @@ impl CopyHeaders {
         let age = SystemTime::now().duration_since(self.stored_at).map_or(0, |d| d.as_secs());
         hm.insert(header::AGE, HeaderValue::from(age));
     }
+}
+
+/// The origin header lines kept with a copy, as header values. Lines that are not valid
+/// header values (only a corrupted store holds such) are dropped rather than sent broken.
+pub(crate) fn replayed(headers: &[(String, String)]) -> impl Iterator<Item = (HeaderName, HeaderValue)> + '_ {
+    headers.iter().filter_map(|(k, v)| {
+        Some((HeaderName::from_bytes(k.as_bytes()).ok()?, HeaderValue::from_str(v).ok()?))
+    })
 }
 
 /// A header value from text we produced or stored; text that cannot be one (it was checked

@@ -249,10 +249,19 @@ impl Objects {
                 };
                 let file = Arc::new(file);
                 if self.hot.admits(cached.meta.length) {
-                    let body = if cached.meta.length <= INLINE_READ {
-                        pread(&file, 0, cached.meta.length)?
+                    let len = cached.meta.length;
+                    // Into a buffer of exactly its size (not a pooled one): it stays in memory,
+                    // and the budget counts its length.
+                    let body = if len <= INLINE_READ {
+                        pread(&file, 0, len)?
                     } else {
-                        pread_blocking(file, 0, cached.meta.length).await?
+                        tokio::task::spawn_blocking(move || -> std::io::Result<Bytes> {
+                            let mut buf = vec![0u8; len as usize];
+                            file.read_exact_at(&mut buf, 0)?;
+                            Ok(Bytes::from(buf))
+                        })
+                        .await
+                        .map_err(|e| std::io::Error::other(e.to_string()))??
                     };
                     return Ok(Some(self.keep_hot(location, version, cached, body)));
                 }

@@ -390,7 +390,7 @@ fn serve_fill(
     *r.status_mut() = status;
     let hm = r.headers_mut();
     if let Some(end) = end {
-        hm.insert(header::CONTENT_LENGTH, value(&(end - start).to_string()));
+        hm.insert(header::CONTENT_LENGTH, HeaderValue::from(end - start));
     }
     if let (StatusCode::PARTIAL_CONTENT, Some(end), Some(len)) = (status, end, length) {
         hm.insert(header::CONTENT_RANGE, value(&format!("bytes {}-{}/{}", start, end - 1, len)));
@@ -422,10 +422,8 @@ fn full_response(meta: &StoredMeta, head_only: bool, body: bytes::Bytes, cache: 
 
 /// The origin headers kept with a copy, as the origin sent them.
 fn replay(hm: &mut HeaderMap, headers: &[(String, String)]) {
-    for (k, v) in headers {
-        if let (Ok(k), Ok(v)) = (header::HeaderName::from_bytes(k.as_bytes()), HeaderValue::from_str(v)) {
-            hm.insert(k, v);
-        }
+    for (k, v) in crate::copy_headers::replayed(headers) {
+        hm.insert(k, v);
     }
 }
 
