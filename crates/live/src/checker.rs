@@ -111,12 +111,15 @@ pub async fn run(
                 schedule.reconcile(&list);
             }
             Some((job, result)) = in_flight.next(), if !in_flight.is_empty() => {
-                let latency = result.as_ref().ok().map(|d: &Duration| d.as_micros() as u64);
-                let c = &job.target.check;
-                let transition =
-                    job.state.record(result.is_ok(), latency, c.healthy_threshold, c.unhealthy_threshold);
-                observer.probed(&job.target, &result, transition);
-                schedule.done(&job);
+                // The result of a node no longer checked (or checked differently now) is
+                // dropped: recording it could take down a node that nothing checks any more.
+                if schedule.done(&job) {
+                    let latency = result.as_ref().ok().map(|d: &Duration| d.as_micros() as u64);
+                    let c = &job.target.check;
+                    let transition =
+                        job.state.record(result.is_ok(), latency, c.healthy_threshold, c.unhealthy_threshold);
+                    observer.probed(&job.target, &result, transition);
+                }
             }
             () = &mut sleep => {}
         }
@@ -228,10 +231,14 @@ impl Schedule {
         self.heap.peek().map(|Reverse((due, _, _))| *due)
     }
 
-    fn done(&mut self, job: &Job) {
-        if let Some(e) = self.entries.get_mut(&job.target.node_id).filter(|e| e.generation == job.generation)
-        {
-            e.in_flight = false;
+    /// Marks a probe finished; whether its entry is still the one in force.
+    fn done(&mut self, job: &Job) -> bool {
+        match self.entries.get_mut(&job.target.node_id).filter(|e| e.generation == job.generation) {
+            Some(e) => {
+                e.in_flight = false;
+                true
+            }
+            None => false,
         }
     }
 }
@@ -286,16 +293,15 @@ mod tests {
         tokio::time::advance(Duration::from_millis(1200)).await;
         assert!(s.pop_due(Instant::now()).is_none(), "a node in flight is not probed again");
         for j in &jobs {
-            s.done(j);
+            assert!(s.done(j));
         }
         tokio::time::advance(Duration::from_millis(1200)).await;
-        let mut n = 0;
-        while s.pop_due(Instant::now()).is_some() {
-            n += 1;
-        }
-        assert_eq!(n, 3);
-        // A removed node is never due again; a changed one is a new entry.
+        let running: Vec<_> = std::iter::from_fn(|| s.pop_due(Instant::now())).collect();
+        assert_eq!(running.len(), 3);
+        // A removed node is never due again; a changed one is a new entry. Probes of either
+        // that were running when the list changed report into nothing.
         s.reconcile(&[target("a", addr, HealthCheckKind::Tcp, 500)]);
+        assert!(running.iter().all(|j| !s.done(j)), "results of removed or changed targets are dropped");
         tokio::time::advance(Duration::from_millis(5000)).await;
         let due: Vec<_> = std::iter::from_fn(|| s.pop_due(Instant::now())).collect();
         assert_eq!(due.len(), 1);
