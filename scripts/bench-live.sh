@@ -4,9 +4,10 @@
 #
 #   scripts/bench-live.sh [duration_seconds] [connections]
 #
-# Needs wrk and python3. The 1,000 nodes are 127.0.x.y addresses; one listener on 0.0.0.0
+# Needs wrk and python3 (set-up only). The 1,000 nodes are 127.0.x.y addresses; one listener on 0.0.0.0
 # accepts the TCP health checks for all of them (examples/probe_sink.rs: accept and close on
-# one thread, about what a remote node's kernel would spend).
+# one thread, about what a remote node's kernel would spend); examples/feedback_load.rs posts
+# the feedback (one thread, one kept-alive connection), standing in for the apps.
 # Checks use the default interval of 2 s: 500 probes/s. ROUNDS (default 12) rounds, each one
 # run with and one without, next to each other, in alternating order; the headline is the
 # median of the rounds' ratios (single runs on this shared VM move by 5-10%, so a best-of
@@ -20,7 +21,7 @@ TARGET_PORT=18483
 TOKEN=bench-admin-token-0123456789
 
 command -v wrk >/dev/null || { echo "wrk is required: apt-get install wrk" >&2; exit 1; }
-cargo build --release --quiet --bin httpdns --example probe_sink
+cargo build --release --quiet --bin httpdns --example probe_sink --example feedback_load
 
 DATA="$(mktemp -d)"
 cleanup() { kill "${HPID:-}" "${BPID:-}" "${FPID:-}" 2>/dev/null || true; rm -rf "$DATA"; }
@@ -65,18 +66,7 @@ checks() { # on|off
   curl -sf -X PUT -H "Authorization: Bearer $TOKEN" "http://$API/admin/v1/pools/edge" -d "$body" >/dev/null
 }
 feedback_on() { # 10 requests/s of 10 reports: 100 reports/s
-  python3 - "$API" <<'PY' &
-import json, sys, time, http.client
-c = http.client.HTTPConnection(sys.argv[1])
-i = 0
-while True:
-    t = time.time()
-    reports = [{"ip": f"127.0.{(i + k) % 1000 // 250 + 1}.{(i + k) % 250 + 1}", "domain": "www.example.com",
-                "ok": (i + k) % 7 != 0, "connect_ms": 5 + (i + k) % 50, "network": "wifi"} for k in range(10)]
-    c.request("POST", "/feedback", json.dumps(reports)); c.getresponse().read()
-    i += 10
-    time.sleep(max(0.0, 0.1 - (time.time() - t)))
-PY
+  ./target/release/examples/feedback_load "$API" 100 10 &
   FPID=$!
 }
 feedback_off() { [ -n "${FPID:-}" ] && { kill "$FPID" 2>/dev/null || true; wait "$FPID" 2>/dev/null || true; }; FPID=; }

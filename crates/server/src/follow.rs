@@ -138,6 +138,13 @@ pub(crate) async fn run_checker(
 ) {
     let (done_tx, done_rx) = tokio::sync::oneshot::channel::<()>();
     let spawned = std::thread::Builder::new().name("health-checks".into()).spawn(move || {
+        // Probing is background work: at nice 10 the thread's wake-ups do not preempt the
+        // threads answering requests (it waits for them to yield), and it still gets the few
+        // percent of a core it needs. On Linux the nice value is per thread.
+        #[cfg(target_os = "linux")]
+        if let Err(e) = rustix::process::setpriority_process(Some(rustix::thread::gettid()), 10) {
+            tracing::debug!(error = %e, "Health checks keep the default priority.");
+        }
         match tokio::runtime::Builder::new_current_thread().enable_all().build() {
             Ok(rt) => rt.block_on(httpdns_live::checker::run(registry, targets, observer, workers, shutdown)),
             Err(e) => tracing::error!(error = %e, "Health checks not started: no runtime."),
