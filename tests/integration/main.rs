@@ -10,6 +10,7 @@ mod config_center;
 mod deploy;
 mod dns;
 mod geoip;
+mod hostile;
 mod live;
 mod logs;
 mod metrics;

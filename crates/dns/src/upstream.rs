@@ -10,9 +10,8 @@
 //! * Negative caching of NXDOMAIN and NODATA.
 //! * Answers pass the same address filter as managed ones.
 
-use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use hickory_proto::op::{Edns, Message, MessageType, OpCode, Query, ResponseCode};
@@ -20,9 +19,9 @@ use hickory_proto::rr::rdata::opt::{ClientSubnet, EdnsOption};
 use hickory_proto::rr::{Name, RData, RecordType};
 use httpdns_core::ip::{classify, IpClass};
 use httpdns_core::DomainName;
+use httpdns_flight::SingleFlight;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpStream, UdpSocket};
-use tokio::sync::oneshot;
 
 /// TTL given to a stale answer (RFC 8767 recommends 30 s).
 pub const STALE_TTL: u32 = 30;
@@ -43,6 +42,9 @@ pub struct UpstreamConfig {
     pub allow_private: bool,
     /// Entries kept at most.
     pub max_entries: usize,
+    /// Distinct queries in flight at most; beyond it new names fail at once (serve-stale
+    /// still answers), so a flood of random names cannot hold unbounded tasks and sockets.
+    pub max_in_flight: usize,
 }
 
 impl UpstreamConfig {
@@ -56,6 +58,7 @@ impl UpstreamConfig {
             stale_for: Duration::from_secs(86_400),
             allow_private: false,
             max_entries: 100_000,
+            max_in_flight: 4096,
         }
     }
 }
@@ -79,6 +82,8 @@ pub enum UpstreamError {
     NoServers,
     #[error("every upstream failed: {0}")]
     Failed(String),
+    #[error("too many upstream queries in flight")]
+    Busy,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -88,27 +93,44 @@ struct Key {
     subnet: Option<(IpAddr, u8)>,
 }
 
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 struct Entry {
     ips: Vec<IpAddr>,
     rcode: ResponseCode,
     ttl: u32,
     fetched: Instant,
-    refreshing: bool,
 }
 
-type Waiters = Vec<oneshot::Sender<Result<Entry, UpstreamError>>>;
+impl Entry {
+    fn ttl(&self) -> Duration {
+        Duration::from_secs(u64::from(self.ttl))
+    }
+}
+
+type Fetched = Result<Arc<Entry>, UpstreamError>;
 
 /// The upstream resolver with its cache; share it behind an `Arc`.
-#[derive(Debug)]
 pub struct Upstream {
     cfg: UpstreamConfig,
-    // Std mutexes: short map operations, never held across an await.
-    cache: Mutex<HashMap<Key, Entry>>,
-    inflight: Mutex<HashMap<Key, Waiters>>,
+    /// Answers by name, type and subnet, kept until they are past serving stale; bounded in
+    /// entries, evicting the least useful (`quick_cache`'s CLOCK-Pro).
+    cache: quick_cache::sync::Cache<Key, Arc<Entry>>,
+    /// Queries in flight. Each runs on a task of its own, so a client that hangs up while its
+    /// query is out neither cancels it nor leaves the others waiting for it.
+    inflight: SingleFlight<Key, Fetched>,
     queries: std::sync::atomic::AtomicU64,
     /// Lookups by result, in the order of [`CACHE_RESULTS`].
     results: [std::sync::atomic::AtomicU64; 5],
+}
+
+impl std::fmt::Debug for Upstream {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Upstream")
+            .field("servers", &self.cfg.servers)
+            .field("cached", &self.cache.len())
+            .field("in_flight", &self.inflight.len())
+            .finish()
+    }
 }
 
 /// How a lookup was answered: fresh from the cache, fetched by it, fetched by another lookup
@@ -134,9 +156,9 @@ pub fn client_subnet(client: IpAddr) -> Option<(IpAddr, u8)> {
 impl Upstream {
     pub fn new(cfg: UpstreamConfig) -> Self {
         Self {
+            cache: quick_cache::sync::Cache::new(cfg.max_entries.max(16)),
             cfg,
-            cache: Mutex::new(HashMap::new()),
-            inflight: Mutex::new(HashMap::new()),
+            inflight: SingleFlight::new(),
             queries: 0.into(),
             results: Default::default(),
         }
@@ -162,7 +184,18 @@ impl Upstream {
         self.queries.load(std::sync::atomic::Ordering::Relaxed)
     }
 
-    /// Resolves `name` (`A` or `AAAA`) for `client`.
+    /// Upstream queries in flight now.
+    pub fn in_flight(&self) -> usize {
+        self.inflight.len()
+    }
+
+    /// The longest a lookup waits for its query: every server, over UDP then TCP.
+    fn wait_bound(&self) -> Duration {
+        self.cfg.timeout * 2 * self.cfg.servers.len().max(1) as u32 + Duration::from_millis(100)
+    }
+
+    /// Resolves `name` (`A` or `AAAA`) for `client`. Bounded in time by
+    /// [`UpstreamConfig::timeout`] per server and transport, whoever started the query.
     pub async fn lookup(
         self: &Arc<Self>,
         name: &DomainName,
@@ -174,34 +207,39 @@ impl Upstream {
         }
         let key = Key { name: name.clone(), qtype: u16::from(qtype), subnet: client_subnet(client) };
         let now = Instant::now();
-        let cached = self.cache.lock().unwrap_or_else(|e| e.into_inner()).get(&key).cloned();
+        let cached = self.cache.get(&key);
         if let Some(e) = &cached {
             let age = now.duration_since(e.fetched);
-            let ttl = Duration::from_secs(u64::from(e.ttl));
+            let ttl = e.ttl();
             if age < ttl {
                 // Refresh ahead, so popular names never expire for their askers.
-                if age * 4 >= ttl * 3 && !e.refreshing {
-                    self.mark_refreshing(&key);
+                if age * 4 >= ttl * 3 {
                     let (me, key) = (self.clone(), key.clone());
-                    tokio::spawn(async move {
-                        let _ = me.fetch_once(key).await;
-                    });
+                    self.inflight.spawn(key.clone(), move || me.fetch_and_keep(key));
                 }
                 self.count(HIT);
                 return Ok(lookup_of(e, (ttl - age).as_secs() as u32, false));
             }
         }
-        let (result, waited) = self.fetch_or_wait(key).await;
+        let result = if self.inflight.len() >= self.cfg.max_in_flight && !self.inflight.contains(&key) {
+            // A flood of distinct names: fail fast (stale answers still serve) rather than
+            // hold a task and a socket per name.
+            Err(UpstreamError::Busy)
+        } else {
+            let me = self.clone();
+            let fetch_key = key.clone();
+            match self.inflight.run(key, self.wait_bound(), move || me.fetch_and_keep(fetch_key)).await {
+                Ok(shared) => shared.value.map(|e| (e, shared.joined)),
+                Err(e) => Err(UpstreamError::Failed(e.to_string())),
+            }
+        };
         match result {
-            Ok(e) => {
-                self.count(if waited { COALESCED } else { MISS });
+            Ok((e, joined)) => {
+                self.count(if joined { COALESCED } else { MISS });
                 Ok(lookup_of(&e, e.ttl, false))
             }
             Err(err) => match cached {
-                Some(e)
-                    if now.duration_since(e.fetched)
-                        < Duration::from_secs(u64::from(e.ttl)) + self.cfg.stale_for =>
-                {
+                Some(e) if now.duration_since(e.fetched) < e.ttl() + self.cfg.stale_for => {
                     self.count(STALE);
                     Ok(lookup_of(&e, STALE_TTL, true))
                 }
@@ -213,61 +251,11 @@ impl Upstream {
         }
     }
 
-    fn mark_refreshing(&self, key: &Key) {
-        if let Some(e) = self.cache.lock().unwrap_or_else(|e| e.into_inner()).get_mut(key) {
-            e.refreshing = true;
-        }
-    }
-
-    async fn fetch_once(&self, key: Key) -> Result<Entry, UpstreamError> {
-        self.fetch_or_wait(key).await.0
-    }
-
-    /// One upstream query per key at a time: later askers wait for the first one's result.
-    /// The flag says whether this call waited for another's query.
-    async fn fetch_or_wait(&self, key: Key) -> (Result<Entry, UpstreamError>, bool) {
-        let rx = {
-            let mut inflight = self.inflight.lock().unwrap_or_else(|e| e.into_inner());
-            match inflight.get_mut(&key) {
-                Some(waiters) => {
-                    let (tx, rx) = oneshot::channel();
-                    waiters.push(tx);
-                    Some(rx)
-                }
-                None => {
-                    inflight.insert(key.clone(), Vec::new());
-                    None
-                }
-            }
-        };
-        if let Some(rx) = rx {
-            let r = rx.await.unwrap_or_else(|_| Err(UpstreamError::Failed("the query was abandoned".into())));
-            return (r, true);
-        }
-        // This task owns the query; a guard hands the result to the waiters however it ends.
-        let result = self.fetch(&key).await;
-        if let Ok(e) = &result {
-            let mut cache = self.cache.lock().unwrap_or_else(|e| e.into_inner());
-            if cache.len() >= self.cfg.max_entries {
-                let stale = self.cfg.stale_for;
-                let now = Instant::now();
-                cache.retain(|_, e| {
-                    now.duration_since(e.fetched) < Duration::from_secs(u64::from(e.ttl)) + stale
-                });
-                if cache.len() >= self.cfg.max_entries {
-                    cache.clear();
-                }
-            }
-            cache.insert(key.clone(), e.clone());
-        } else if let Some(e) = self.cache.lock().unwrap_or_else(|e| e.into_inner()).get_mut(&key) {
-            e.refreshing = false;
-        }
-        let waiters =
-            self.inflight.lock().unwrap_or_else(|e| e.into_inner()).remove(&key).unwrap_or_default();
-        for w in waiters {
-            let _ = w.send(result.clone());
-        }
-        (result, false)
+    /// Queries the upstreams and keeps a successful answer (the work of one flight).
+    async fn fetch_and_keep(self: Arc<Self>, key: Key) -> Fetched {
+        let entry = Arc::new(self.fetch(&key).await?);
+        self.cache.insert(key, entry.clone());
+        Ok(entry)
     }
 
     async fn fetch(&self, key: &Key) -> Result<Entry, UpstreamError> {
@@ -325,7 +313,6 @@ impl Upstream {
             rcode: m.metadata.response_code,
             ttl: ttl.clamp(self.cfg.min_ttl, self.cfg.max_ttl),
             fetched: Instant::now(),
-            refreshing: false,
         }
     }
 
