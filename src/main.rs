@@ -8,6 +8,9 @@ mod client_cli;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
+
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 use httpdns_server::{config::Config, init_logging};
 
 #[derive(Parser)]

@@ -255,6 +255,8 @@ impl Topology {
                 ("HTTPDNS_ADMIN_TOKEN", TOKEN.to_owned()),
                 ("HTTPDNS_SYNC_INTERVAL_MS", "100".to_owned()),
                 ("HTTPDNS_ALLOW_PRIVATE_NODE_IPS", "true".to_owned()),
+                // The drill's origin is on loopback.
+                ("HTTPDNS_ALLOW_LOCAL_ORIGINS", "true".to_owned()),
                 ("HTTPDNS_UPSTREAMS", "off".to_owned()),
             ]
         };

@@ -53,42 +53,69 @@ async fn the_peer_address_is_classified_when_ip_is_absent_empty_or_invalid() {
     assert_eq!(body["dns"][0]["ipsv6"], json!(["2402:4e00::1"]), "no unicom v6 node: fall back to all");
 }
 
+/// Every `/d` shape, in the form the official SDKs parse (the default) and, where it differs,
+/// in the document's exact form (`[dnspod] document_form = true`).
 #[tokio::test]
 async fn every_dnspod_format_over_http() {
-    let s = Server::start(&Db::Sqlite).await;
-    s.seed().await;
-    s.put_ok("/admin/v1/domains/v4only.example.com", json!({"pool": "v4", "ttl": 120})).await;
-    s.put_ok(
-        "/admin/v1/nodes/v4a",
-        json!({"ip": "3.3.3.4", "pool": "v4", "isp": "telecom", "region": "beijing", "latency_ms": 1}),
+    let sdk = Server::start(&Db::Sqlite).await;
+    let tmp = tempfile::tempdir().unwrap();
+    let doc = Server::start_with(
+        crate::support::env(tmp.path(), &Db::Sqlite),
+        Some("[dnspod]\ndocument_form = true\n"),
     )
     .await;
+    for s in [&sdk, &doc] {
+        s.seed().await;
+        s.put_ok("/admin/v1/domains/v4only.example.com", json!({"pool": "v4", "ttl": 120})).await;
+        s.put_ok(
+            "/admin/v1/nodes/v4a",
+            json!({"ip": "3.3.3.4", "pool": "v4", "isp": "telecom", "region": "beijing", "latency_ms": 1}),
+        )
+        .await;
+    }
     let t = "dn=www.example.com&ip=1.0.1.7";
-    let cases = [
-        (format!("/d?{t}"), "1.1.1.1;1.1.1.2"),
-        (format!("/d?{t}&ttl=1"), "1.1.1.1;1.1.1.2,60"),
-        (format!("/d?{t}&ttl=1&clientip=1"), "1.1.1.1;1.1.1.2,60|1.0.1.7"),
-        (format!("/d?{t}&type=addrs&ttl=1&clientip=1"), "1.1.1.1;1.1.1.2,60-2402:4e00::1,60|1.0.1.7"),
-        (format!("/d?{t}&type=AAAA&ttl=1&clientip=1"), "2402:4e00::1,60|1.0.1.7"),
-        (format!("/d?{t}&query=1&ttl=1&clientip=1"), "www.example.com.:1.1.1.1;1.1.1.2,60|1.0.1.7"),
+    let batch = "/d?dn=www.example.com,v4only.example.com,nothing.example.com&ip=1.0.1.7&ttl=1&clientip=1";
+    // (path, SDK form, document form when it differs)
+    let cases: [(String, &str, Option<&str>); 14] = [
+        (format!("/d?{t}"), "1.1.1.1;1.1.1.2", None),
+        (format!("/d?{t}&ttl=1"), "1.1.1.1;1.1.1.2,60", None),
+        (format!("/d?{t}&ttl=1&clientip=1"), "1.1.1.1;1.1.1.2,60|1.0.1.7", None),
+        (format!("/d?{t}&type=addrs&ttl=1&clientip=1"), "1.1.1.1;1.1.1.2,60-2402:4e00::1,60|1.0.1.7", None),
+        (format!("/d?{t}&type=AAAA&ttl=1&clientip=1"), "2402:4e00::1,60|1.0.1.7", None),
+        (format!("/d?{t}&query=1&ttl=1&clientip=1"), "www.example.com.:1.1.1.1;1.1.1.2,60|1.0.1.7", None),
         (
-            "/d?dn=www.example.com,v4only.example.com,nothing.example.com&ip=1.0.1.7&ttl=1&clientip=1".into(),
-            "www.example.com.:1.1.1.1;1.1.1.2,60\nv4only.example.com.:3.3.3.4,120\nnothing.example.com.:0|1.0.1.7",
+            batch.into(),
+            "www.example.com.:1.1.1.1;1.1.1.2,60|1.0.1.7\nv4only.example.com.:3.3.3.4,120|1.0.1.7\n\
+             nothing.example.com.:0,30|1.0.1.7",
+            Some("www.example.com.:1.1.1.1;1.1.1.2,60\nv4only.example.com.:3.3.3.4,120\nnothing.example.com.:0|1.0.1.7"),
         ),
-        ("/d?dn=v4only.example.com&ip=1.0.1.7&type=addrs&query=1&clientip=1".into(), "v4only.example.com.:3.3.3.4-0|1.0.1.7"),
-        ("/d?dn=nothing.example.com&ip=1.0.1.7&type=addrs&query=1&clientip=1".into(), "nothing.example.com.:0-0|1.0.1.7"),
-        ("/d?dn=nothing.example.com&ip=1.0.1.7&ttl=1&clientip=1".into(), ""),
-        ("/d?dn=v4only.example.com&type=aaaa".into(), ""),
+        ("/d?dn=v4only.example.com&ip=1.0.1.7&type=addrs&query=1&clientip=1".into(), "v4only.example.com.:3.3.3.4-0|1.0.1.7", None),
+        (
+            "/d?dn=v4only.example.com&ip=1.0.1.7&type=addrs&ttl=1&clientip=1".into(),
+            "3.3.3.4,120-0,120|1.0.1.7",
+            Some("3.3.3.4,120-0|1.0.1.7"),
+        ),
+        ("/d?dn=nothing.example.com&ip=1.0.1.7&type=addrs&query=1&clientip=1".into(), "nothing.example.com.:0-0|1.0.1.7", None),
+        ("/d?dn=nothing.example.com&ip=1.0.1.7&ttl=1&clientip=1".into(), "", None),
+        ("/d?dn=v4only.example.com&type=aaaa".into(), "", None),
         // Trailing dot, upper case and the official SDK's extra parameters (`id=` makes an
         // enterprise request: see the auth tests).
-        ("/d?dn=WWW.EXAMPLE.COM.&ip=1.0.1.7&clientip=1&ttl=1&alg=des&sdk=1_4.9.0&timeout=2000".into(), "1.1.1.1;1.1.1.2,60|1.0.1.7"),
+        ("/d?dn=WWW.EXAMPLE.COM.&ip=1.0.1.7&clientip=1&ttl=1&alg=des&sdk=1_4.9.0&timeout=2000".into(), "1.1.1.1;1.1.1.2,60|1.0.1.7", None),
+        // Names are echoed as asked: the SDKs look them up by string equality.
+        (
+            "/d?dn=WWW.Example.COM,v4only.example.com.&ip=1.0.1.7&ttl=1&clientip=1".into(),
+            "WWW.Example.COM.:1.1.1.1;1.1.1.2,60|1.0.1.7\nv4only.example.com.:3.3.3.4,120|1.0.1.7",
+            Some("WWW.Example.COM.:1.1.1.1;1.1.1.2,60\nv4only.example.com.:3.3.3.4,120|1.0.1.7"),
+        ),
     ];
-    for (path, expect) in cases {
-        let resp = s.get(&path).await;
-        assert_eq!(resp.status(), StatusCode::OK, "{path}");
-        assert!(resp.headers().contains_key("content-length"), "{path}: Content-Length, never chunked");
-        assert!(!resp.headers().contains_key("transfer-encoding"), "{path}");
-        assert_eq!(resp.text().await.unwrap(), expect, "{path}");
+    for (path, sdk_form, doc_form) in cases {
+        for (s, expect) in [(&sdk, sdk_form), (&doc, doc_form.unwrap_or(sdk_form))] {
+            let resp = s.get(&path).await;
+            assert_eq!(resp.status(), StatusCode::OK, "{path}");
+            assert!(resp.headers().contains_key("content-length"), "{path}: Content-Length, never chunked");
+            assert!(!resp.headers().contains_key("transfer-encoding"), "{path}");
+            assert_eq!(resp.text().await.unwrap(), expect, "{path}");
+        }
     }
 }
 

@@ -429,10 +429,7 @@ except InvalidSignature:
         .stderr(std::process::Stdio::piped())
         .spawn();
     let Ok(mut child) = child else {
-        let _ = writeln!(
-            std::io::stderr(),
-            "*** SKIPPED: Python check of config signatures: python3 not found ***"
-        );
+        httpdns_test_support::skipped("Python check of config signatures", "python3 not found");
         return;
     };
     child.stdin.take().unwrap().write_all(body).unwrap();
@@ -441,10 +438,7 @@ except InvalidSignature:
     if !out.status.success()
         && String::from_utf8_lossy(&out.stderr).contains("No module named 'cryptography'")
     {
-        let _ = writeln!(
-            std::io::stderr(),
-            "*** SKIPPED: Python check of config signatures: `cryptography` not installed ***"
-        );
+        httpdns_test_support::skipped("Python check of config signatures", "`cryptography` not installed");
         return;
     }
     assert_eq!(

@@ -1,6 +1,5 @@
 //! Plain DNS (UDP, TCP) and DNS over HTTPS, with a Rust client and with `dig` when installed.
 
-use std::io::Write;
 use std::net::{IpAddr, SocketAddr};
 
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
@@ -222,10 +221,7 @@ async fn dig_over_udp_tcp_subnet_and_http() {
     let addr = s.dns.unwrap();
     let port = addr.port().to_string();
     if dig(&["-v"]).is_none() {
-        let _ = writeln!(
-            std::io::stderr(),
-            "*** SKIPPED: dig tests: dig is not installed (apt-get install bind9-dnsutils) ***"
-        );
+        httpdns_test_support::skipped("dig tests", "dig is not installed (apt-get install bind9-dnsutils)");
         return;
     }
     // dig blocks, and the server runs on this test's runtime: run dig off it.
@@ -291,9 +287,9 @@ async fn dnspython_over_udp_tcp_and_https() {
         .status()
         .is_ok_and(|s| s.success());
     if !have {
-        let _ = writeln!(
-            std::io::stderr(),
-            "*** SKIPPED: dnspython tests: python3 with dnspython[doh] is not installed (pip install \"dnspython[doh]\") ***"
+        httpdns_test_support::skipped(
+            "dnspython tests",
+            "python3 with dnspython[doh] is not installed (pip install \"dnspython[doh]\")",
         );
         return;
     }

@@ -43,6 +43,8 @@ pub(crate) fn env(data_dir: &Path, db: &Db) -> HashMap<String, String> {
     env.insert("HTTPDNS_SYNC_INTERVAL_MS".into(), "100".into());
     // No upstream unless a test starts one: tests talk to loopback only.
     env.insert("HTTPDNS_UPSTREAMS".into(), "off".into());
+    // Origins on loopback are the test's own; a real deployment refuses them.
+    env.insert("HTTPDNS_ALLOW_LOCAL_ORIGINS".into(), "true".into());
     if let Db::Postgres(url) = db {
         env.insert("HTTPDNS_DATABASE_URL".into(), url.clone());
     }
@@ -159,9 +161,25 @@ pub(crate) struct Process {
     pub(crate) base: String,
     /// The mirror gateway's address, when it listens.
     pub(crate) mirror: Option<SocketAddr>,
+    /// Where its stderr (the log) goes.
+    pub(crate) log: std::path::PathBuf,
+}
+
+/// The address a listener `role` logged in `log` (`Listening. role="..." addr=...`).
+fn listening_in(log: &str, role: &str) -> Option<SocketAddr> {
+    log.lines()
+        .find(|l| l.contains("Listening.") && l.contains(&format!("role=\"{role}\"")))
+        .and_then(|l| l.split("addr=").nth(1))
+        .and_then(|a| a.split_whitespace().next())
+        .and_then(|a| a.parse::<SocketAddr>().ok())
 }
 
 impl Process {
+    /// The bound address of listener `role` (`dns`, `api_tls`, ...), from the log.
+    pub(crate) fn addr_of(&self, role: &str) -> Option<SocketAddr> {
+        listening_in(&std::fs::read_to_string(&self.log).unwrap_or_default(), role)
+    }
+
     /// Spawns `httpdns serve` with `env` and waits until it logs its API address.
     // The child moves into `Process`, whose `Drop` kills and reaps it; the lint cannot see that.
     #[allow(clippy::zombie_processes)]
@@ -185,18 +203,12 @@ impl Process {
         let deadline = Instant::now() + Duration::from_secs(20);
         loop {
             let log = std::fs::read_to_string(&stderr_log).unwrap_or_default();
-            let listening = |role: &str| {
-                log.lines()
-                    .find(|l| l.contains("Listening.") && l.contains(&format!("role=\"{role}\"")))
-                    .and_then(|l| l.split("addr=").nth(1))
-                    .and_then(|a| a.split_whitespace().next())
-                    .and_then(|a| a.parse::<SocketAddr>().ok())
-            };
+            let listening = |role: &str| listening_in(&log, role);
             let mirror_on = env.get("HTTPDNS_MIRROR_ADDR").is_some_and(|v| v != "off");
             if let Some(addr) = listening("api") {
                 let mirror = listening("mirror");
                 if !mirror_on || mirror.is_some() {
-                    return Self { child, base: format!("http://{addr}"), mirror };
+                    return Self { child, base: format!("http://{addr}"), mirror, log: stderr_log };
                 }
             }
             if Instant::now() >= deadline {
@@ -250,5 +262,32 @@ where
             return false;
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// The admin API of a [`Process`].
+pub(crate) struct Admin {
+    base: String,
+    http: Client,
+}
+
+impl Admin {
+    pub(crate) fn new(base: &str) -> Self {
+        Self { base: base.to_owned(), http: Client::new() }
+    }
+
+    pub(crate) async fn put(&self, path: &str, body: Value) -> Value {
+        let resp = self
+            .http
+            .put(format!("{}{path}", self.base))
+            .bearer_auth(TOKEN)
+            .body(body.to_string())
+            .send()
+            .await
+            .unwrap();
+        let status = resp.status();
+        let body: Value = resp.json().await.unwrap_or_default();
+        assert!(status.is_success(), "PUT {path}: {status} {body}");
+        body
     }
 }

@@ -119,6 +119,11 @@ impl Catalog {
         self.snapshot.load()
     }
 
+    /// The current snapshot as an `Arc`, to hold across awaits (one load per request).
+    pub fn snapshot_full(&self) -> Arc<Published> {
+        self.snapshot.load_full()
+    }
+
     /// The health registry shared with the checker.
     pub fn registry(&self) -> &Arc<HealthRegistry> {
         &self.registry

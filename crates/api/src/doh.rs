@@ -19,6 +19,7 @@ use crate::state::{AppState, PeerAddr};
 
 const DNS_MESSAGE: &str = "application/dns-message";
 const DNS_JSON: &str = "application/dns-json";
+const DNS_UDPWIREFORMAT: &str = "application/dns-udpwireformat";
 
 async fn answer(app: &AppState, wire: &[u8], client: IpAddr) -> Option<Reply> {
     let answered = {
@@ -28,7 +29,7 @@ async fn answer(app: &AppState, wire: &[u8], client: IpAddr) -> Option<Reply> {
             health: &published.health,
             classify: |ip| httpdns_geo::classify(&published.snapshot, &app.geo, ip),
         };
-        httpdns_dns::answer(wire, client, Transport::Stream, &ctx)?
+        httpdns_dns::answer(wire, client, Transport::Encrypted, &ctx)?
     };
     Some(match answered {
         Answer::Reply(r) => r,
@@ -73,7 +74,7 @@ async fn serve(app: &AppState, peer: IpAddr, request: Request) -> Result<Respons
                     .or_else(|_| URL_SAFE.decode(dns))
                     .map_err(|_| ApiError::bad_request("InvalidArgument", "dns", "dns must be base64url"))?
             } else if get("name").is_some() {
-                return json(app, peer, get("name"), get("type"), get("edns_client_subnet")).await;
+                return json(app, peer, &JsonQuery::of(&get)).await;
             } else {
                 return Err(ApiError::bad_request(
                     "MissingArgument",
@@ -84,7 +85,9 @@ async fn serve(app: &AppState, peer: IpAddr, request: Request) -> Result<Respons
         }
         Method::POST => {
             let ct = parts.headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("");
-            if !ct.starts_with(DNS_MESSAGE) {
+            // `application/dns-udpwireformat` is the type of the drafts before RFC 8484, which
+            // some clients still send.
+            if !ct.starts_with(DNS_MESSAGE) && !ct.starts_with(DNS_UDPWIREFORMAT) {
                 return Err(ApiError::new(
                     StatusCode::UNSUPPORTED_MEDIA_TYPE,
                     "UnsupportedMediaType",
@@ -139,19 +142,53 @@ fn subnet(s: Option<&str>) -> Result<Option<(IpAddr, u8)>, ApiError> {
     Ok(Some((addr, prefix)))
 }
 
-async fn json(
-    app: &AppState,
-    peer: IpAddr,
-    name: Option<&str>,
-    qtype: Option<&str>,
-    ecs: Option<&str>,
-) -> Result<Response, ApiError> {
-    let name = name
+/// The parameters of a JSON API question (Google's and Cloudflare's names).
+struct JsonQuery<'a> {
+    name: Option<&'a str>,
+    qtype: Option<&'a str>,
+    ecs: Option<&'a str>,
+    /// `do=1`: DNSSEC records wanted (the DO bit of the query).
+    dnssec_ok: bool,
+    /// `cd=1`: checking disabled, echoed in the answer.
+    checking_disabled: bool,
+}
+
+impl<'a> JsonQuery<'a> {
+    fn of(get: &impl Fn(&str) -> Option<&'a str>) -> Self {
+        let flag = |k: &str| get(k).is_some_and(|v| matches!(v, "1" | "true"));
+        Self {
+            name: get("name"),
+            qtype: get("type"),
+            ecs: get("edns_client_subnet"),
+            dnssec_ok: flag("do"),
+            checking_disabled: flag("cd"),
+        }
+    }
+}
+
+/// `GET /resolve?name=&type=` (Google's path of the JSON API): as `/dns-query` with
+/// `Accept: application/dns-json`.
+pub(crate) async fn google_json(app: &AppState, peer: IpAddr, query: &str) -> Response {
+    if !crate::resolve::allow_client(app, peer) {
+        return crate::resolve::client_throttled().into_response();
+    }
+    let pairs: Vec<(String, String)> = form_urlencoded::parse(query.as_bytes()).into_owned().collect();
+    let get = |k: &str| pairs.iter().find(|(n, _)| n == k).map(|(_, v)| v.as_str());
+    match json(app, peer, &JsonQuery::of(&get)).await {
+        Ok(r) => r,
+        Err(e) => e.into_response(),
+    }
+}
+
+async fn json(app: &AppState, peer: IpAddr, q: &JsonQuery<'_>) -> Result<Response, ApiError> {
+    let name = q
+        .name
         .filter(|n| !n.is_empty())
         .ok_or_else(|| ApiError::bad_request("MissingArgument", "name", "missing name"))?;
-    let qtype = record_type(qtype)?;
+    let qtype = record_type(q.qtype)?;
     let fqdn = if name.ends_with('.') { name.to_owned() } else { format!("{name}.") };
-    let wire = httpdns_dns::build_query(0, &fqdn, qtype, subnet(ecs)?)
+    let flags = httpdns_dns::QueryFlags { dnssec_ok: q.dnssec_ok, checking_disabled: q.checking_disabled };
+    let wire = httpdns_dns::build_query_with(0, &fqdn, qtype, subnet(q.ecs)?, flags)
         .ok_or_else(|| ApiError::bad_request("InvalidHost", "name", "not a domain name"))?;
     let reply = answer(app, &wire, peer).await.ok_or_else(|| ApiError::internal(&"no DNS reply"))?;
     let msg = Message::from_vec(&reply.bytes).map_err(|e| ApiError::internal(&e))?;
@@ -171,7 +208,7 @@ async fn json(
     let mut body = serde_json::json!({
         "Status": u16::from(m.response_code),
         "TC": m.truncation, "RD": m.recursion_desired, "RA": m.recursion_available,
-        "AD": false, "CD": false,
+        "AD": false, "CD": m.checking_disabled,
         "Question": msg.queries.iter().map(|q| serde_json::json!({"name": q.name().to_ascii(), "type": u16::from(q.query_type())})).collect::<Vec<_>>(),
     });
     if !msg.answers.is_empty() {
@@ -180,7 +217,7 @@ async fn json(
     if !msg.authorities.is_empty() {
         body["Authority"] = msg.authorities.iter().map(rr).collect();
     }
-    if let Some(s) = ecs.filter(|s| !s.is_empty()) {
+    if let Some(s) = q.ecs.filter(|s| !s.is_empty()) {
         body["edns_client_subnet"] = serde_json::Value::String(s.to_owned());
     }
     let mut resp = (StatusCode::OK, serde_json::to_vec(&body).unwrap_or_default()).into_response();

@@ -75,6 +75,19 @@ impl ApiError {
     }
 }
 
+impl ApiError {
+    /// The mirror's object store (disk or bucket) failed. Writes there are atomic, so a
+    /// failed one left nothing behind; the client may retry.
+    pub fn object_store_unavailable(cause: &dyn std::fmt::Display) -> Self {
+        tracing::warn!(%cause, "Mirror object store unavailable.");
+        Self::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "ObjectStoreUnavailable",
+            "the mirror's object store failed; nothing was changed, try again",
+        )
+    }
+}
+
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let body =

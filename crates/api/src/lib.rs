@@ -16,6 +16,7 @@
 //! they never await the database.
 
 pub mod admin;
+mod answer;
 pub mod catalog;
 pub mod config_center;
 pub mod dnspod;
@@ -33,6 +34,7 @@ pub mod state;
 use std::time::Instant;
 
 use axum::extract::{Request, State};
+use axum::http::{Method, StatusCode};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{any, get};
@@ -41,16 +43,33 @@ use axum::Router;
 pub use error::ApiError;
 pub use state::{ApiSettings, AppState};
 
-/// The API router with every route and layer.
+/// The API router with every route and layer, `/metrics` included.
 pub fn router(state: AppState) -> Router {
+    router_with(state, true)
+}
+
+/// A router of `/metrics` alone, for a metrics listener of its own.
+pub fn metrics_router(state: AppState) -> Router {
+    Router::new()
+        .route("/metrics", get(health::metrics))
+        .fallback(not_found)
+        .layer(middleware::from_fn_with_state(state.clone(), track))
+        .with_state(state)
+}
+
+/// The API router; `/metrics` only when `public_metrics` (a metrics listener of its own
+/// keeps rule names and counters off the public listener).
+pub fn router_with(state: AppState, public_metrics: bool) -> Router {
     let admin =
         admin::routes().route_layer(middleware::from_fn_with_state(state.clone(), admin::require_token));
     // `/d`, `/resolve` and the app config routes record their own request metrics: a generic middleware boxes and
     // clones the inner service per request, a cost the answer path does not pay.
-    let tracked = Router::new()
-        .route("/healthz", get(health::healthz))
-        .route("/readyz", get(health::readyz))
-        .route("/metrics", get(health::metrics))
+    let mut tracked =
+        Router::new().route("/healthz", get(health::healthz)).route("/readyz", get(health::readyz));
+    if public_metrics {
+        tracked = tracked.route("/metrics", get(health::metrics));
+    }
+    let tracked = tracked
         .route("/openapi.json", get(openapi::handle))
         .route("/feedback", axum::routing::post(live::feedback::handle))
         .merge(admin)
@@ -63,11 +82,22 @@ pub fn router(state: AppState) -> Router {
         .route("/{account}/{api}", any(resolve::account))
         .merge(config_center::app_routes())
         .merge(tracked)
+        .method_not_allowed_fallback(method_not_allowed)
         .with_state(state)
 }
 
 async fn not_found() -> Response {
     ApiError::not_found("no such endpoint").into_response()
+}
+
+/// The JSON error of a path that exists with other methods (axum adds `Allow`).
+async fn method_not_allowed(method: Method) -> Response {
+    ApiError::new(
+        StatusCode::METHOD_NOT_ALLOWED,
+        "MethodNotAllowed",
+        format!("{method} is not allowed here; the Allow header lists what is"),
+    )
+    .into_response()
 }
 
 /// Counts a request by route (a fixed set, never the raw path) and status class.

@@ -135,6 +135,11 @@ impl Outcome {
         Outcome::UpstreamError,
     ];
 
+    /// Position in [`Outcome::ALL`]: lower is better.
+    pub fn rank(self) -> usize {
+        Outcome::ALL.iter().position(|x| *x == self).unwrap_or(usize::MAX)
+    }
+
     /// The label and the `X-Httpdns-Status` value.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -189,6 +194,7 @@ pub struct Metrics {
     config_requests: [[IntCounter; 6]; 2],
     /// The served version per config module (modules are created by operators: bounded).
     pub config_version: IntGaugeVec,
+    pub config_client_refreshes: IntCounter,
     pub geoip_reload_errors: IntCounter,
     /// Upstream resolver cache results, copied from its counters at scrape time.
     upstream_cache: IntCounterVec,
@@ -290,6 +296,11 @@ impl Metrics {
                 .unwrap();
         let node_reports =
             IntCounter::new("node_reports_total", "Metric reports accepted from node agents.").unwrap();
+        let config_client_refreshes = IntCounter::new(
+            "config_client_refreshes_total",
+            "Config reloads from the database asked for by apps that claimed a newer version (rate bounded).",
+        )
+        .unwrap();
         let feedback_reports = IntCounterVec::new(
             Opts::new(
                 "feedback_reports_total",
@@ -345,6 +356,7 @@ impl Metrics {
             Box::new(config_requests) as Box<dyn prometheus::core::Collector>,
             Box::new(config_version.clone()),
             Box::new(node_reports.clone()),
+            Box::new(config_client_refreshes.clone()),
             Box::new(feedback_reports.clone()),
             Box::new(rate_limited.clone()),
             Box::new(health_probes.clone()),
@@ -391,6 +403,7 @@ impl Metrics {
             health_transitions,
             nodes_by_health,
             config_version,
+            config_client_refreshes,
             upstream_cache,
             by_client,
         }

@@ -18,7 +18,8 @@ use axum::response::{IntoResponse, Response};
 use httpdns_core::{DomainName, Family};
 use serde::Serialize;
 
-use crate::dnspod::{family, status_header, STATUS_HEADER};
+use crate::answer::Question;
+use crate::dnspod::{status_header, STATUS_HEADER};
 use crate::error::ApiError;
 use crate::metrics::{Endpoint, Outcome};
 use crate::state::{AppState, PeerAddr};
@@ -87,6 +88,10 @@ fn parse<'a>(pairs: impl IntoIterator<Item = (&'a str, &'a str)>) -> Result<Reso
 struct Entry {
     host: String,
     client_ip: String,
+    /// Alibaba's batch answers one element per (host, type) when both families are asked:
+    /// `1` (A) or `28` (AAAA), the addresses in `ips` either way.
+    #[serde(rename = "type", skip_serializing_if = "Option::is_none")]
+    rtype: Option<u16>,
     #[serde(skip_serializing_if = "Option::is_none")]
     ips: Option<Vec<String>>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -114,7 +119,13 @@ pub(crate) async fn handle(
     uri: Uri,
 ) -> Response {
     let started = Instant::now();
-    let resp = answer(&app, peer, &method, uri.query(), started).await;
+    // Google's JSON API lives at /resolve too: `name=` without `host=`.
+    let pairs: Vec<_> = form_urlencoded::parse(uri.query().unwrap_or("").as_bytes()).collect();
+    let has = |k: &str| pairs.iter().any(|(n, _)| n == k);
+    if has("name") && !has("host") {
+        return crate::doh::google_json(&app, peer, uri.query().unwrap_or("")).await;
+    }
+    let resp = answer(&app, peer, &method, &pairs, started).await;
     app.metrics.http_answer_request(crate::metrics::Route::Resolve, resp.status());
     resp
 }
@@ -123,7 +134,7 @@ async fn answer(
     app: &AppState,
     peer: IpAddr,
     method: &Method,
-    query: Option<&str>,
+    pairs: &[(std::borrow::Cow<'_, str>, std::borrow::Cow<'_, str>)],
     started: Instant,
 ) -> Response {
     if method != Method::GET && method != Method::HEAD {
@@ -139,12 +150,18 @@ async fn answer(
     if !allow_client(app, peer) {
         return client_throttled().into_response();
     }
-    let pairs: Vec<_> = form_urlencoded::parse(query.unwrap_or("").as_bytes()).collect();
-    match entries(app, peer, &pairs, started, false).await {
+    match entries(app, peer, pairs, started, Shape::Batch).await {
         Ok((_, outcomes)) if outcomes.contains(&Outcome::UpstreamError) => upstream_failed(&outcomes),
         Ok((dns, outcomes)) => json(&Body { dns }, &outcomes),
         Err(e) => e.into_response(),
     }
+}
+
+/// The answer's shape: one object (`/d`, `sign_d`), or the `dns` list (`/resolve`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Shape {
+    Single,
+    Batch,
 }
 
 /// Resolves the `host` list of a request for one client.
@@ -153,10 +170,10 @@ async fn entries(
     peer: IpAddr,
     pairs: &[(std::borrow::Cow<'_, str>, std::borrow::Cow<'_, str>)],
     started: Instant,
-    single: bool,
+    shape: Shape,
 ) -> Result<(Vec<Entry>, Vec<Outcome>), ApiError> {
     let req = parse(pairs.iter().map(|(k, v)| (k.as_ref(), v.as_ref())))?;
-    if single && req.hosts.len() > 1 {
+    if shape == Shape::Single && req.hosts.len() > 1 {
         return Err(ApiError::bad_request(
             "TooManyHosts",
             "host",
@@ -164,88 +181,57 @@ async fn entries(
         ));
     }
     let client = req.ip.unwrap_or(peer);
-    let snapshot = app.catalog.snapshot();
-    let view = httpdns_geo::classify(&snapshot, &app.geo, client);
-    app.metrics.client_answer(&view);
-    let seed = httpdns_core::snapshot::client_seed(client);
+    let question = Question { names: &req.hosts, v4: req.v4, v6: req.v6, client };
+    let found = crate::answer::answer(app, question).await;
     let client_ip = client.to_string();
-    let client_isp = view.isp.as_ref().filter(|_| req.labels).map(ToString::to_string);
-    let mut dns = Vec::with_capacity(req.hosts.len());
-    let mut outcomes = Vec::with_capacity(req.hosts.len());
-    for host in &req.hosts {
-        let mut ttl = None::<u32>;
-        let mut outcome = None::<Outcome>;
-        let mut ip_isp = BTreeMap::new();
-        let mut take = |fam: Family| {
-            let (part, o) = family(&snapshot, host, fam, &view, seed);
-            if !part.ips.is_empty() {
-                ttl = Some(ttl.map_or(part.ttl, |t| t.min(part.ttl)));
-            }
-            for ip in part.ips.iter().filter(|_| req.labels) {
-                if let Some(node) = snapshot.snapshot.node_by_ip(*ip) {
-                    ip_isp.insert(ip.to_string(), node.spec.isp.to_string());
-                }
-            }
-            if let Some(o) = o {
-                outcome = Some(match outcome {
-                    Some(prev) if rank(prev) <= rank(o) => prev,
-                    _ => o,
-                });
-            }
-            part.ips.iter().map(ToString::to_string).collect::<Vec<_>>()
+    let client_isp = found.view.isp.as_ref().filter(|_| req.labels).map(ToString::to_string);
+    // Several hosts with both families: one element per (host, type), as Alibaba's batch;
+    // one host keeps both families in one element.
+    let per_type = shape == Shape::Batch && req.hosts.len() > 1 && req.v4 && req.v6;
+    let mut dns = Vec::with_capacity(req.hosts.len() * (1 + usize::from(per_type)));
+    for (host, a) in req.hosts.iter().zip(&found.names) {
+        let texts = |f: Option<&crate::answer::FamilyAnswer>| {
+            f.map(|f| f.ips.iter().map(ToString::to_string).collect::<Vec<_>>())
         };
-        let ips = req.v4.then(|| take(Family::V4));
-        let ipsv6 = req.v6.then(|| take(Family::V6));
-        let ttl = ttl.unwrap_or(EMPTY_TTL);
-        outcomes.push(outcome.unwrap_or(Outcome::NotManaged));
-        dns.push(Entry {
+        let labels = |fams: &[Family]| -> BTreeMap<String, String> {
+            if !req.labels {
+                return BTreeMap::new();
+            }
+            fams.iter()
+                .filter_map(|fam| a.family(*fam))
+                .flat_map(|f| f.ips.iter())
+                .filter_map(|ip| Some((ip.to_string(), found.isp_of(*ip)?)))
+                .collect()
+        };
+        let entry = |rtype, ips, ipsv6, ttl: Option<u32>, ip_isp| Entry {
             host: host.to_string(),
             client_ip: client_ip.clone(),
+            rtype,
             ips,
             ipsv6,
-            ttl,
-            origin_ttl: ttl,
+            ttl: ttl.unwrap_or(EMPTY_TTL),
+            origin_ttl: ttl.unwrap_or(EMPTY_TTL),
             client_isp: client_isp.clone(),
             ip_isp,
-        });
-    }
-    drop(snapshot);
-    // Names that are not managed here go to the upstream resolver.
-    if app.upstream.is_configured() {
-        for ((host, entry), outcome) in req.hosts.iter().zip(dns.iter_mut()).zip(outcomes.iter_mut()) {
-            if *outcome != Outcome::NotManaged {
-                continue;
+        };
+        if per_type {
+            for (fam, rtype) in [(Family::V4, 1), (Family::V6, 28)] {
+                let f = a.family(fam);
+                let ttl = f.filter(|f| !f.ips.is_empty()).map(|f| f.ttl);
+                dns.push(entry(Some(rtype), texts(f), None, ttl, labels(&[fam])));
             }
-            let mut ttl = None::<u32>;
-            let mut best = None::<Outcome>;
-            for (fam, wanted) in [(Family::V4, req.v4), (Family::V6, req.v6)] {
-                if !wanted {
-                    continue;
-                }
-                let (part, o) = crate::dnspod::upstream_part(app, host, fam, client).await;
-                if !part.ips.is_empty() {
-                    ttl = Some(ttl.map_or(part.ttl, |t| t.min(part.ttl)));
-                }
-                best = Some(match best {
-                    Some(prev) if rank(prev) <= rank(o) => prev,
-                    _ => o,
-                });
-                let ips: Vec<String> = part.ips.iter().map(ToString::to_string).collect();
-                match fam {
-                    Family::V4 => entry.ips = Some(ips),
-                    Family::V6 => entry.ipsv6 = Some(ips),
-                }
-            }
-            entry.ttl = ttl.unwrap_or(EMPTY_TTL);
-            entry.origin_ttl = entry.ttl;
-            *outcome = best.unwrap_or(Outcome::NotManaged);
+        } else {
+            dns.push(entry(
+                None,
+                texts(a.v4.as_ref()).filter(|_| req.v4),
+                texts(a.v6.as_ref()).filter(|_| req.v6),
+                a.ttl(),
+                labels(&[Family::V4, Family::V6]),
+            ));
         }
     }
-    for o in &outcomes {
-        app.metrics.answer(Endpoint::Resolve, *o);
-    }
-    app.metrics.answer_time(Endpoint::Resolve, started.elapsed());
-    Ok((dns, outcomes))
+    found.count(app, Endpoint::Resolve, started);
+    Ok((dns, found.outcomes()))
 }
 
 /// A name that is not managed here could not be resolved upstream: a 502 rather than an empty
@@ -338,8 +324,35 @@ pub(crate) fn client_throttled() -> ApiError {
     )
 }
 
-fn forbidden(code: &'static str, message: &str) -> ApiError {
+pub(crate) fn forbidden(code: &'static str, message: &str) -> ApiError {
     ApiError::new(StatusCode::FORBIDDEN, code, message)
+}
+
+/// Checks Alibaba's signature `s = md5(content-secret-t)` with its expiry `t` (Unix seconds,
+/// in the future and at most a day ahead), the codes as Alibaba's service answers them.
+pub(crate) fn verify_signature(
+    secret: &str,
+    content: &str,
+    t: Option<&str>,
+    s: Option<&str>,
+) -> Result<(), ApiError> {
+    let t = t.ok_or_else(|| ApiError::bad_request("MissingArgument", "t", "missing t: the expiry time"))?;
+    let s = s.ok_or_else(|| ApiError::bad_request("MissingArgument", "s", "missing s: the signature"))?;
+    let expiry: i64 =
+        t.parse().map_err(|_| ApiError::bad_request("InvalidArgument", "t", "t must be Unix seconds"))?;
+    let now =
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs() as i64);
+    if expiry < now {
+        return Err(forbidden("SignatureExpired", "the signature's expiry time has passed"));
+    }
+    if expiry - now > MAX_SIGNATURE_VALIDITY_S {
+        return Err(forbidden("InvalidDuration", "the signature is valid for too long (at most one day)"));
+    }
+    let expected = httpdns_auth::alibaba_signature(content, secret, t);
+    if !httpdns_auth::constant_time_eq(expected.as_bytes(), s.to_ascii_lowercase().as_bytes()) {
+        return Err(forbidden("InvalidSignature", "the signature does not match"));
+    }
+    Ok(())
 }
 
 async fn account_answer(
@@ -373,40 +386,16 @@ async fn account_answer(
         let host = get("host").filter(|h| !h.is_empty()).ok_or_else(|| {
             ApiError::bad_request("MissingArgument", "host", "missing host: the domain name to resolve")
         })?;
-        let t = get("t")
-            .ok_or_else(|| ApiError::bad_request("MissingArgument", "t", "missing t: the expiry time"))?;
-        let s = get("s")
-            .ok_or_else(|| ApiError::bad_request("MissingArgument", "s", "missing s: the signature"))?;
-        let expiry: i64 =
-            t.parse().map_err(|_| ApiError::bad_request("InvalidArgument", "t", "t must be Unix seconds"))?;
-        let now = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_secs() as i64);
-        if expiry < now {
-            return Err(forbidden("SignatureExpired", "the signature's expiry time has passed"));
-        }
-        if expiry - now > MAX_SIGNATURE_VALIDITY_S {
-            return Err(forbidden(
-                "InvalidDuration",
-                "the signature is valid for too long (at most one day)",
-            ));
-        }
-        let expected = httpdns_auth::alibaba_signature(host, &spec.secret, t);
-        if !httpdns_auth::constant_time_eq(expected.as_bytes(), s.to_ascii_lowercase().as_bytes()) {
-            return Err(forbidden("InvalidSignature", "the signature does not match"));
-        }
+        verify_signature(&spec.secret, host, get("t"), get("s"))?;
     }
     drop(snapshot);
     let single = matches!(api, AccountApi::D | AccountApi::SignD);
-    let (mut dns, outcomes) = entries(app, peer, pairs, started, single).await?;
+    let shape = if single { Shape::Single } else { Shape::Batch };
+    let (mut dns, outcomes) = entries(app, peer, pairs, started, shape).await?;
     if outcomes.contains(&Outcome::UpstreamError) {
         return Ok(upstream_failed(&outcomes));
     }
     Ok(if single { json(&dns.remove(0), &outcomes) } else { json(&Body { dns }, &outcomes) })
-}
-
-fn rank(o: Outcome) -> usize {
-    Outcome::ALL.iter().position(|x| *x == o).unwrap_or(usize::MAX)
 }
 
 #[cfg(test)]

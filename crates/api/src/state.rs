@@ -24,6 +24,8 @@ pub struct ApiSettings {
     pub admin_token: String,
     /// Accept private and loopback node addresses (intranet deployments, tests).
     pub allow_private_node_ips: bool,
+    /// Accept mirror origins on loopback, link-local and unspecified addresses.
+    pub allow_local_origins: bool,
     pub dnspod: FormatOptions,
     /// Only authenticated requests are answered: `/d` needs `id=` (DES/AES), and Alibaba's
     /// account API only its signed endpoints.

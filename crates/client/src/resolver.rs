@@ -19,6 +19,7 @@ use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
 use httpdns_core::DomainName;
+use httpdns_flight::SingleFlight;
 use tokio::time::Instant;
 
 use crate::cache::{Cache, Lookup};
@@ -122,12 +123,11 @@ struct Inner {
     service: Service,
     cache: Mutex<Cache>,
     network: RwLock<String>,
-    /// In-flight lookups per (network, name), so many concurrent misses make one request.
-    inflight: tokio::sync::Mutex<Gates>,
+    /// In-flight lookups per (network, name), so many concurrent misses make one request. Each
+    /// runs on a task of its own: an app request that is cancelled while its name is looked up
+    /// neither cancels the lookup nor leaves the others waiting for it.
+    inflight: SingleFlight<(String, String), Result<Resolution, String>>,
 }
-
-/// One gate per (network, name) being looked up.
-type Gates = HashMap<(String, String), Arc<tokio::sync::Mutex<()>>>;
 
 impl fmt::Debug for Resolver {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -148,7 +148,7 @@ impl Resolver {
                 service,
                 cache: Mutex::new(cache),
                 network: RwLock::new("default".into()),
-                inflight: tokio::sync::Mutex::new(HashMap::new()),
+                inflight: SingleFlight::new(),
             }),
         }
     }
@@ -181,22 +181,31 @@ impl Resolver {
         if let Some(r) = self.cached(&network, &name) {
             return Ok(r);
         }
-        // One lookup per name at a time: the others wait and then find it in the cache.
-        let gate = {
-            let mut map = self.inner.inflight.lock().await;
-            map.entry((network.clone(), name.clone())).or_default().clone()
-        };
-        let _guard = gate.lock().await;
-        if let Some(r) = self.cached(&network, &name) {
-            return Ok(r);
+        // One lookup per name at a time: the others share its result.
+        let this = self.clone();
+        let (net, n) = (network.clone(), name.clone());
+        let shared = self
+            .inner
+            .inflight
+            .run((network, name.clone()), self.lookup_bound(), move || async move {
+                this.lookup(&net, &n).await.map_err(|e| match e {
+                    Error::NoAddress { detail, .. } => detail,
+                    other => other.to_string(),
+                })
+            })
+            .await;
+        match shared {
+            Ok(s) => s.value.map_err(|detail| Error::NoAddress { name, detail }),
+            Err(e) => Err(Error::NoAddress { name, detail: e.to_string() }),
         }
-        let result = self.lookup(&network, &name).await;
-        let mut map = self.inner.inflight.lock().await;
-        // Only our own gate: a waiter that ran after a failure may find a newer one there.
-        if map.get(&(network.clone(), name.clone())).is_some_and(|g| Arc::ptr_eq(g, &gate)) {
-            map.remove(&(network, name));
-        }
-        result
+    }
+
+    /// The longest a lookup can take: every service address, then LocalDNS.
+    fn lookup_bound(&self) -> Duration {
+        let opts = &self.inner.opts;
+        opts.service.timeout * opts.service.servers.len().max(1) as u32
+            + opts.local_timeout
+            + Duration::from_secs(1)
     }
 
     /// A fresh (or reusable stale) cache entry, starting a background refresh when due.
@@ -508,6 +517,33 @@ mod service_tests {
         for t in tasks {
             assert_eq!(t.await.unwrap().ips.len(), 1);
         }
+        assert_eq!(hits.load(Ordering::SeqCst), 1);
+    }
+
+    /// A resolve whose caller goes away mid-lookup (the app cancelled the request) neither
+    /// cancels the lookup nor leaves the next caller waiting: it joins and gets the answer.
+    #[tokio::test]
+    async fn a_cancelled_resolve_harms_nobody() {
+        let hits = Arc::new(AtomicUsize::new(0));
+        let h = hits.clone();
+        let app = axum::Router::new().fallback(move || {
+            let h = h.clone();
+            async move {
+                h.fetch_add(1, Ordering::SeqCst);
+                tokio::time::sleep(Duration::from_millis(400)).await;
+                ANSWER
+            }
+        });
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = l.local_addr().unwrap();
+        tokio::spawn(async move { axum::serve(l, app).await.unwrap() });
+        let r = Resolver::new(opts(&[&format!("http://{addr}")]));
+        let first = tokio::time::timeout(Duration::from_millis(100), r.resolve("a.example.com")).await;
+        assert!(first.is_err(), "the first caller gives up");
+        let started = Instant::now();
+        let a = r.resolve("a.example.com").await.unwrap();
+        assert_eq!(a.path, Path::HttpDns);
+        assert!(started.elapsed() < Duration::from_millis(400), "joined the lookup already out");
         assert_eq!(hits.load(Ordering::SeqCst), 1);
     }
 }

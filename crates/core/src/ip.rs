@@ -88,9 +88,92 @@ pub fn servable(ip: IpAddr, allow_private: bool) -> bool {
     }
 }
 
+/// Where an origin address is, for the mirror's outbound connections (SSRF defence).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OriginClass {
+    /// Public or private (intranet origins are the normal case).
+    Allowed,
+    /// This host or its link: loopback, link-local (the cloud metadata service at
+    /// 169.254.169.254 included), unspecified and "this network" (`0.0.0.0/8`, `::`), in
+    /// every IPv6 spelling of them (v4-mapped, v4-compatible).
+    Local,
+    /// Nothing can be fetched there: multicast, broadcast, reserved.
+    Unreachable,
+}
+
+/// Classifies an address an origin connection would go to.
+pub fn origin_class(ip: IpAddr) -> OriginClass {
+    let ip = match ip {
+        IpAddr::V6(v6) => match v6.to_ipv4_mapped().or_else(|| v4_compatible(v6)) {
+            Some(v4) => IpAddr::V4(v4),
+            None => IpAddr::V6(v6),
+        },
+        v4 => v4,
+    };
+    match ip {
+        IpAddr::V4(v4) => {
+            let a = v4.octets()[0];
+            if a == 0 || v4.is_loopback() || v4.is_link_local() {
+                OriginClass::Local
+            } else if v4.is_multicast() || v4.is_broadcast() || a >= 240 {
+                OriginClass::Unreachable
+            } else {
+                OriginClass::Allowed
+            }
+        }
+        IpAddr::V6(v6) => {
+            if v6.is_unspecified() || v6.is_loopback() || (v6.segments()[0] & 0xffc0) == 0xfe80 {
+                OriginClass::Local
+            } else if v6.is_multicast() {
+                OriginClass::Unreachable
+            } else {
+                OriginClass::Allowed
+            }
+        }
+    }
+}
+
+/// `::a.b.c.d` (deprecated IPv4-compatible), which some stacks still route as IPv4.
+fn v4_compatible(ip: Ipv6Addr) -> Option<Ipv4Addr> {
+    let s = ip.segments();
+    (s[..6].iter().all(|x| *x == 0) && (s[6] != 0 || s[7] > 1)).then(|| {
+        let [.., a, b, c, d] = ip.octets();
+        Ipv4Addr::new(a, b, c, d)
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn origin_classes_in_every_spelling() {
+        let class = |s: &str| origin_class(s.parse().unwrap());
+        for local in [
+            "127.0.0.1",
+            "127.1.2.3",
+            "0.0.0.0",
+            "0.1.2.3",
+            "169.254.169.254",
+            "::1",
+            "::",
+            "::ffff:127.0.0.1",
+            "::ffff:169.254.169.254",
+            "::127.0.0.1",
+            "fe80::1",
+            "febf::1",
+        ] {
+            assert_eq!(class(local), OriginClass::Local, "{local}");
+        }
+        for ok in
+            ["10.0.0.1", "192.168.1.1", "172.16.0.1", "100.64.0.1", "8.8.8.8", "fd00::1", "2400:cb00::1"]
+        {
+            assert_eq!(class(ok), OriginClass::Allowed, "{ok}");
+        }
+        for bad in ["224.0.0.1", "255.255.255.255", "240.0.0.1", "ff02::1"] {
+            assert_eq!(class(bad), OriginClass::Unreachable, "{bad}");
+        }
+    }
 
     fn class(s: &str) -> IpClass {
         classify(s.parse().unwrap())

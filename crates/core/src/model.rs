@@ -289,6 +289,14 @@ pub struct AccountSpec {
     pub rate_limit_qps: Option<u32>,
     #[serde(default = "default_true")]
     pub enabled: bool,
+    /// Tencent's HTTPS mode: `/d?token=<token>` over HTTPS identifies this account, with the
+    /// parameters and the answer in plain text.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token: Option<String>,
+    /// Alibaba's `/v2/d` encrypted modes (`m=1` AES-CBC, `m=2` AES-GCM): the AES key, hex
+    /// (32, 48 or 64 digits: AES-128, -192, -256), as the SDKs' `aesSecretKey`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub aes_key: Option<String>,
 }
 
 impl AccountSpec {
@@ -303,6 +311,22 @@ impl AccountSpec {
         }
         if self.rate_limit_qps == Some(0) {
             return Err(FieldError::new("rate_limit_qps", "must be at least 1 (omit it for no limit)"));
+        }
+        if let Some(t) = &self.token {
+            if t.len() < 16
+                || t.len() > 128
+                || !t.bytes().all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b))
+            {
+                return Err(FieldError::new("token", "must be 16 to 128 letters, digits, '-', '_' or '.'"));
+            }
+        }
+        if let Some(k) = &self.aes_key {
+            if ![32, 48, 64].contains(&k.len()) || !k.bytes().all(|b| b.is_ascii_hexdigit()) {
+                return Err(FieldError::new(
+                    "aes_key",
+                    "must be 32, 48 or 64 hex digits (AES-128, -192 or -256)",
+                ));
+            }
         }
         Ok(())
     }

@@ -225,6 +225,8 @@ pub struct Snapshot {
     pool_index: HashMap<Token, u32>,
     domains: HashMap<DomainName, DomainEntry>,
     accounts: HashMap<u32, AccountSpec>,
+    /// Account ids by their Tencent HTTPS token.
+    tokens: HashMap<String, u32>,
     /// Usable nodes by address (the first one when several share it), for answer labels.
     by_ip: HashMap<IpAddr, u32>,
     stats: SnapshotStats,
@@ -360,12 +362,21 @@ impl Snapshot {
         }
         stats.pools = pools.len();
 
-        let accounts = model.accounts.into_iter().collect();
+        let accounts: HashMap<u32, AccountSpec> = model.accounts.into_iter().collect();
+        // A token shared by two accounts belongs to the lower id (the admin API should not
+        // let it happen; if it does, the choice is at least stable).
+        let mut tokens: HashMap<String, u32> = HashMap::new();
+        for (id, a) in &accounts {
+            if let Some(t) = &a.token {
+                let e = tokens.entry(t.clone()).or_insert(*id);
+                *e = (*e).min(*id);
+            }
+        }
         let mut by_ip = HashMap::with_capacity(nodes.len());
         for (i, n) in nodes.iter().enumerate().filter(|(_, n)| n.usable) {
             by_ip.entry(n.spec.ip).or_insert(i as u32);
         }
-        Self { revision, policy, networks, nodes, pools, pool_index, domains, accounts, by_ip, stats }
+        Self { revision, policy, networks, nodes, pools, pool_index, domains, accounts, tokens, by_ip, stats }
     }
 
     /// An empty snapshot (no data loaded yet).
@@ -394,6 +405,12 @@ impl Snapshot {
     /// A client account.
     pub fn account(&self, id: u32) -> Option<&AccountSpec> {
         self.accounts.get(&id)
+    }
+
+    /// The account whose Tencent HTTPS token is `token`.
+    pub fn account_by_token(&self, token: &str) -> Option<(u32, &AccountSpec)> {
+        let id = *self.tokens.get(token)?;
+        Some((id, self.accounts.get(&id)?))
     }
 
     /// Whether `name` is a managed domain.

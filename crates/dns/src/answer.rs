@@ -26,9 +26,16 @@ pub const MAX_UDP_PAYLOAD: u16 = 1232;
 pub enum Transport {
     /// UDP: responses over the client's advertised size (512 without EDNS) are truncated.
     Udp,
-    /// TCP and HTTPS: no size limit below 65,535.
+    /// TCP: no size limit below 65,535.
     Stream,
+    /// DNS over TLS and over HTTPS: as `Stream`, and responses to EDNS queries are padded
+    /// to a multiple of [`PADDING_BLOCK`] bytes (RFC 7830, RFC 8467), so their length does
+    /// not tell an observer which name was asked.
+    Encrypted,
 }
+
+/// The block length responses are padded to on encrypted transports (RFC 8467 §4.1).
+pub const PADDING_BLOCK: usize = 468;
 
 /// A response and facts about it that HTTP caching needs.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -56,6 +63,7 @@ pub struct Forward {
     pub client: IpAddr,
     response: Message,
     limit: usize,
+    transport: Transport,
 }
 
 impl Forward {
@@ -95,6 +103,9 @@ impl Forward {
             self.response.answers.clear();
             self.response.metadata.truncation = true;
             bytes = self.response.to_vec().unwrap_or_default();
+        }
+        if self.transport == Transport::Encrypted {
+            bytes = padded(&mut self.response, bytes);
         }
         // Upstream answers with a client subnet depend on it; without one they do not.
         Reply { bytes, min_ttl, client_dependent: crate::upstream::client_subnet(self.client).is_some() }
@@ -171,7 +182,7 @@ pub fn answer<H: NodeHealth, C: Fn(IpAddr) -> ClientView>(
 
     let client = subnet.map_or(peer, |s| s.addr());
     let limit = match transport {
-        Transport::Stream => usize::from(u16::MAX),
+        Transport::Stream | Transport::Encrypted => usize::from(u16::MAX),
         Transport::Udp => {
             usize::from(request.edns.as_ref().map_or(512, |e| e.max_payload().clamp(512, MAX_UDP_PAYLOAD)))
         }
@@ -181,7 +192,7 @@ pub fn answer<H: NodeHealth, C: Fn(IpAddr) -> ClientView>(
         Filled::NotManaged(name) => {
             let qtype = question.query_type();
             if matches!(qtype, RecordType::A | RecordType::AAAA) {
-                return Some(Answer::Forward(Forward { name, qtype, client, response, limit }));
+                return Some(Answer::Forward(Forward { name, qtype, client, response, limit, transport }));
             }
             (ResponseCode::Refused, false, None)
         }
@@ -195,6 +206,9 @@ pub fn answer<H: NodeHealth, C: Fn(IpAddr) -> ClientView>(
         response.authorities.clear();
         response.metadata.truncation = true;
         bytes = response.to_vec().ok()?;
+    }
+    if transport == Transport::Encrypted {
+        bytes = padded(&mut response, bytes);
     }
     Some(Answer::Reply(Reply { bytes, min_ttl, client_dependent }))
 }
@@ -282,6 +296,17 @@ fn fill<H: NodeHealth, C: Fn(IpAddr) -> ClientView>(
     Filled::Done(ResponseCode::NoError, family.is_some(), Some(ttl))
 }
 
+/// `bytes` (the serialised `response`) padded to a multiple of [`PADDING_BLOCK`] with an
+/// EDNS Padding option, when the response carries EDNS (only EDNS queries get it: a response
+/// may not add an OPT the query lacked, RFC 6891 §7).
+fn padded(response: &mut Message, bytes: Vec<u8>) -> Vec<u8> {
+    let Some(edns) = response.edns.as_mut() else { return bytes };
+    // The option adds its 4-byte header and `pad` zero bytes.
+    let pad = (PADDING_BLOCK - (bytes.len() + 4) % PADDING_BLOCK) % PADDING_BLOCK;
+    edns.options_mut().insert(EdnsOption::Unknown(u16::from(EdnsCode::Padding), vec![0; pad]));
+    response.to_vec().unwrap_or(bytes)
+}
+
 /// TTL of NS records: name servers change rarely.
 const NS_TTL: u32 = 3600;
 
@@ -312,15 +337,39 @@ fn soa(apex: &Name, ttl: u32, revision: i64, policy: &Policy) -> Record {
     Record::from_rdata(apex.clone(), ttl, RData::SOA(soa))
 }
 
+/// Header flags of a query built by [`build_query_with`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct QueryFlags {
+    /// The EDNS DO bit (RFC 3225): DNSSEC records wanted.
+    pub dnssec_ok: bool,
+    /// CD: checking disabled.
+    pub checking_disabled: bool,
+}
+
 /// Builds a query message (for the JSON API and tests).
 pub fn build_query(id: u16, name: &str, qtype: RecordType, subnet: Option<(IpAddr, u8)>) -> Option<Vec<u8>> {
+    build_query_with(id, name, qtype, subnet, QueryFlags::default())
+}
+
+/// [`build_query`] with header flags.
+pub fn build_query_with(
+    id: u16,
+    name: &str,
+    qtype: RecordType,
+    subnet: Option<(IpAddr, u8)>,
+    flags: QueryFlags,
+) -> Option<Vec<u8>> {
     let mut m = Message::new(id, MessageType::Query, OpCode::Query);
     m.metadata.recursion_desired = true;
+    m.metadata.checking_disabled = flags.checking_disabled;
     m.add_query(Query::query(Name::from_ascii(name).ok()?, qtype));
-    if let Some((addr, prefix)) = subnet {
+    if subnet.is_some() || flags.dnssec_ok {
         let mut edns = Edns::new();
         edns.set_max_payload(MAX_UDP_PAYLOAD);
-        edns.options_mut().insert(EdnsOption::Subnet(ClientSubnet::new(addr, prefix, 0)));
+        edns.set_dnssec_ok(flags.dnssec_ok);
+        if let Some((addr, prefix)) = subnet {
+            edns.options_mut().insert(EdnsOption::Subnet(ClientSubnet::new(addr, prefix, 0)));
+        }
         m.set_edns(edns);
     }
     m.to_vec().ok()

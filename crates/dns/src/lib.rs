@@ -6,7 +6,8 @@
 
 pub mod answer;
 pub mod listen;
-pub mod proxied;
 pub mod upstream;
 
-pub use answer::{answer, build_query, Answer, Context, Forward, Reply, Transport};
+pub use answer::{
+    answer, build_query, build_query_with, Answer, Context, Forward, QueryFlags, Reply, Transport,
+};

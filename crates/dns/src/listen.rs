@@ -5,19 +5,20 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use httpdns_core::cidr::CidrTable;
+use httpdns_net::registry::ConnState;
+use httpdns_net::tls::TlsServer;
+use httpdns_net::tracked::Tracked;
+use httpdns_net::{ConnRegistry, ListenerMetrics, Timeouts};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, UdpSocket};
 use tokio_util::sync::CancellationToken;
 
 use crate::answer::{Answer, Transport};
-use crate::proxied::ProxiedStream;
 use crate::upstream::Upstream;
+use httpdns_net::proxied::ProxiedStream;
 
 /// Answers one message from the snapshot: the caller supplies it.
 pub type Handler = Arc<dyn Fn(&[u8], IpAddr, Transport) -> Option<Answer> + Send + Sync>;
-
-/// How long an idle TCP connection is kept.
-const TCP_IDLE: Duration = Duration::from_secs(10);
 
 /// Serves UDP until `shutdown`.
 pub async fn serve_udp(
@@ -57,13 +58,27 @@ pub async fn serve_udp(
     }
 }
 
-/// Serves TCP (RFC 7766 length-prefixed messages, several per connection) until `shutdown`.
-/// Connections from `trusted_proxies` may start with a PROXY protocol header naming the client.
+/// The connection rules of a DNS-over-TCP (or DNS-over-TLS) listener.
+#[derive(Debug, Clone)]
+pub struct TcpSettings {
+    pub registry: Arc<ConnRegistry>,
+    pub metrics: Arc<ListenerMetrics>,
+    /// `header`: the first message (and the TLS handshake); `idle`: between messages (RFC 7766
+    /// suggests seconds); `stalled`: a message in progress that moves no byte.
+    pub timeouts: Timeouts,
+    /// Peers whose PROXY protocol header names the client.
+    pub trusted_proxies: Arc<CidrTable<()>>,
+    /// DNS over TLS (RFC 7858) when set.
+    pub tls: Option<Arc<TlsServer>>,
+}
+
+/// Serves TCP (RFC 7766 length-prefixed messages, several per connection), or DNS over TLS,
+/// until `shutdown`. Connections are admitted and reaped by the process's registry.
 pub async fn serve_tcp(
     listener: TcpListener,
     handler: Handler,
     upstream: Arc<Upstream>,
-    trusted_proxies: Arc<CidrTable<()>>,
+    settings: TcpSettings,
     shutdown: CancellationToken,
 ) {
     let mut conns = tokio::task::JoinSet::new();
@@ -71,13 +86,49 @@ pub async fn serve_tcp(
         tokio::select! {
             () = shutdown.cancelled() => break,
             accepted = listener.accept() => {
-                let Ok((stream, peer)) = accepted else { continue };
-                let (handler, upstream, shutdown, trusted) =
-                    (handler.clone(), upstream.clone(), shutdown.clone(), trusted_proxies.clone());
-                conns.spawn(async move {
-                    if let Some((stream, client)) = crate::proxied::accept(stream, peer, &trusted).await {
-                        connection(stream, client, handler, upstream, shutdown).await;
+                let (stream, peer) = match accepted {
+                    Ok(a) => a,
+                    Err(e) => {
+                        tracing::warn!(listener = settings.metrics.name, error = %e, "Accept failed.");
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                        continue;
                     }
+                };
+                let Ok(admitted) = settings.registry.admit(peer.ip(), &settings.metrics, settings.timeouts) else {
+                    continue;
+                };
+                let (handler, upstream, shutdown, settings) =
+                    (handler.clone(), upstream.clone(), shutdown.clone(), settings.clone());
+                conns.spawn(async move {
+                    let state = admitted.state.clone();
+                    let setup = async {
+                        let (stream, client) =
+                            httpdns_net::proxied::accept(stream, peer, &settings.trusted_proxies).await?;
+                        let io = Tracked::new(stream, state.clone());
+                        match &settings.tls {
+                            None => Some((Stream::Plain(io), client)),
+                            Some(tls) => match tls.accept(io).await {
+                                Ok((io, _)) => Some((Stream::Tls(Box::new(io)), client)),
+                                Err(e) => {
+                                    settings.metrics.tls_failures.inc();
+                                    tracing::debug!(%peer, error = %e, "DNS over TLS handshake failed.");
+                                    None
+                                }
+                            },
+                        }
+                    };
+                    let ready = tokio::select! {
+                        r = tokio::time::timeout(settings.timeouts.header, setup) => r,
+                        _ = state.closed() => return,
+                    };
+                    let Ok(Some((stream, client))) = ready else { return };
+                    let transport = if settings.tls.is_some() { Transport::Encrypted } else { Transport::Stream };
+                    tokio::select! {
+                        () = connection(stream, client, transport, &state, handler, upstream) => {}
+                        _ = state.closed() => {}
+                        () = shutdown.cancelled() => {}
+                    }
+                    drop(admitted);
                 });
             }
             Some(_) = conns.join_next(), if !conns.is_empty() => {}
@@ -86,27 +137,51 @@ pub async fn serve_tcp(
     conns.abort_all();
 }
 
+/// A DNS connection's stream, plain or TLS.
+enum Stream {
+    Plain(Tracked<ProxiedStream>),
+    Tls(Box<tokio_rustls::server::TlsStream<Tracked<ProxiedStream>>>),
+}
+
+impl Stream {
+    async fn read_exact(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        match self {
+            Stream::Plain(s) => s.read_exact(buf).await,
+            Stream::Tls(s) => s.read_exact(buf).await,
+        }
+    }
+
+    async fn write_all(&mut self, buf: &[u8]) -> std::io::Result<()> {
+        match self {
+            Stream::Plain(s) => s.write_all(buf).await,
+            Stream::Tls(s) => {
+                s.write_all(buf).await?;
+                s.flush().await
+            }
+        }
+    }
+}
+
+/// Answers messages until the peer closes or a read fails; the reaper bounds the waits.
 async fn connection(
-    mut stream: ProxiedStream,
+    mut stream: Stream,
     peer: SocketAddr,
+    transport: Transport,
+    state: &Arc<ConnState>,
     handler: Handler,
     upstream: Arc<Upstream>,
-    shutdown: CancellationToken,
 ) {
     let mut len = [0u8; 2];
     loop {
-        let read = tokio::select! {
-            () = shutdown.cancelled() => return,
-            r = tokio::time::timeout(TCP_IDLE, stream.read_exact(&mut len)) => r,
-        };
-        if !matches!(read, Ok(Ok(_))) {
+        if stream.read_exact(&mut len).await.is_err() {
             return;
         }
+        let _in_flight = state.begin();
         let mut msg = vec![0u8; usize::from(u16::from_be_bytes(len))];
-        if !matches!(tokio::time::timeout(TCP_IDLE, stream.read_exact(&mut msg)).await, Ok(Ok(_))) {
+        if stream.read_exact(&mut msg).await.is_err() {
             return;
         }
-        let reply = match handler(&msg, peer.ip().to_canonical(), Transport::Stream) {
+        let reply = match handler(&msg, peer.ip().to_canonical(), transport) {
             Some(Answer::Reply(r)) => r,
             Some(Answer::Forward(f)) => {
                 let lookup = upstream.lookup(&f.name, f.qtype, f.client).await;

@@ -8,6 +8,12 @@
 //! average, so it can shift the median at most to the neighbouring client's value: that is the
 //! outlier bound.
 //!
+//! When reports are signed by accounts, a client is an (account, address) pair and the median
+//! is weighted so that **each account has the same say**, however many addresses report under
+//! it: every client of an account weighs `1 / (that account's clients in the key)`. One app's
+//! clients alone give the plain median; an account that brings a handful of extra addresses
+//! gains no weight by it.
+//!
 //! The estimate fed to the score is `latency + failure_penalty_ms × (1 − success rate)`, so a
 //! node that often fails to connect ranks like a slow one.
 //!
@@ -77,9 +83,22 @@ struct ClientStat {
     last_ms: u64,
 }
 
+/// Who reported: the signing account (none: unauthenticated feedback) and the address.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Reporter {
+    pub account: Option<u32>,
+    pub ip: IpAddr,
+}
+
+impl Reporter {
+    pub fn anonymous(ip: IpAddr) -> Self {
+        Self { account: None, ip }
+    }
+}
+
 #[derive(Debug, Default)]
 struct KeyStat {
-    clients: HashMap<u128, ClientStat>,
+    clients: HashMap<(Option<u32>, u128), ClientStat>,
     /// The estimate loaded from the database at start-up, used until enough clients report.
     restored: Option<Estimate>,
 }
@@ -92,14 +111,25 @@ fn client_id(ip: IpAddr) -> u128 {
     }
 }
 
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    let n = v.len();
-    if n % 2 == 1 {
-        v[n / 2]
-    } else {
-        (v[n / 2 - 1] + v[n / 2]) / 2.0
+/// The weighted median of `(value, weight)` pairs: the value where half the total weight is
+/// reached; exactly half at a boundary gives the mean of the two neighbours, so equal weights
+/// give the plain median.
+fn weighted_median(mut v: Vec<(f64, f64)>) -> f64 {
+    v.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let total: f64 = v.iter().map(|x| x.1).sum();
+    let half = total / 2.0;
+    let mut acc = 0.0;
+    for (i, (value, w)) in v.iter().enumerate() {
+        acc += w;
+        // A relative tolerance: weights like 1/3 do not sum to exactly one half.
+        if (acc - half).abs() <= total * 1e-12 {
+            return v.get(i + 1).map_or(*value, |next| (value + next.0) / 2.0);
+        }
+        if acc > half {
+            return *value;
+        }
     }
+    v.last().map_or(0.0, |x| x.0)
 }
 
 /// Feedback aggregates of all keys.
@@ -122,10 +152,10 @@ impl Aggregator {
     }
 
     /// Records one report: `connect_ms` is used when `ok`.
-    pub fn record(&mut self, key: Key, client: IpAddr, ok: bool, connect_ms: Option<f64>, now_ms: u64) {
+    pub fn record(&mut self, key: Key, client: Reporter, ok: bool, connect_ms: Option<f64>, now_ms: u64) {
         let cfg = self.cfg;
         let stat = self.keys.entry(key).or_default();
-        let id = client_id(client);
+        let id = (client.account, client_id(client.ip));
         if !stat.clients.contains_key(&id) && stat.clients.len() >= cfg.max_clients_per_key {
             // Make room by forgetting the client heard from least recently.
             if let Some(oldest) = stat.clients.iter().min_by_key(|(_, c)| c.last_ms).map(|(k, _)| *k) {
@@ -156,15 +186,23 @@ impl Aggregator {
     }
 
     fn estimate_of(&self, stat: &KeyStat, now_ms: u64) -> Option<Estimate> {
-        let live: Vec<&ClientStat> = stat
+        let live: Vec<(Option<u32>, &ClientStat)> = stat
             .clients
-            .values()
-            .filter(|c| now_ms.saturating_sub(c.last_ms) <= self.cfg.client_ttl_ms)
+            .iter()
+            .filter(|(_, c)| now_ms.saturating_sub(c.last_ms) <= self.cfg.client_ttl_ms)
+            .map(|((account, _), c)| (*account, c))
             .collect();
         if live.len() >= self.cfg.min_clients {
-            let latencies: Vec<f64> = live.iter().filter_map(|c| c.latency).collect();
-            let success = median(live.iter().map(|c| c.success).collect());
-            let latency = if latencies.is_empty() { self.cfg.failure_penalty_ms } else { median(latencies) };
+            let mut per_account: HashMap<Option<u32>, f64> = HashMap::new();
+            for (a, _) in &live {
+                *per_account.entry(*a).or_default() += 1.0;
+            }
+            let weight = |a: &Option<u32>| 1.0 / per_account[a];
+            let latencies: Vec<(f64, f64)> =
+                live.iter().filter_map(|(a, c)| Some((c.latency?, weight(a)))).collect();
+            let success = weighted_median(live.iter().map(|(a, c)| (c.success, weight(a))).collect());
+            let latency =
+                if latencies.is_empty() { self.cfg.failure_penalty_ms } else { weighted_median(latencies) };
             return Some(Estimate { latency_ms: latency, success_rate: success, clients: live.len() });
         }
         stat.restored
@@ -216,8 +254,8 @@ mod tests {
         }
     }
 
-    fn ip(i: u8) -> IpAddr {
-        IpAddr::from([10, 0, 0, i])
+    fn ip(i: u8) -> Reporter {
+        Reporter::anonymous(IpAddr::from([10, 0, 0, i]))
     }
 
     #[test]
@@ -259,7 +297,7 @@ mod tests {
         let mut a = Aggregator::new(FeedbackConfig::default());
         for i in 0..10u16 {
             let ip: IpAddr = format!("2408:8000:1:2::{i:x}").parse().unwrap();
-            a.record(key(), ip, true, Some(5.0), 0);
+            a.record(key(), Reporter::anonymous(ip), true, Some(5.0), 0);
         }
         assert_eq!(a.estimate(&key(), 0), None, "one subscriber, many addresses");
     }
@@ -292,5 +330,40 @@ mod tests {
         assert!(a.is_empty());
         a.restore(key(), Estimate { latency_ms: 9.0, success_rate: 1.0, clients: 4 });
         assert_eq!(a.estimate(&key(), 5000).unwrap().latency_ms, 9.0);
+    }
+
+    #[test]
+    fn an_account_gains_no_weight_from_more_addresses() {
+        let mut a = Aggregator::new(FeedbackConfig::default());
+        let from = |account, i: u8| Reporter { account: Some(account), ip: IpAddr::from([10, 0, 1, i]) };
+        // Two apps whose users see 100 ms.
+        for i in 1..=5 {
+            a.record(key(), from(1, i), true, Some(100.0), 0);
+            a.record(key(), from(2, i), true, Some(100.0), 0);
+        }
+        // A third account reports 2000 ms from twenty addresses: more clients than both apps.
+        for i in 100..120 {
+            a.record(key(), from(3, i), true, Some(2000.0), 0);
+        }
+        let e = a.estimate(&key(), 0).unwrap();
+        assert_eq!(e.latency_ms, 100.0, "each account has one say: {e:?}");
+        assert_eq!(e.clients, 30);
+        // Unweighted, the twenty addresses would have set the median.
+        let mut plain = Aggregator::new(FeedbackConfig::default());
+        for i in 1..=10 {
+            plain.record(key(), ip(i), true, Some(100.0), 0);
+        }
+        for i in 100..120 {
+            plain.record(key(), ip(i), true, Some(2000.0), 0);
+        }
+        assert_eq!(plain.estimate(&key(), 0).unwrap().latency_ms, 2000.0);
+    }
+
+    #[test]
+    fn weighted_median_is_the_plain_median_for_equal_weights() {
+        assert_eq!(weighted_median(vec![(1.0, 1.0), (3.0, 1.0), (2.0, 1.0)]), 2.0);
+        assert_eq!(weighted_median(vec![(1.0, 0.25), (2.0, 0.25), (3.0, 0.25), (4.0, 0.25)]), 2.5);
+        assert_eq!(weighted_median(vec![(1.0, 1.0 / 3.0), (5.0, 1.0 / 3.0), (9.0, 1.0 / 3.0)]), 5.0);
+        assert_eq!(weighted_median(vec![(1.0, 0.1), (7.0, 0.9)]), 7.0);
     }
 }

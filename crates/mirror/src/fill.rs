@@ -349,6 +349,7 @@ impl Job {
             origin_last_modified: head.origin_last_modified.clone(),
             headers: head.headers.clone(),
             stored_at_ms: now_ms(),
+            location: None,
         };
         self.mirror
             .objects

@@ -122,6 +122,20 @@ impl HotBodies {
         }
     }
 
+    /// Removes every body whose key `gone` says.
+    pub(crate) fn remove_if(&self, gone: impl Fn(&str) -> bool) {
+        let mut inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        let mut freed = 0;
+        inner.slots.retain(|k, slot| {
+            let keep = !gone(k);
+            if !keep {
+                freed += slot.copy.body.len() as u64;
+            }
+            keep
+        });
+        inner.bytes -= freed;
+    }
+
     #[cfg(test)]
     fn held(&self) -> (usize, u64, usize) {
         let inner = self.inner.lock().unwrap();

@@ -18,6 +18,7 @@ mod copy_headers;
 mod fill;
 mod hot;
 pub mod key;
+pub mod layout;
 pub mod metrics;
 pub mod objects;
 pub mod origin;
@@ -69,6 +70,8 @@ pub struct Mirror {
     /// Image rendering is CPU-bound: at most this many at once.
     render_permits: tokio::sync::Semaphore,
     pub image_limits: httpdns_image::variant::Limits,
+    /// Origins on this host or its link are allowed (`HTTPDNS_ALLOW_LOCAL_ORIGINS`).
+    allow_local_origins: bool,
 }
 
 impl std::fmt::Debug for Mirror {
@@ -91,20 +94,43 @@ impl Mirror {
             validated: Mutex::default(),
             render_permits: tokio::sync::Semaphore::new(cpus.max(1)),
             image_limits: httpdns_image::variant::Limits::default(),
+            allow_local_origins: false,
         }
+    }
+
+    /// Allows origins (and redirect hops) on loopback, link-local and unspecified addresses:
+    /// tests and single-host setups; never on a host with a metadata service.
+    pub fn allowing_local_origins(mut self, allow: bool) -> Self {
+        self.allow_local_origins = allow;
+        self
+    }
+
+    pub fn allows_local_origins(&self) -> bool {
+        self.allow_local_origins
     }
 
     /// Replaces the rule table. Rules whose spec did not change keep their origin client
     /// (connections, primary health).
     pub fn set_rules(&self, specs: Vec<(String, RuleSpec)>) {
         let old = self.table.load();
+        let allow_local = self.allow_local_origins;
+        // A rule stored while local origins were allowed is not served once they are not.
+        let specs = specs.into_iter().filter(|(name, spec)| match spec.validate_with(allow_local) {
+            Ok(()) => true,
+            Err(e) => {
+                tracing::error!(rule = %name, field = %e.field, error = %e.message, "Skipping a mirror rule.");
+                false
+            }
+        });
         let rules = RuleTable::new(specs);
         let mut runtimes = HashMap::new();
         for rule in rules.rules() {
             self.metrics.touch(&rule.name);
             let runtime = match old.runtimes.get(&rule.name) {
                 Some(r) if r.rule.spec == rule.spec => r.clone(),
-                _ => Arc::new(RuleRuntime { rule: rule.clone(), client: OriginClient::new(rule) }),
+                _ => {
+                    Arc::new(RuleRuntime { rule: rule.clone(), client: OriginClient::new(rule, allow_local) })
+                }
             };
             runtimes.insert(rule.name.clone(), runtime);
         }
@@ -178,8 +204,9 @@ impl Mirror {
         } else {
             let original = objects::store_path("o", segs.iter().copied());
             n += u64::from(self.objects.delete(&original).await?);
+            // This key's query-selected originals and variants, not those of keys below it.
             for ns in ["q", "v"] {
-                n += self.objects.delete_prefix(&objects::store_path(ns, segs.iter().copied())).await?;
+                n += self.objects.delete_children(&objects::store_path(ns, segs.iter().copied())).await?;
             }
         }
         // A purge also forgets 404s under the path, so a re-uploaded origin object is fetched.
@@ -202,7 +229,7 @@ impl Mirror {
         let location = objects::store_path("o", segs.iter().copied());
         let meta = StoredMeta::for_body(content_type, &body);
         self.objects.put_bytes(&location, body, &meta).await?;
-        self.objects.delete_prefix(&objects::store_path("v", segs.iter().copied())).await?;
+        self.objects.delete_children(&objects::store_path("v", segs.iter().copied())).await?;
         self.forget_missing(&location);
         self.mark_validated(&location);
         self.forget_fills(&segs);

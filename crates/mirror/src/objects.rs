@@ -10,7 +10,8 @@
 //! Store paths: `o/<path>` originals, `q/<path>/<query>` originals that a rule lets the query
 //! select, `v/<path>/<canonical x-oss-process>` variants. Every segment goes through
 //! `object_store`'s `PathPart`, which percent-encodes what a file system or S3 would treat
-//! specially.
+//! specially; [`crate::layout`] maps a store path to its file or S3 key, so that every valid
+//! key has a place (a key and its "children", segments longer than a file name).
 
 use std::collections::HashMap;
 use std::io::{Seek, SeekFrom, Write};
@@ -21,7 +22,6 @@ use std::time::{Duration, SystemTime};
 
 use bytes::Bytes;
 use futures_util::StreamExt;
-use object_store::local::LocalFileSystem;
 use object_store::path::{Path, PathPart};
 use object_store::{GetOptions, GetRange, ObjectStore, ObjectStoreExt, PutPayload};
 use serde::{Deserialize, Serialize};
@@ -29,6 +29,7 @@ use sha2::Digest as _;
 
 use crate::copy_headers::CopyHeaders;
 use crate::hot::{HotBodies, HotCopy, Version};
+use crate::layout;
 
 const MAGIC: &[u8; 8] = b"HDNSMIR1";
 const FOOTER: u64 = 16;
@@ -55,7 +56,7 @@ fn no_memory() -> HotBodies {
 pub enum ObjectsError {
     #[error("object store: {0}")]
     Store(#[from] object_store::Error),
-    #[error("local file: {0}")]
+    #[error("local store: {0}")]
     Io(#[from] std::io::Error),
     #[error("stored object {0} is corrupt: {1}")]
     Corrupt(String, &'static str),
@@ -76,6 +77,10 @@ pub struct StoredMeta {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub headers: Vec<(String, String)>,
     pub stored_at_ms: u64,
+    /// The store path this copy was written at (older copies lack it): what a file or an
+    /// S3 key whose name was hashed holds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub location: Option<String>,
 }
 
 impl StoredMeta {
@@ -90,6 +95,7 @@ impl StoredMeta {
             origin_last_modified: None,
             headers: Vec::new(),
             stored_at_ms: crate::origin::now_ms(),
+            location: None,
         }
     }
 
@@ -140,11 +146,9 @@ struct CachedMeta {
 }
 
 enum Backend {
-    /// `root` is the directory `fs` was made with; see [`Objects::local_path`].
-    Local {
-        fs: LocalFileSystem,
-        root: PathBuf,
-    },
+    /// Copies in files under `root`, laid out by [`layout::local_file`].
+    Local { root: PathBuf },
+    /// Copies in a bucket, at [`layout::remote_key`].
     Remote(Arc<dyn ObjectStore>),
 }
 
@@ -171,19 +175,28 @@ pub fn store_path<'a>(namespace: &'a str, segments: impl IntoIterator<Item = &'a
 
 impl Objects {
     /// Copies on the local disk under `root`; fills are staged in `tmp_dir` (same file system,
-    /// so publishing is a rename).
+    /// so publishing is a rename). Staging files a crash left in `tmp_dir` are removed.
     pub fn local(root: PathBuf, tmp_dir: PathBuf) -> Result<Self, ObjectsError> {
         std::fs::create_dir_all(&root)?;
-        std::fs::create_dir_all(&tmp_dir)?;
+        Self::clear_staging(&tmp_dir)?;
         let root = std::fs::canonicalize(&root)?;
-        let fs = LocalFileSystem::new_with_prefix(&root)?.with_fsync(true);
-        Ok(Self { backend: Backend::Local { fs, root }, tmp_dir, meta: Mutex::default(), hot: no_memory() })
+        Ok(Self { backend: Backend::Local { root }, tmp_dir, meta: Mutex::default(), hot: no_memory() })
     }
 
-    /// Copies in a remote object store (S3-compatible); fills are staged in `tmp_dir`.
+    /// Copies in a remote object store (S3-compatible); fills are staged in `tmp_dir`, which
+    /// is cleared of a crash's leftovers.
     pub fn remote(store: Arc<dyn ObjectStore>, tmp_dir: PathBuf) -> Result<Self, ObjectsError> {
-        std::fs::create_dir_all(&tmp_dir)?;
+        Self::clear_staging(&tmp_dir)?;
         Ok(Self { backend: Backend::Remote(store), tmp_dir, meta: Mutex::default(), hot: no_memory() })
+    }
+
+    fn clear_staging(tmp_dir: &std::path::Path) -> Result<(), ObjectsError> {
+        std::fs::create_dir_all(tmp_dir)?;
+        let n = layout::clear_staging(tmp_dir)?;
+        if n > 0 {
+            tracing::info!(files = n, dir = %tmp_dir.display(), "Removed staging files of interrupted fills.");
+        }
+        Ok(())
     }
 
     /// Keeps bodies of small copies in memory, up to `budget` bytes in all and
@@ -209,8 +222,8 @@ impl Objects {
     /// Looks a copy up. `None` when there is none.
     pub async fn find(&self, location: &Path) -> Result<Option<Found>, ObjectsError> {
         match &self.backend {
-            Backend::Local { root, .. } => {
-                let file_path = local_path(root, location);
+            Backend::Local { root } => {
+                let file_path = layout::local_file(root, location);
                 if self.hot.enabled() {
                     // One `stat` tells whether the body in memory is still the file's.
                     match std::fs::metadata(&file_path) {
@@ -268,11 +281,7 @@ impl Objects {
                 Ok(Some(Found { meta: cached.meta, headers: cached.headers, source: Source::Local(file) }))
             }
             Backend::Remote(store) => {
-                let head = match store.head(location).await {
-                    Ok(h) => h,
-                    Err(object_store::Error::NotFound { .. }) => return Ok(None),
-                    Err(e) => return Err(e.into()),
-                };
+                let Some((key, head)) = remote_head(store.as_ref(), location).await? else { return Ok(None) };
                 let version = Version::Remote(
                     head.e_tag.clone().unwrap_or_else(|| format!("{}:{}", head.size, head.last_modified)),
                 );
@@ -282,7 +291,7 @@ impl Objects {
                 let cached = match self.cached(location, &version) {
                     Some(c) => c,
                     None => {
-                        let meta = read_remote_meta(store.as_ref(), location, head.size).await?;
+                        let meta = read_remote_meta(store.as_ref(), &key, head.size).await?;
                         self.remember(location, version.clone(), meta)
                     }
                 };
@@ -295,7 +304,7 @@ impl Objects {
                     };
                     // Replaced since the HEAD (the condition failed) or cut short: served from
                     // the store as before, which reports the change to the client.
-                    let got = match store.get_opts(location, options).await {
+                    let got = match store.get_opts(&key, options).await {
                         Ok(got) => got.bytes().await.ok(),
                         Err(_) => None,
                     };
@@ -306,7 +315,7 @@ impl Objects {
                 Ok(Some(Found {
                     meta: cached.meta,
                     headers: cached.headers,
-                    source: Source::Remote { location: location.clone(), e_tag: head.e_tag },
+                    source: Source::Remote { location: key, e_tag: head.e_tag },
                 }))
             }
         }
@@ -421,7 +430,8 @@ impl Objects {
         mut staged: tempfile::NamedTempFile,
         meta: &StoredMeta,
     ) -> Result<(), ObjectsError> {
-        let json = serde_json::to_vec(meta).map_err(std::io::Error::other)?;
+        let meta = StoredMeta { location: Some(location.to_string()), ..meta.clone() };
+        let json = serde_json::to_vec(&meta).map_err(std::io::Error::other)?;
         let staged = tokio::task::spawn_blocking(move || -> std::io::Result<tempfile::NamedTempFile> {
             let file = staged.as_file_mut();
             file.seek(SeekFrom::End(0))?;
@@ -434,8 +444,8 @@ impl Objects {
         .await
         .map_err(|e| std::io::Error::other(e.to_string()))??;
         match &self.backend {
-            Backend::Local { root, .. } => {
-                let target = local_path(root, location);
+            Backend::Local { root } => {
+                let target = layout::local_file(root, location);
                 tokio::task::spawn_blocking(move || -> Result<(), ObjectsError> {
                     let dir = target.parent().expect("store paths have a parent");
                     std::fs::create_dir_all(dir)?;
@@ -447,7 +457,7 @@ impl Objects {
                 .await
                 .map_err(|e| std::io::Error::other(e.to_string()))??;
             }
-            Backend::Remote(store) => upload(store.as_ref(), location, staged).await?,
+            Backend::Remote(store) => upload(store.as_ref(), &layout::remote_key(location), staged).await?,
         }
         self.forget(location);
         Ok(())
@@ -473,56 +483,149 @@ impl Objects {
     /// Removes one copy; `false` when there was none.
     pub async fn delete(&self, location: &Path) -> Result<bool, ObjectsError> {
         self.forget(location);
-        let store: &dyn ObjectStore = match &self.backend {
-            Backend::Local { fs, .. } => fs,
-            Backend::Remote(s) => s.as_ref(),
-        };
-        let existed = match store.head(location).await {
-            Ok(_) => true,
-            Err(object_store::Error::NotFound { .. }) => return Ok(false),
-            Err(e) => return Err(e.into()),
-        };
-        match store.delete(location).await {
-            Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(existed),
-            Err(e) => Err(e.into()),
+        match &self.backend {
+            Backend::Local { root } => {
+                let (root, file) = (root.clone(), layout::local_file(root, location));
+                Ok(blocking(move || layout::remove_file(&root, &file)).await?)
+            }
+            Backend::Remote(store) => {
+                // The copy, and a version-1 copy of the same path not moved yet.
+                let mut existed = false;
+                let current = layout::remote_key(location);
+                for key in std::iter::once(current.clone()).chain(layout::remote_key_v1(location)) {
+                    match store.head(&key).await {
+                        Ok(_) => existed = true,
+                        Err(object_store::Error::NotFound { .. }) => continue,
+                        Err(e) if key == current => return Err(e.into()),
+                        // The old key's own trouble (see `remote_head`): nothing to remove there.
+                        Err(_) => continue,
+                    }
+                    match store.delete(&key).await {
+                        Ok(()) | Err(object_store::Error::NotFound { .. }) => {}
+                        Err(e) => return Err(e.into()),
+                    }
+                }
+                Ok(existed)
+            }
         }
     }
 
-    /// Removes every copy under `prefix`; returns how many.
+    /// Removes every copy under `prefix` (and, locally, the directories that leaves empty);
+    /// returns how many.
     pub async fn delete_prefix(&self, prefix: &Path) -> Result<u64, ObjectsError> {
-        let store: &dyn ObjectStore = match &self.backend {
-            Backend::Local { fs, .. } => fs,
-            Backend::Remote(s) => s.as_ref(),
-        };
-        let mut listed = store.list(Some(prefix));
-        let mut locations = Vec::new();
-        while let Some(meta) = listed.next().await {
-            match meta {
-                Ok(m) => locations.push(m.location),
-                Err(object_store::Error::NotFound { .. }) => {}
-                Err(e) => return Err(e.into()),
+        self.delete_below(prefix, None).await
+    }
+
+    /// Removes the copies exactly one part below `prefix`: the variants (or query-selected
+    /// originals) of one key, not those of the keys below it.
+    pub async fn delete_children(&self, prefix: &Path) -> Result<u64, ObjectsError> {
+        self.delete_below(prefix, Some(1)).await
+    }
+
+    async fn delete_below(&self, prefix: &Path, depth: Option<usize>) -> Result<u64, ObjectsError> {
+        let prefix_parts = prefix.parts().count();
+        match &self.backend {
+            Backend::Local { root } => {
+                let (root, dir) = (root.clone(), layout::local_dir(root, prefix));
+                // Copies in memory and metadata are keyed by store path, which the files do
+                // not tell (hashed parts): forget everything under the prefix by name.
+                self.forget_under(prefix);
+                let n = blocking(move || -> std::io::Result<u64> {
+                    let dir_parts = dir.components().count();
+                    let mut n = 0;
+                    for file in layout::list_files(&dir)? {
+                        // `<dir>/<depth parts>/~`
+                        if depth.is_some_and(|d| file.components().count() != dir_parts + d + 1) {
+                            continue;
+                        }
+                        n += u64::from(layout::remove_file(&root, &file)?);
+                    }
+                    Ok(n)
+                })
+                .await?;
+                Ok(n)
+            }
+            Backend::Remote(store) => {
+                let mut listed = store.list(Some(prefix));
+                let mut locations = Vec::new();
+                while let Some(meta) = listed.next().await {
+                    match meta {
+                        Ok(m) => {
+                            // How many store-path parts below the prefix (a current key ends with
+                            // the `~` leaf, a version-1 key does not).
+                            let parts =
+                                m.location.parts().count() - usize::from(layout::is_remote_copy(&m.location));
+                            if depth.is_none_or(|d| parts == prefix_parts + d) {
+                                locations.push(m.location);
+                            }
+                        }
+                        Err(object_store::Error::NotFound { .. }) => {}
+                        Err(e) => return Err(e.into()),
+                    }
+                }
+                self.forget_under(prefix);
+                let mut n = 0;
+                for location in locations {
+                    match store.delete(&location).await {
+                        Ok(()) => n += 1,
+                        Err(object_store::Error::NotFound { .. }) => {}
+                        Err(e) => return Err(e.into()),
+                    }
+                }
+                Ok(n)
             }
         }
-        let mut n = 0;
-        for location in locations {
-            self.forget(&location);
-            match store.delete(&location).await {
-                Ok(()) => n += 1,
-                Err(object_store::Error::NotFound { .. }) => {}
-                Err(e) => return Err(e.into()),
-            }
-        }
-        Ok(n)
+    }
+
+    /// Forgets the metadata and bodies in memory of every store path under `prefix`.
+    fn forget_under(&self, prefix: &Path) {
+        let p = prefix.as_ref();
+        let under = |k: &str| k == p || k.strip_prefix(p).is_some_and(|rest| rest.starts_with('/'));
+        self.meta.lock().unwrap_or_else(|e| e.into_inner()).retain(|k, _| !under(k));
+        self.hot.remove_if(under);
     }
 }
 
-/// The file of a store path: the root joined with the path's parts. `PathPart` has already
-/// percent-encoded every part (no `/`, no `.` or `..` part), and this is the file name
-/// `LocalFileSystem` itself uses, without its per-call URL round trip.
-fn local_path(root: &std::path::Path, location: &Path) -> PathBuf {
-    let mut p = root.to_path_buf();
-    p.extend(location.parts().map(|part| part.as_ref().to_owned()));
-    p
+/// The key and `HEAD` of a store path's copy in a bucket. A copy still at its version-1 key is
+/// moved to the current one first (copy, then delete: a reader in between finds one or the
+/// other, and another replica doing the same move is harmless).
+async fn remote_head(
+    store: &dyn ObjectStore,
+    location: &Path,
+) -> Result<Option<(Path, object_store::ObjectMeta)>, ObjectsError> {
+    let key = layout::remote_key(location);
+    match store.head(&key).await {
+        Ok(h) => return Ok(Some((key, h))),
+        Err(object_store::Error::NotFound { .. }) => {}
+        Err(e) => return Err(e.into()),
+    }
+    let Some(old) = layout::remote_key_v1(location) else { return Ok(None) };
+    // The store just answered for the current key, so an error here is about the old key
+    // itself: on a store built on a file system it is the directory of the children of this
+    // key (`a.jpg` when `a.jpg/b/~` exists). Either way there is no old copy to move.
+    if store.head(&old).await.is_err() {
+        return Ok(None);
+    }
+    match store.copy(&old, &key).await {
+        Ok(()) => {
+            let _ = store.delete(&old).await;
+        }
+        // Gone meanwhile (purged, or moved by another replica): look once more below.
+        Err(object_store::Error::NotFound { .. }) => {}
+        Err(e) => return Err(e.into()),
+    }
+    match store.head(&key).await {
+        Ok(h) => Ok(Some((key, h))),
+        Err(object_store::Error::NotFound { .. }) => Ok(None),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Runs blocking file work off the async workers.
+async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> std::io::Result<T> + Send + 'static,
+) -> std::io::Result<T> {
+    tokio::task::spawn_blocking(f).await.unwrap_or_else(|e| Err(std::io::Error::other(e.to_string())))
 }
 
 fn read_local_meta(file: &std::fs::File, location: &str) -> Result<StoredMeta, ObjectsError> {
@@ -691,34 +794,6 @@ async fn upload(
         Err(e) => {
             let _ = upload.abort().await;
             Err(e)
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// Our file names are `LocalFileSystem`'s, so its deletes and listings see our writes.
-    #[test]
-    fn local_paths_match_object_store() {
-        let dir = tempfile::tempdir().unwrap();
-        let root = std::fs::canonicalize(dir.path()).unwrap();
-        let fs = LocalFileSystem::new_with_prefix(&root).unwrap();
-        for segments in [
-            vec!["image", "a.jpg"],
-            vec!["image", "a b%41.png", "中文"],
-            vec!["x", "..", "y"],
-            vec!["x", "a/b", "c\\d", "#?&="],
-            vec!["v", "image", "image/resize,m_lfit,w_260,h_470,limit_1"],
-        ] {
-            let location = store_path("o", segments.iter().copied());
-            assert_eq!(
-                local_path(&root, &location),
-                fs.path_to_filesystem(&location).unwrap(),
-                "{segments:?}"
-            );
-            assert!(local_path(&root, &location).starts_with(&root));
         }
     }
 }

@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use httpdns_core::ip::{classify, IpClass};
+use httpdns_core::ip::{classify, origin_class, IpClass, OriginClass};
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 use reqwest::StatusCode;
 use url::Url;
@@ -84,10 +84,23 @@ pub struct OriginClient {
     client: reqwest::Client,
     /// Until when (unix ms) the primary is considered down; 0 when up.
     primary_down_until: AtomicU64,
+    allow_local: bool,
+}
+
+/// Whether an origin connection may go to `ip`: never where nothing can be fetched; to this
+/// host or its link only for origins the rule names (`trusted`: its origins and
+/// `redirect_origins`) and only when `allow_local` (`HTTPDNS_ALLOW_LOCAL_ORIGINS`); to private
+/// addresses only for origins the rule names; public addresses always.
+pub fn connectable(ip: IpAddr, trusted: bool, allow_local: bool) -> bool {
+    match origin_class(ip) {
+        OriginClass::Unreachable => false,
+        OriginClass::Local => allow_local && trusted,
+        OriginClass::Allowed => trusted || classify(ip.to_canonical()) == IpClass::Public,
+    }
 }
 
 impl OriginClient {
-    pub fn new(rule: &Rule) -> Self {
+    pub fn new(rule: &Rule, allow_local: bool) -> Self {
         let trusted_hosts: Vec<String> = rule
             .trusted_origins
             .iter()
@@ -98,10 +111,10 @@ impl OriginClient {
             .connect_timeout(rule.connect_timeout())
             .no_proxy()
             .pool_idle_timeout(Duration::from_secs(30))
-            .dns_resolver(GuardedResolver { trusted_hosts: Arc::new(trusted_hosts) })
+            .dns_resolver(GuardedResolver { trusted_hosts: Arc::new(trusted_hosts), allow_local })
             .build()
             .expect("an HTTP client with static settings");
-        Self { client, primary_down_until: AtomicU64::new(0) }
+        Self { client, primary_down_until: AtomicU64::new(0), allow_local }
     }
 
     pub fn primary_up(&self) -> bool {
@@ -160,7 +173,7 @@ impl OriginClient {
     ) -> Result<reqwest::Response, FetchError> {
         let mut url = object_url(&rule.origins[idx], path_and_query)?;
         for _ in 0..=MAX_REDIRECTS {
-            check_hop(rule, &url).await?;
+            check_hop(rule, &url, self.allow_local).await?;
             let mut req = self.client.get(url.clone()).headers(fill_headers(rule));
             if let Some(v) = validators {
                 if let Some(e) = v.etag.as_deref().and_then(|e| HeaderValue::from_str(e).ok()) {
@@ -228,19 +241,23 @@ fn fill_headers(rule: &Rule) -> HeaderMap {
     h
 }
 
-/// A hop is allowed when its origin is one the rule names, or when every address it leads to
-/// is public (no private, loopback, link-local — cloud metadata included — or reserved).
-async fn check_hop(rule: &Rule, url: &Url) -> Result<(), FetchError> {
+/// A hop is allowed when every address it leads to is [`connectable`]: for origins the rule
+/// names, anything but this host and its link (unless allowed); for any other hop a redirect
+/// leads to, public addresses only. Names of the rule's own origins are checked on their
+/// resolved addresses by [`GuardedResolver`] at connect (one lookup, the one used).
+async fn check_hop(rule: &Rule, url: &Url, allow_local: bool) -> Result<(), FetchError> {
     if !matches!(url.scheme(), "http" | "https") {
         return Err(FetchError::Forbidden(format!("scheme {}", url.scheme())));
     }
-    if rule.trusted_origins.contains(&url.origin().ascii_serialization()) {
-        return Ok(());
+    let trusted = rule.trusted_origins.contains(&url.origin().ascii_serialization());
+    if crate::rule::host_class(url) == OriginClass::Local && !(allow_local && trusted) {
+        return Err(FetchError::Forbidden(format!("{} is on this host", url.host_str().unwrap_or(""))));
     }
     let port = url.port_or_known_default().unwrap_or(80);
     let addrs: Vec<IpAddr> = match url.host() {
         Some(url::Host::Ipv4(ip)) => vec![IpAddr::V4(ip)],
         Some(url::Host::Ipv6(ip)) => vec![IpAddr::V6(ip)],
+        Some(url::Host::Domain(_)) if trusted => return Ok(()),
         Some(url::Host::Domain(d)) => tokio::net::lookup_host((d, port))
             .await
             .map_err(|e| FetchError::Unreachable(format!("resolving {d}: {e}")))?
@@ -251,31 +268,31 @@ async fn check_hop(rule: &Rule, url: &Url) -> Result<(), FetchError> {
     if addrs.is_empty() {
         return Err(FetchError::Unreachable(format!("{url} resolves to nothing")));
     }
-    if let Some(bad) = addrs.iter().find(|ip| classify(ip.to_canonical()) != IpClass::Public) {
+    if let Some(bad) = addrs.iter().find(|ip| !connectable(**ip, trusted, allow_local)) {
         return Err(FetchError::Forbidden(format!("{} resolves to {bad}", url.host_str().unwrap_or(""))));
     }
     Ok(())
 }
 
-/// Resolves names for origin connections: the rule's own origin hosts as they are, any other
-/// name only to public addresses. Checking after resolving, on the addresses the connection
-/// will use, is what defeats DNS rebinding between the hop check and the connect.
+/// Resolves names for origin connections and keeps only [`connectable`] addresses (the
+/// rule's own origin hosts are trusted with private ones). Checking after resolving, on the
+/// addresses the connection will use, is what defeats DNS rebinding between a check and the
+/// connect.
 #[derive(Debug, Clone)]
 struct GuardedResolver {
     trusted_hosts: Arc<Vec<String>>,
+    allow_local: bool,
 }
 
 impl reqwest::dns::Resolve for GuardedResolver {
     fn resolve(&self, name: reqwest::dns::Name) -> reqwest::dns::Resolving {
         let trusted = self.trusted_hosts.iter().any(|h| h.eq_ignore_ascii_case(name.as_str()));
+        let allow_local = self.allow_local;
         let host = name.as_str().to_owned();
         Box::pin(async move {
             let addrs: Vec<SocketAddr> = tokio::net::lookup_host((host.as_str(), 0)).await?.collect();
-            let addrs: Vec<SocketAddr> = if trusted {
-                addrs
-            } else {
-                addrs.into_iter().filter(|a| classify(a.ip().to_canonical()) == IpClass::Public).collect()
-            };
+            let addrs: Vec<SocketAddr> =
+                addrs.into_iter().filter(|a| connectable(a.ip(), trusted, allow_local)).collect();
             if addrs.is_empty() {
                 return Err(format!("{host} has no address the mirror may connect to").into());
             }

@@ -5,6 +5,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
+use httpdns_core::ip::{origin_class, OriginClass};
 use httpdns_core::model::FieldError;
 use serde::{Deserialize, Serialize};
 use url::Url;
@@ -102,6 +103,44 @@ impl RuleSpec {
     /// Whether the rule compiles: the URLs and prefixes parse and every other field is in range.
     pub fn validate(&self) -> Result<(), FieldError> {
         Rule::compile("", self.clone()).map(drop)
+    }
+
+    /// [`RuleSpec::validate`], and no origin (nor redirect origin) on this host or its link
+    /// unless `allow_local` (`HTTPDNS_ALLOW_LOCAL_ORIGINS`): a typo must not make every
+    /// anonymous mirror request a fetch from the cloud metadata service. Names are checked
+    /// again, on their resolved addresses, at every connect.
+    pub fn validate_with(&self, allow_local: bool) -> Result<(), FieldError> {
+        self.validate()?;
+        let fields = std::iter::once(("origin", &self.origin))
+            .chain(self.backup_origin.iter().map(|o| ("backup_origin", o)))
+            .chain(self.redirect_origins.iter().map(|o| ("redirect_origins", o)));
+        for (field, raw) in fields {
+            let url = parse_origin(raw, field)?;
+            match host_class(&url) {
+                OriginClass::Allowed => {}
+                OriginClass::Local if allow_local => {}
+                OriginClass::Local => {
+                    return Err(FieldError::new(
+                        field,
+                        format!(
+                            "{} is on this host or its link (loopback, link-local, unspecified); \
+                             set HTTPDNS_ALLOW_LOCAL_ORIGINS=true to allow it",
+                            url.host_str().unwrap_or("")
+                        ),
+                    ))
+                }
+                OriginClass::Unreachable => {
+                    return Err(FieldError::new(
+                        field,
+                        format!(
+                            "{} is a multicast, broadcast or reserved address",
+                            url.host_str().unwrap_or("")
+                        ),
+                    ))
+                }
+            }
+        }
+        Ok(())
     }
 
     /// The checks of the fields that need no parsing into other types.
@@ -218,6 +257,25 @@ fn parse_origin(raw: &str, field: &str) -> Result<Url, FieldError> {
         return Err(FieldError::new(field, "must not have a query or fragment"));
     }
     Ok(url)
+}
+
+/// Where a URL's host is, by its literal address (the URL parser has already read decimal,
+/// hex and octal IPv4 spellings such as `2130706433` and `0x7f.1` as addresses), or by the
+/// names that always mean this host (`localhost`, RFC 6761).
+pub fn host_class(url: &Url) -> OriginClass {
+    match url.host() {
+        Some(url::Host::Ipv4(ip)) => origin_class(std::net::IpAddr::V4(ip)),
+        Some(url::Host::Ipv6(ip)) => origin_class(std::net::IpAddr::V6(ip)),
+        Some(url::Host::Domain(d)) => {
+            let d = d.trim_end_matches('.').to_ascii_lowercase();
+            if d == "localhost" || d.ends_with(".localhost") {
+                OriginClass::Local
+            } else {
+                OriginClass::Allowed
+            }
+        }
+        None => OriginClass::Unreachable,
+    }
 }
 
 /// A compiled rule, ready for requests.

@@ -50,12 +50,38 @@ pub const ENV_VARS: &[(&str, &str)] = &[
         "HTTPDNS_MIRROR_MEMORY_MB",
         "MiB of small stored bodies (up to 1 MiB each) the mirror keeps in memory; 0 turns it off",
     ),
+    (
+        "HTTPDNS_ALLOW_LOCAL_ORIGINS",
+        "accept mirror origins (and redirect hops) on loopback, link-local and unspecified addresses (true/false)",
+    ),
+    ("HTTPDNS_API_TLS_ADDR", "HTTPS listener of everything on the API listener, h2 and http/1.1 (`off` disables)"),
+    ("HTTPDNS_MIRROR_TLS_ADDR", "HTTPS listener of the mirroring gateway (`off` disables)"),
+    ("HTTPDNS_DOT_ADDR", "DNS over TLS listener, RFC 7858 (`off` disables)"),
+    ("HTTPDNS_TLS_CERT", "PEM certificate chains of the TLS listeners (several chains: chosen by SNI)"),
+    ("HTTPDNS_TLS_KEY", "PEM private keys of the chains in HTTPDNS_TLS_CERT"),
+    (
+        "HTTPDNS_METRICS_ADDR",
+        "a listener of its own for /metrics; when on, the API listener no longer serves /metrics (`off`: the default)",
+    ),
+    (
+        "HTTPDNS_MAX_CONNECTIONS",
+        "open TCP connections at most, all listeners together (default: half the descriptor limit, at most 50000)",
+    ),
+    (
+        "HTTPDNS_MAX_CONNECTIONS_PER_ADDR",
+        "open TCP connections from one client address at most; trusted proxies are exempt (default 512)",
+    ),
+    (
+        "HTTPDNS_HEADER_TIMEOUT_MS",
+        "time from accept (or from a request's first byte) to a complete request head, TLS handshake included",
+    ),
+    ("HTTPDNS_IDLE_TIMEOUT_MS", "how long an HTTP connection is kept alive between requests"),
 ];
 
 /// Where the mirror keeps its copies.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum MirrorStore {
-    /// `<data dir>/mirror/objects`.
+    /// `<data dir>/mirror/store` (see `httpdns_mirror::layout`).
     Local,
     /// An S3-compatible bucket, credentials from `AWS_ACCESS_KEY_ID`/`AWS_SECRET_ACCESS_KEY`.
     S3 { bucket: String, prefix: String, endpoint: Option<String>, region: String },
@@ -120,6 +146,29 @@ pub struct Config {
     pub mirror_memory: u64,
     /// Per-address limit of unauthenticated calls: requests per second and burst.
     pub client_rate_limit: Option<(f64, f64)>,
+    /// Mirror origins on loopback, link-local or unspecified addresses are accepted.
+    pub allow_local_origins: bool,
+    pub api_tls_addr: Listen,
+    pub mirror_tls_addr: Listen,
+    pub dot_addr: Listen,
+    /// Certificate chains and keys of the TLS listeners (set when any TLS listener is on).
+    pub tls: Option<TlsFiles>,
+    pub metrics_addr: Listen,
+    /// Connection caps; `None` fields: derived from the descriptor limit at start.
+    pub max_connections: Option<usize>,
+    pub max_connections_per_addr: Option<usize>,
+    /// Connection timeouts of the HTTP listeners and of DNS over TCP and TLS.
+    pub http_timeouts: httpdns_net::Timeouts,
+    pub dns_timeouts: httpdns_net::Timeouts,
+}
+
+/// The PEM files of the TLS listeners.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TlsFiles {
+    pub cert: PathBuf,
+    pub key: PathBuf,
+    /// How often the files are checked for changes (SIGHUP reloads at once).
+    pub reload_interval: Duration,
 }
 
 /// A configuration error, naming the setting.
@@ -168,6 +217,36 @@ pub struct FileConfig {
     dns: DnsFile,
     #[serde(default)]
     rate_limit: RateLimitFile,
+    allow_local_origins: Option<bool>,
+    api_tls_addr: Option<String>,
+    mirror_tls_addr: Option<String>,
+    dot_addr: Option<String>,
+    metrics_addr: Option<String>,
+    #[serde(default)]
+    tls: TlsFile,
+    #[serde(default)]
+    limits: LimitsFile,
+}
+
+/// `[tls]`: the certificate files of the TLS listeners.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TlsFile {
+    cert: Option<PathBuf>,
+    key: Option<PathBuf>,
+    reload_interval_ms: Option<u64>,
+}
+
+/// `[limits]`: connection caps and timeouts of the TCP listeners.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct LimitsFile {
+    max_connections: Option<usize>,
+    max_connections_per_addr: Option<usize>,
+    header_timeout_ms: Option<u64>,
+    idle_timeout_ms: Option<u64>,
+    stalled_timeout_ms: Option<u64>,
+    dns_idle_timeout_ms: Option<u64>,
 }
 
 /// `[rate_limit]`: the per-address limit of unauthenticated calls.
@@ -247,6 +326,7 @@ struct GeoFile {
 #[serde(deny_unknown_fields)]
 struct DnspodFile {
     cip_every_line: Option<bool>,
+    document_form: Option<bool>,
 }
 
 fn parse_listen(setting: &str, value: &str) -> Result<Listen, ConfigError> {
@@ -497,7 +577,105 @@ impl Config {
             }
         };
 
+        let allow_local_origins = match env("HTTPDNS_ALLOW_LOCAL_ORIGINS") {
+            Some(v) => parse_bool("HTTPDNS_ALLOW_LOCAL_ORIGINS", &v)?,
+            None => file.allow_local_origins.unwrap_or(false),
+        };
+        let api_tls_addr = listen("HTTPDNS_API_TLS_ADDR", file.api_tls_addr, "off")?;
+        let mirror_tls_addr = listen("HTTPDNS_MIRROR_TLS_ADDR", file.mirror_tls_addr, "off")?;
+        let dot_addr = listen("HTTPDNS_DOT_ADDR", file.dot_addr, "off")?;
+        let metrics_addr = listen("HTTPDNS_METRICS_ADDR", file.metrics_addr, "off")?;
+        let tls_cert = env("HTTPDNS_TLS_CERT").map(PathBuf::from).or(file.tls.cert);
+        let tls_key = env("HTTPDNS_TLS_KEY").map(PathBuf::from).or(file.tls.key);
+        let any_tls = [api_tls_addr, mirror_tls_addr, dot_addr].iter().any(|l| *l != Listen::Off);
+        let tls = match (any_tls, tls_cert, tls_key) {
+            (false, _, _) => None,
+            (true, None, _) => {
+                return Err(err("HTTPDNS_TLS_CERT", "a TLS listener is on but no certificate file is set"))
+            }
+            (true, Some(_), None) => {
+                return Err(err("HTTPDNS_TLS_KEY", "a TLS listener is on but no private key file is set"))
+            }
+            (true, Some(cert), Some(key)) => Some(TlsFiles {
+                cert,
+                key,
+                reload_interval: Duration::from_millis(match file.tls.reload_interval_ms {
+                    None => 10_000,
+                    Some(t) if (100..=86_400_000).contains(&t) => t,
+                    Some(_) => return Err(err("tls.reload_interval_ms", "must be 100 to 86400000")),
+                }),
+            }),
+        };
+        let count = |key: &str, file_v: Option<usize>, min: usize| -> Result<Option<usize>, ConfigError> {
+            let v = match env(key) {
+                Some(v) => Some(v.trim().parse::<usize>().map_err(|_| err(key, "must be a whole number"))?),
+                None => file_v,
+            };
+            match v {
+                Some(n) if !(min..=10_000_000).contains(&n) => {
+                    Err(err(key, format!("must be {min} to 10000000")))
+                }
+                v => Ok(v),
+            }
+        };
+        let max_connections = count("HTTPDNS_MAX_CONNECTIONS", file.limits.max_connections, 16)?;
+        let max_connections_per_addr =
+            count("HTTPDNS_MAX_CONNECTIONS_PER_ADDR", file.limits.max_connections_per_addr, 1)?;
+        let millis = |key: &str,
+                      env_key: Option<&str>,
+                      file_v: Option<u64>,
+                      default: u64|
+         -> Result<Duration, ConfigError> {
+            let v = match env_key.and_then(env) {
+                Some(v) => v
+                    .trim()
+                    .parse::<u64>()
+                    .map_err(|_| err(env_key.unwrap_or(key), "must be milliseconds"))?,
+                None => file_v.unwrap_or(default),
+            };
+            if !(100..=3_600_000).contains(&v) {
+                return Err(err(env_key.unwrap_or(key), "must be 100 to 3600000 milliseconds"));
+            }
+            Ok(Duration::from_millis(v))
+        };
+        let defaults = httpdns_net::Timeouts::default();
+        let http_timeouts = httpdns_net::Timeouts {
+            header: millis(
+                "limits.header_timeout_ms",
+                Some("HTTPDNS_HEADER_TIMEOUT_MS"),
+                file.limits.header_timeout_ms,
+                defaults.header.as_millis() as u64,
+            )?,
+            idle: millis(
+                "limits.idle_timeout_ms",
+                Some("HTTPDNS_IDLE_TIMEOUT_MS"),
+                file.limits.idle_timeout_ms,
+                defaults.idle.as_millis() as u64,
+            )?,
+            stalled: millis(
+                "limits.stalled_timeout_ms",
+                None,
+                file.limits.stalled_timeout_ms,
+                defaults.stalled.as_millis() as u64,
+            )?,
+        };
+        // RFC 7766 §6.2.3: idle DNS connections are closed after seconds, not minutes.
+        let dns_timeouts = httpdns_net::Timeouts {
+            idle: millis("limits.dns_idle_timeout_ms", None, file.limits.dns_idle_timeout_ms, 10_000)?,
+            ..http_timeouts
+        };
+
         Ok(Self {
+            allow_local_origins,
+            api_tls_addr,
+            mirror_tls_addr,
+            dot_addr,
+            tls,
+            metrics_addr,
+            max_connections,
+            max_connections_per_addr,
+            http_timeouts,
+            dns_timeouts,
             client_rate_limit,
             mirror_store,
             mirror_memory: mirror_memory_mb << 20,
@@ -513,7 +691,10 @@ impl Config {
             policy,
             geo,
             sync_interval: Duration::from_millis(sync_ms),
-            dnspod: FormatOptions { cip_every_line: file.dnspod.cip_every_line.unwrap_or(false) },
+            dnspod: FormatOptions {
+                document_form: file.dnspod.document_form.unwrap_or(false),
+                cip_every_line: file.dnspod.cip_every_line.unwrap_or(false),
+            },
             log_format,
             shutdown_grace: Duration::from_millis(file.shutdown_grace_ms.unwrap_or(10_000)),
             live,

@@ -17,7 +17,7 @@ pub(crate) async fn bind(addr: SocketAddr) -> anyhow::Result<(UdpSocket, TcpList
     for _ in 0..10 {
         let udp = UdpSocket::bind(addr).await.with_context(|| format!("binding DNS over UDP on {addr}"))?;
         let port = udp.local_addr()?.port();
-        match TcpListener::bind(SocketAddr::new(addr.ip(), port)).await {
+        match httpdns_net::bind_tcp(SocketAddr::new(addr.ip(), port)) {
             Ok(tcp) => return Ok((udp, tcp)),
             Err(_) if addr.port() == 0 => continue,
             Err(e) => return Err(e).with_context(|| format!("binding DNS over TCP on {addr}")),

@@ -8,7 +8,7 @@ pub mod apply;
 pub mod config;
 mod dns;
 mod follow;
-mod proxy_listener;
+mod listeners;
 mod secrets;
 
 use std::net::SocketAddr;
@@ -40,6 +40,11 @@ pub struct Running {
     pub mirror_addr: Option<SocketAddr>,
     /// The bound plain DNS address (UDP and TCP), when on.
     pub dns_addr: Option<SocketAddr>,
+    /// The bound HTTPS API, HTTPS mirror, DNS over TLS and metrics addresses, when on.
+    pub api_tls_addr: Option<SocketAddr>,
+    pub mirror_tls_addr: Option<SocketAddr>,
+    pub dot_addr: Option<SocketAddr>,
+    pub metrics_addr: Option<SocketAddr>,
     /// Where the generated admin token was written, when it was not configured.
     pub admin_token_file: Option<PathBuf>,
     pub admin_token: String,
@@ -131,10 +136,13 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
         tracing::info!(aggregates = restored, "Restored app feedback aggregates.");
     }
     live.refresh(&catalog).await.context("applying live inputs")?;
-    let mirror = Arc::new(httpdns_mirror::Mirror::new(
-        mirror_objects(&config).context("opening the mirror's object store")?,
-        httpdns_mirror::MirrorMetrics::new(&metrics.registry),
-    ));
+    let mirror = Arc::new(
+        httpdns_mirror::Mirror::new(
+            mirror_objects(&config).context("opening the mirror's object store")?,
+            httpdns_mirror::MirrorMetrics::new(&metrics.registry),
+        )
+        .allowing_local_origins(config.allow_local_origins),
+    );
     tracing::info!(store = mirror.objects.backend_name(), "Mirror store ready.");
     catalog.attach_mirror(mirror.clone()).await;
 
@@ -151,6 +159,7 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
         settings: ApiSettings {
             admin_token: admin_token.clone(),
             allow_private_node_ips: config.allow_private_node_ips,
+            allow_local_origins: config.allow_local_origins,
             dnspod: config.dnspod,
             auth_required: config.auth_required,
             trusted_proxies: httpdns_core::cidr::CidrTable::new(
@@ -168,75 +177,65 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
     let shutdown = CancellationToken::new();
     let mut tasks = JoinSet::new();
 
-    let api_addr = match config.api_addr {
-        Listen::Off => None,
-        Listen::At(addr) => {
-            let listener = tokio::net::TcpListener::bind(addr)
-                .await
-                .with_context(|| format!("binding the API listener on {addr}"))?;
-            let bound = listener.local_addr()?;
-            tracing::info!(role = "api", addr = %bound, "Listening.");
-            let app = httpdns_api::router(state.clone()).into_make_service_with_connect_info::<SocketAddr>();
-            let stop = shutdown.clone();
-            if trusted_proxies.is_empty() {
-                tasks.spawn(async move {
-                    if let Err(e) =
-                        axum::serve(listener, app).with_graceful_shutdown(stop.cancelled_owned()).await
-                    {
-                        tracing::error!(error = %e, "API listener failed.");
-                    }
-                });
-            } else {
-                // `tap_io` with nothing to do: axum derives `ConnectInfo<SocketAddr>` from any
-                // listener's address only through it.
-                let listener = axum::serve::ListenerExt::tap_io(
-                    proxy_listener::ProxyListener::new(listener, trusted_proxies.clone())?,
-                    |_: &mut httpdns_dns::proxied::ProxiedStream| {},
-                );
-                tasks.spawn(async move {
-                    if let Err(e) =
-                        axum::serve(listener, app).with_graceful_shutdown(stop.cancelled_owned()).await
-                    {
-                        tracing::error!(error = %e, "API listener failed.");
-                    }
-                });
-            }
-            Some(bound)
-        }
+    // The TCP edge: one registry of connections for every listener, so the caps protect the
+    // process's descriptors whichever listener is flooded.
+    let nofile = httpdns_net::raise_descriptor_limit();
+    let derived = httpdns_net::ConnLimits::for_descriptors(nofile);
+    let limits = httpdns_net::ConnLimits {
+        max_connections: config.max_connections.unwrap_or(derived.max_connections),
+        max_per_address: config.max_connections_per_addr.unwrap_or(derived.max_per_address),
     };
-    let mirror_addr = match config.mirror_addr {
-        Listen::Off => None,
-        Listen::At(addr) => {
-            let listener = tokio::net::TcpListener::bind(addr)
-                .await
-                .with_context(|| format!("binding the mirror listener on {addr}"))?;
-            let bound = listener.local_addr()?;
-            tracing::info!(role = "mirror", addr = %bound, "Listening.");
-            // Bodies stream in several writes; without TCP_NODELAY, Nagle's algorithm and the
-            // peer's delayed ACK hold the second write back for 40 ms.
-            let listener = axum::serve::ListenerExt::tap_io(listener, |tcp: &mut tokio::net::TcpStream| {
-                let _ = tcp.set_nodelay(true);
-            });
-            let app = httpdns_mirror::router(mirror.clone());
-            let stop = shutdown.clone();
-            tasks.spawn(async move {
-                if let Err(e) =
-                    axum::serve(listener, app).with_graceful_shutdown(stop.cancelled_owned()).await
-                {
-                    tracing::error!(error = %e, "Mirror listener failed.");
-                }
-            });
-            Some(bound)
-        }
+    tracing::info!(
+        descriptors = nofile,
+        max_connections = limits.max_connections,
+        max_per_address = limits.max_per_address,
+        "Connection limits."
+    );
+    let net = listeners::Edge {
+        registry: httpdns_net::ConnRegistry::new(limits, trusted_proxies.clone()),
+        metrics: httpdns_net::NetMetrics::new(&metrics.registry),
+        trusted_proxies: trusted_proxies.clone(),
+        http_timeouts: config.http_timeouts,
+        dns_timeouts: config.dns_timeouts,
+        certs: match &config.tls {
+            None => None,
+            Some(files) => Some(
+                httpdns_net::tls::TlsCerts::load(&files.cert, &files.key, &metrics.registry)
+                    .context("loading the TLS certificates")?,
+            ),
+        },
     };
+    tasks.spawn(net.registry.clone().run_reaper(std::time::Duration::from_millis(250), shutdown.clone()));
+    if let (Some(certs), Some(files)) = (&net.certs, &config.tls) {
+        tasks.spawn(listeners::follow_certificates(certs.clone(), files.reload_interval, shutdown.clone()));
+    }
+
+    let api_app = httpdns_api::router_with(state.clone(), config.metrics_addr == Listen::Off);
+    let api_addr = net.http(&mut tasks, "api", config.api_addr, api_app.clone(), false, &shutdown).await?;
+    let api_tls_addr = net.http(&mut tasks, "api_tls", config.api_tls_addr, api_app, true, &shutdown).await?;
+    let mirror_app = httpdns_mirror::router(mirror.clone());
+    let mirror_addr =
+        net.http(&mut tasks, "mirror", config.mirror_addr, mirror_app.clone(), false, &shutdown).await?;
+    let mirror_tls_addr =
+        net.http(&mut tasks, "mirror_tls", config.mirror_tls_addr, mirror_app, true, &shutdown).await?;
+    let metrics_addr = net
+        .http(
+            &mut tasks,
+            "metrics",
+            config.metrics_addr,
+            httpdns_api::metrics_router(state.clone()),
+            false,
+            &shutdown,
+        )
+        .await?;
     tasks.spawn(mirror.clone().run_probes(shutdown.clone()));
+    let handler = dns::handler(catalog.clone(), geo.clone());
     let dns_addr = match config.dns_addr {
         Listen::Off => None,
         Listen::At(addr) => {
             let (udp, tcp) = dns::bind(addr).await?;
             let bound = udp.local_addr()?;
             tracing::info!(role = "dns", addr = %bound, "Listening.");
-            let handler = dns::handler(catalog.clone(), geo.clone());
             tasks.spawn(httpdns_dns::listen::serve_udp(
                 udp,
                 handler.clone(),
@@ -245,9 +244,27 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
             ));
             tasks.spawn(httpdns_dns::listen::serve_tcp(
                 tcp,
+                handler.clone(),
+                upstream.clone(),
+                net.dns_tcp("dns_tcp", None)?,
+                shutdown.clone(),
+            ));
+            Some(bound)
+        }
+    };
+    let dot_addr = match config.dot_addr {
+        Listen::Off => None,
+        Listen::At(addr) => {
+            let listener = httpdns_net::bind_tcp(addr)
+                .with_context(|| format!("binding the DNS over TLS listener on {addr}"))?;
+            let bound = listener.local_addr()?;
+            tracing::info!(role = "dot", addr = %bound, "Listening.");
+            let tls = httpdns_net::tls::TlsServer::new(net.certs()?, httpdns_net::tls::ALPN_DOT)?;
+            tasks.spawn(httpdns_dns::listen::serve_tcp(
+                listener,
                 handler,
                 upstream.clone(),
-                trusted_proxies.clone(),
+                net.dns_tcp("dot", Some(tls))?,
                 shutdown.clone(),
             ));
             Some(bound)
@@ -277,8 +294,12 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
 
     Ok(Running {
         api_addr,
+        api_tls_addr,
         mirror_addr,
+        mirror_tls_addr,
         dns_addr,
+        dot_addr,
+        metrics_addr,
         admin_token_file,
         admin_token,
         state,
@@ -294,7 +315,15 @@ fn mirror_objects(config: &Config) -> anyhow::Result<httpdns_mirror::Objects> {
     let tmp = base.join("tmp");
     match &config.mirror_store {
         MirrorStore::Local => {
-            Ok(httpdns_mirror::Objects::local(base.join("objects"), tmp)?.with_memory(config.mirror_memory))
+            let root = base.join("store");
+            // Copies of layout version 1 (`objects/`, where a key and its children collided)
+            // move into the current layout once; a crash mid-way resumes at the next start.
+            let moved = httpdns_mirror::layout::migrate_v1(&base.join("objects"), &root)
+                .context("moving stored copies to the current layout")?;
+            if moved > 0 {
+                tracing::info!(copies = moved, "Moved stored copies to the current store layout.");
+            }
+            Ok(httpdns_mirror::Objects::local(root, tmp)?.with_memory(config.mirror_memory))
         }
         MirrorStore::S3 { bucket, prefix, endpoint, region } => {
             let mut builder =

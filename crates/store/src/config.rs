@@ -14,7 +14,7 @@ use crate::resources::{next_revision, notify, now_ms};
 use crate::{Store, StoreError};
 
 /// What the publisher expects the current version to be.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Expect {
     /// No precondition given: allowed only to create a module that does not exist.
     Nothing,
@@ -22,17 +22,27 @@ pub enum Expect {
     Any,
     /// `If-Match: "N"`: the current version must be `N` (`0`: the module must not exist).
     Version(i64),
+    /// `If-Match: "N", "M", ...` (RFC 9110 §13.1.1: a list matches when one of its entity
+    /// tags does): the current version must be one of these. Empty: nothing matches (a
+    /// header with no strong tag of a version).
+    OneOf(Vec<i64>),
 }
 
 impl Expect {
     /// Whether a publish may go ahead when the module's current version is `current`
     /// (`None`: the module does not exist).
-    pub fn check(self, current: Option<i64>) -> Result<(), PublishError> {
+    pub fn check(&self, current: Option<i64>) -> Result<(), PublishError> {
+        let names = |v: i64| match self {
+            Expect::Version(n) => *n == v,
+            Expect::OneOf(list) => list.contains(&v),
+            Expect::Nothing | Expect::Any => true,
+        };
         match (current, self) {
-            (None, Expect::Nothing | Expect::Any | Expect::Version(0)) => Ok(()),
-            (None, Expect::Version(_)) => Err(PublishError::Precondition { current: None }),
+            (None, Expect::Nothing | Expect::Any) => Ok(()),
+            (None, _) if names(0) => Ok(()),
+            (None, _) => Err(PublishError::Precondition { current: None }),
             (Some(c), Expect::Nothing) => Err(PublishError::PreconditionRequired { current: c }),
-            (Some(c), Expect::Version(n)) if n != c => Err(PublishError::Precondition { current: Some(c) }),
+            (Some(c), _) if !names(c) => Err(PublishError::Precondition { current: Some(c) }),
             (Some(_), _) => Ok(()),
         }
     }

@@ -22,13 +22,9 @@ pub struct TestDatabase {
 /// part of `test_name` was skipped) when `HTTPDNS_TEST_POSTGRES_URL` is not set.
 pub async fn fresh_database(test_name: &str) -> Option<TestDatabase> {
     let Ok(admin_url) = std::env::var(ENV) else {
-        // Written to the real stderr, not through `eprintln!`, which the test harness
-        // captures and hides for passing tests: a skipped suite must be seen.
-        use std::io::Write;
-        let _ = writeln!(
-            std::io::stderr(),
-            "*** SKIPPED: PostgreSQL part of `{test_name}`: {ENV} is not set. \
-             Set it (e.g. postgres://postgres@127.0.0.1:5432/test) to run it. ***"
+        crate::skipped(
+            &format!("PostgreSQL part of `{test_name}`"),
+            &format!("{ENV} is not set. Set it (e.g. postgres://postgres@127.0.0.1:5432/test) to run it."),
         );
         return None;
     };

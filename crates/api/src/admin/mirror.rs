@@ -27,8 +27,8 @@ impl AdminResource for MirrorRules {
         validate_resource_id(raw).map(|()| raw.to_owned()).map_err(|e| FieldError::new("name", e.message))
     }
 
-    fn validate(spec: &RuleSpec, _: &ApiSettings) -> Result<(), FieldError> {
-        spec.validate()
+    fn validate(spec: &RuleSpec, settings: &ApiSettings) -> Result<(), FieldError> {
+        spec.validate_with(settings.allow_local_origins)
     }
 }
 
@@ -45,7 +45,7 @@ pub(crate) struct PurgeBody {
 fn purge_error(e: PurgeError) -> ApiError {
     match e {
         PurgeError::BadPath(k) => ApiError::bad_request("InvalidArgument", "path", k.0),
-        PurgeError::Store(e) => ApiError::unavailable(&e),
+        PurgeError::Store(e) => ApiError::object_store_unavailable(&e),
     }
 }
 

@@ -28,19 +28,31 @@ fn module_of(raw: &str) -> Result<String, ApiError> {
     Ok(raw.to_owned())
 }
 
-/// Reads `If-Match`: absent, `*`, or one strong `"N"`. Anything else can match no version.
+/// Reads `If-Match` (every header line): absent, `*`, or a list of entity tags, of which the
+/// strong `"N"` name versions (bare digits are accepted too, as clients often send them).
+/// Weak tags (`W/"N"`) never match (If-Match compares strongly) and tags that name no version
+/// match nothing: the publish is then refused with the module's current version named.
 fn expect_of(headers: &HeaderMap) -> Result<Expect, ApiError> {
-    let Some(v) = headers.get(header::IF_MATCH) else { return Ok(Expect::Nothing) };
-    let s = v.to_str().unwrap_or("").trim();
-    if s == "*" {
-        return Ok(Expect::Any);
+    let mut lines = headers.get_all(header::IF_MATCH).iter().peekable();
+    if lines.peek().is_none() {
+        return Ok(Expect::Nothing);
     }
-    // The entity tag is quoted (`"3"`); bare digits are accepted too, as clients often send them.
-    let tag = s.strip_prefix('"').and_then(|r| r.strip_suffix('"')).unwrap_or(s);
-    match tag.parse::<i64>().ok().filter(|_| tag.bytes().all(|b| b.is_ascii_digit())) {
-        Some(n) if n >= 0 => Ok(Expect::Version(n)),
-        _ => Err(precondition_failed(None)),
+    let mut versions = Vec::new();
+    for line in lines {
+        for tag in line.to_str().unwrap_or("").split(',').map(str::trim).filter(|t| !t.is_empty()) {
+            if tag == "*" {
+                return Ok(Expect::Any);
+            }
+            let bare = tag.strip_prefix('"').and_then(|r| r.strip_suffix('"')).unwrap_or(tag);
+            if !bare.is_empty() && bare.len() <= 18 && bare.bytes().all(|b| b.is_ascii_digit()) {
+                versions.extend(bare.parse::<i64>().ok());
+            }
+        }
     }
+    Ok(match versions.as_slice() {
+        [one] => Expect::Version(*one),
+        _ => Expect::OneOf(versions),
+    })
 }
 
 fn precondition_failed(current: Option<i64>) -> ApiError {

@@ -6,11 +6,13 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use arc_swap::ArcSwap;
 use axum::http::HeaderValue;
 use bytes::Bytes;
 use httpdns_config::{ConfigDocument, Signer};
+use httpdns_flight::SingleFlight;
 use httpdns_store::{Store, StoreError};
 
 use crate::metrics::Metrics;
@@ -34,8 +36,19 @@ pub struct ConfigCache {
     modules: ArcSwap<HashMap<String, Arc<Published>>>,
     // Serialises refreshes; readers never take it.
     refresh_lock: tokio::sync::Mutex<()>,
+    /// Refreshes asked for by clients that saw a newer version elsewhere: one at a time, on
+    /// its own task (a client hanging up does not cancel it for the others), at most every
+    /// [`CLIENT_REFRESH_EVERY`].
+    client_refresh: SingleFlight<(), Result<(), String>>,
+    last_client_refresh: std::sync::Mutex<Option<Instant>>,
     metrics: Arc<Metrics>,
 }
+
+/// How often clients can make a replica reload config documents from the database (a client
+/// claiming a version that does not exist must not turn every request into queries).
+const CLIENT_REFRESH_EVERY: Duration = Duration::from_millis(250);
+/// How long a request waits for such a reload before answering with what is loaded.
+const CLIENT_REFRESH_WAIT: Duration = Duration::from_secs(2);
 
 impl std::fmt::Debug for ConfigCache {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -55,6 +68,8 @@ impl ConfigCache {
             signer,
             modules: ArcSwap::from_pointee(HashMap::new()),
             refresh_lock: tokio::sync::Mutex::new(()),
+            client_refresh: SingleFlight::new(),
+            last_client_refresh: std::sync::Mutex::new(None),
             metrics,
         }
     }
@@ -108,14 +123,41 @@ impl ConfigCache {
     }
 
     /// Refreshes when `version` is newer than what is served (a client that saw a newer
-    /// version on another replica), so the answer is never older than the client's.
-    pub async fn at_least(&self, module: &str, version: i64) -> Option<Arc<Published>> {
+    /// version on another replica), so the answer is never older than the client's. Bounded
+    /// in time and in rate; when the refresh is slow or refused, what is loaded is served.
+    pub async fn at_least(self: &Arc<Self>, module: &str, version: i64) -> Option<Arc<Published>> {
         let served = self.get(module);
         if served.as_ref().is_some_and(|p| p.version >= version) {
             return served;
         }
-        if let Err(e) = self.refresh().await {
-            tracing::warn!(error = %e, "Config refresh failed; serving what is loaded.");
+        let due = {
+            let mut last = self.last_client_refresh.lock().unwrap_or_else(|e| e.into_inner());
+            let due =
+                last.is_none_or(|t| t.elapsed() >= CLIENT_REFRESH_EVERY) || self.client_refresh.contains(&());
+            if due {
+                *last = Some(Instant::now());
+            }
+            due
+        };
+        if due {
+            let me = self.clone();
+            let done = self
+                .client_refresh
+                .run((), CLIENT_REFRESH_WAIT, move || async move {
+                    me.metrics.config_client_refreshes.inc();
+                    me.refresh().await.map_err(|e| e.to_string())
+                })
+                .await;
+            match done {
+                Ok(shared) => {
+                    if let Err(e) = shared.value {
+                        tracing::warn!(error = %e, "Config refresh failed; serving what is loaded.");
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "Config refresh did not finish in time; serving what is loaded.")
+                }
+            }
         }
         self.get(module)
     }

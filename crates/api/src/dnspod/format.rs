@@ -1,21 +1,33 @@
-//! The DNSPod text format (`reference/httpdns-api.md` §1.3), byte for byte.
+//! The DNSPod text format (`reference/httpdns-api.md` §1.3), in the form the official SDKs
+//! parse (the default) or exactly as the document shows it.
 //!
 //! ```text
 //! single   = [qname "." ":"] v4part ["-" v6part] ["|" clientip]
-//! part     = ip *( ";" ip ) ["," ttl]  |  "0"            ; "0": no record of this family
-//! batch    = line *( "\n" line ) ["|" clientip]          ; clientip after the last line
-//! line     = qname "." ":" part ["-" part]
+//! part     = ip *( ";" ip ) ["," ttl]  |  "0" ["," ttl]      ; "0": no record of this family
+//! batch    = line *( "\n" line )
+//! line     = qname "." ":" part ["-" part] ["|" clientip]
 //! ```
 //!
-//! A single name with no record at all and no `query=1` is answered with an empty body
-//! ("没有记录，则返回空字符串"), which the SDKs take as "fall back to LocalDNS".
+//! **SDK form** (the default). The Tencent SDKs parse each line with regular expressions that
+//! need every element (`ResponseParser.java`: `(.*)\.:(.*),(.*)\|(.*)` per batch line,
+//! `(.*),(.*)-(.*),(.*)\|(.*)` for both families): so every batch line carries its own
+//! `|clientip`, and with `ttl=1` a family without records is written `0,<ttl>`, which the
+//! pattern matches and the SDK then drops as an invalid address — the other family survives.
+//! Names are echoed exactly as they were asked (the SDKs match them by string equality).
+//!
+//! **Document form** (`[dnspod] document_form = true`): `|clientip` once after the last batch
+//! line (or on every line with `cip_every_line`), and a bare `0` for a family without records.
+//!
+//! Either way, a single name with no record at all and no `query=1` is answered with an empty
+//! body ("没有记录，则返回空字符串"), which the SDKs take as "fall back to LocalDNS".
 
 use std::fmt::Write;
 use std::net::IpAddr;
 
-use httpdns_core::DomainName;
-
 use super::params::{DRequest, QType};
+
+/// TTL written after the `0` of a family without records when nothing better is known.
+pub const EMPTY_PART_TTL: u32 = 30;
 
 /// The addresses of one family for one name.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -24,10 +36,11 @@ pub struct Part {
     pub ttl: u32,
 }
 
-/// What was found for one name.
+/// What was found for one name, and how to echo it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NameAnswer<'a> {
-    pub name: &'a DomainName,
+    /// The name as the client wrote it (without a trailing dot).
+    pub name: &'a str,
     pub v4: Part,
     pub v6: Part,
 }
@@ -35,15 +48,27 @@ pub struct NameAnswer<'a> {
 /// Options that are deployment choices, not request parameters.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct FormatOptions {
-    /// Append `|clientip` to every batch line instead of only the last one. The official
-    /// Tencent Android SDK's batch regex expects it on each line, while the documentation shows
-    /// it once; this switch serves that SDK.
+    /// The document's exact form instead of what the SDKs parse.
+    pub document_form: bool,
+    /// In the document form, `|clientip` on every batch line (always so in the SDK form).
     pub cip_every_line: bool,
 }
 
-fn write_part(out: &mut String, part: &Part, ttl: bool) {
+impl FormatOptions {
+    /// The document's form, byte for byte.
+    pub fn document() -> Self {
+        Self { document_form: true, cip_every_line: false }
+    }
+}
+
+fn write_part(out: &mut String, part: &Part, other: &Part, ttl: bool, opts: FormatOptions) {
     if part.ips.is_empty() {
         out.push('0');
+        if ttl && !opts.document_form {
+            // The SDK's pattern needs `,ttl` here; the TTL says how long "nothing" holds.
+            let t = [part.ttl, other.ttl].into_iter().find(|t| *t > 0).unwrap_or(EMPTY_PART_TTL);
+            let _ = write!(out, ",{t}");
+        }
         return;
     }
     for (i, ip) in part.ips.iter().enumerate() {
@@ -57,14 +82,14 @@ fn write_part(out: &mut String, part: &Part, ttl: bool) {
     }
 }
 
-fn write_parts(out: &mut String, req: &DRequest, a: &NameAnswer<'_>) {
+fn write_parts(out: &mut String, req: &DRequest, a: &NameAnswer<'_>, opts: FormatOptions) {
     match req.qtype {
-        QType::A => write_part(out, &a.v4, req.ttl),
-        QType::Aaaa => write_part(out, &a.v6, req.ttl),
+        QType::A => write_part(out, &a.v4, &a.v6, req.ttl, opts),
+        QType::Aaaa => write_part(out, &a.v6, &a.v4, req.ttl, opts),
         QType::Addrs => {
-            write_part(out, &a.v4, req.ttl);
+            write_part(out, &a.v4, &a.v6, req.ttl, opts);
             out.push('-');
-            write_part(out, &a.v6, req.ttl);
+            write_part(out, &a.v6, &a.v4, req.ttl, opts);
         }
     }
 }
@@ -88,19 +113,20 @@ pub fn format(req: &DRequest, answers: &[NameAnswer<'_>], client: IpAddr, opts: 
         if req.query {
             let _ = write!(out, "{}.:", a.name);
         }
-        write_parts(&mut out, req, a);
+        write_parts(&mut out, req, a, opts);
         if req.clientip {
             let _ = write!(out, "|{client}");
         }
         return out;
     }
+    let every_line = !opts.document_form || opts.cip_every_line;
     for (i, a) in answers.iter().enumerate() {
         if i > 0 {
             out.push('\n');
         }
         let _ = write!(out, "{}.:", a.name);
-        write_parts(&mut out, req, a);
-        if req.clientip && (opts.cip_every_line || i + 1 == answers.len()) {
+        write_parts(&mut out, req, a, opts);
+        if req.clientip && (every_line || i + 1 == answers.len()) {
             let _ = write!(out, "|{client}");
         }
     }
@@ -121,24 +147,60 @@ mod tests {
         list.iter().map(|s| s.parse().unwrap()).collect()
     }
 
-    fn ans(name: &str, v4: &[&str], ttl4: u32, v6: &[&str], ttl6: u32) -> NameAnswer<'static> {
-        NameAnswer {
-            // Leaked: a handful of tiny names in a test process.
-            name: Box::leak(Box::new(DomainName::parse(name).unwrap())),
-            v4: Part { ips: ips(v4), ttl: ttl4 },
-            v6: Part { ips: ips(v6), ttl: ttl6 },
-        }
+    fn ans(name: &'static str, v4: &[&str], ttl4: u32, v6: &[&str], ttl6: u32) -> NameAnswer<'static> {
+        NameAnswer { name, v4: Part { ips: ips(v4), ttl: ttl4 }, v6: Part { ips: ips(v6), ttl: ttl6 } }
     }
 
     const CIP: &str = "1.2.3.4";
     const TENCENT4: [&str; 3] = ["2.3.3.4", "2.3.3.5", "2.3.3.6"];
 
+    /// The document's form (`[dnspod] document_form = true`).
     fn check(query: &str, answers: &[NameAnswer], expect: &str) {
+        let body = format(&req(query), answers, CIP.parse().unwrap(), FormatOptions::document());
+        assert_eq!(body, expect, "{query}");
+    }
+
+    /// The default form, the one the official SDKs parse.
+    fn sdk(query: &str, answers: &[NameAnswer], expect: &str) {
         let body = format(&req(query), answers, CIP.parse().unwrap(), FormatOptions::default());
         assert_eq!(body, expect, "{query}");
     }
 
-    // Every example of reference/httpdns-api.md §1.3.
+    #[test]
+    fn sdk_form_completes_every_line_and_every_family() {
+        sdk(
+            "dn=a.com,b.com&clientip=1&ttl=1",
+            &[ans("a.com", &["1.1.1.1"], 60, &[], 0), ans("b.com", &["2.2.2.2", "2.2.2.3"], 120, &[], 0)],
+            "a.com.:1.1.1.1,60|1.2.3.4\nb.com.:2.2.2.2;2.2.2.3,120|1.2.3.4",
+        );
+        // Dual stack without AAAA: the IPv4 answer survives the SDK's pattern.
+        sdk(
+            "dn=a.com&type=addrs&clientip=1&ttl=1",
+            &[ans("a.com", &["5.5.5.5"], 60, &[], 0)],
+            "5.5.5.5,60-0,60|1.2.3.4",
+        );
+        sdk(
+            "dn=a.com&type=addrs&clientip=1&ttl=1",
+            &[ans("a.com", &[], 0, &["2400:3200::1"], 90)],
+            "0,90-2400:3200::1,90|1.2.3.4",
+        );
+        // A batch name with nothing at all still has a complete line.
+        sdk(
+            "dn=a.com,none.com&type=addrs&clientip=1&ttl=1",
+            &[ans("a.com", &["1.1.1.1"], 60, &["2400:3200::1"], 60), ans("none.com", &[], 0, &[], 0)],
+            "a.com.:1.1.1.1,60-2400:3200::1,60|1.2.3.4\nnone.com.:0,30-0,30|1.2.3.4",
+        );
+        // Without ttl=1 there is no TTL to write: the document's bare 0.
+        sdk("dn=a.com&type=addrs&query=1", &[ans("a.com", &["1.1.1.1"], 60, &[], 0)], "a.com.:1.1.1.1-0");
+        // Names are echoed as asked.
+        sdk(
+            "dn=WWW.Example.com&query=1",
+            &[ans("WWW.Example.com", &["1.1.1.1"], 60, &[], 0)],
+            "WWW.Example.com.:1.1.1.1",
+        );
+    }
+
+    // Every example of reference/httpdns-api.md §1.3, in the document's form.
 
     #[test]
     fn a_no_options() {
@@ -241,7 +303,7 @@ mod tests {
             &req("dn=www.qq.com&type=addrs&ttl=1&clientip=1"),
             &[ans("www.qq.com", &["120.14.67.201"], 120, &["2402:4e00:1011:1414:0:9226:71a3:83d2"], 120)],
             "127.0.0.1".parse().unwrap(),
-            FormatOptions::default(),
+            FormatOptions::document(),
         );
         assert_eq!(body, "120.14.67.201,120-2402:4e00:1011:1414:0:9226:71a3:83d2,120|127.0.0.1");
     }
@@ -257,7 +319,7 @@ mod tests {
             &req("dn=a.example.com,b.example.com&clientip=1"),
             &[ans("a.example.com", &["1.1.1.1"], 60, &[], 0), ans("b.example.com", &["2.2.2.2"], 60, &[], 0)],
             CIP.parse().unwrap(),
-            FormatOptions { cip_every_line: true },
+            FormatOptions { document_form: true, cip_every_line: true },
         );
         assert_eq!(body, "a.example.com.:1.1.1.1|1.2.3.4\nb.example.com.:2.2.2.2|1.2.3.4");
     }

@@ -11,19 +11,16 @@ pub mod params;
 use std::net::IpAddr;
 use std::time::Instant;
 
+use crate::answer::Question;
+use crate::error::ApiError;
+use crate::metrics::{Endpoint, Outcome};
+use crate::state::{AppState, PeerAddr};
 use axum::body::Bytes;
 use axum::extract::{Request, State};
 use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode};
 use axum::response::{IntoResponse, Response};
-use httpdns_core::snapshot::{client_seed, Resolution};
-use httpdns_core::{ClientView, DomainName, Family};
-
-use crate::catalog::Published;
-use crate::error::ApiError;
-use crate::metrics::{Endpoint, Outcome};
-use crate::state::{AppState, PeerAddr};
 use format::{NameAnswer, Part};
-use params::{DRequest, QType};
+use params::QType;
 
 /// Header naming the outcome of each name.
 pub const STATUS_HEADER: &str = "x-httpdns-status";
@@ -62,6 +59,7 @@ async fn answer(app: &AppState, peer: IpAddr, request: Request, started: Instant
         return ApiError::new(StatusCode::NOT_IMPLEMENTED, "MethodNotAllowed", "use GET or POST")
             .into_response();
     }
+    let secure = is_secure(app, &request);
     let (parts, body) = request.into_parts();
     let form: Bytes = if method == Method::POST && is_form(&parts.headers) {
         match axum::body::to_bytes(body, MAX_FORM_BODY).await {
@@ -75,45 +73,74 @@ async fn answer(app: &AppState, peer: IpAddr, request: Request, started: Instant
         Bytes::new()
     };
     let mut pairs = pairs(parts.uri.query(), &form);
-    // An enterprise request (`id=`) carries `dn` and `ip` encrypted with the account's key.
-    let key = match decrypt_params(app, &mut pairs) {
+    // An enterprise request carries `id=` with `dn` encrypted by the account's key, or (HTTPS)
+    // the account's `token=` with everything in plain text.
+    let auth = match authenticate(app, &mut pairs, secure) {
         Ok(k) => k,
         Err(e) => return e.into_response(),
     };
-    if key.is_none() && !crate::resolve::allow_client(app, peer) {
+    if matches!(auth, Auth::None) && !crate::resolve::allow_client(app, peer) {
         return crate::resolve::client_throttled().into_response();
     }
     let req = match params::parse(pairs.iter().map(|(k, v)| (k.as_ref(), v.as_ref()))) {
         Ok(r) => r,
         Err(e) => return ApiError::bad_request(e.code(), e.field(), e.to_string()).into_response(),
     };
+    if let Some(expiry) = req.expiry {
+        let now =
+            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+        // The SDK sets it ten minutes ahead; a device clock a little slow is forgiven.
+        if expiry + EXPIRY_SKEW_S < now {
+            return ApiError::new(
+                StatusCode::UNAUTHORIZED,
+                "SignatureExpired",
+                "the request's dn has expired",
+            )
+            .with_field("dn")
+            .into_response();
+        }
+    }
 
     let client = req.ip.unwrap_or(peer);
-    let snapshot = app.catalog.snapshot();
-    let view = httpdns_geo::classify(&snapshot, &app.geo, client);
-    app.metrics.client_answer(&view);
-    let (mut answers, mut outcomes) = answer_all(&snapshot, &req, &view, client);
-    drop(snapshot);
-    upstream_all(app, &req, client, &mut answers, &mut outcomes).await;
+    let question = Question {
+        names: &req.names,
+        v4: matches!(req.qtype, QType::A | QType::Addrs),
+        v6: matches!(req.qtype, QType::Aaaa | QType::Addrs),
+        client,
+    };
+    let found = crate::answer::answer(app, question).await;
+    let part = |f: Option<&crate::answer::FamilyAnswer>, domain_ttl: Option<u32>| match f {
+        Some(f) => Part {
+            ips: f.ips.clone(),
+            ttl: if f.ips.is_empty() { domain_ttl.unwrap_or(f.ttl) } else { f.ttl },
+        },
+        None => Part::default(),
+    };
+    let answers: Vec<NameAnswer<'_>> = req
+        .echo
+        .iter()
+        .zip(&found.names)
+        .map(|(echo, a)| NameAnswer {
+            name: echo,
+            v4: part(a.v4.as_ref(), a.domain_ttl),
+            v6: part(a.v6.as_ref(), a.domain_ttl),
+        })
+        .collect();
     let mut body = format::format(&req, &answers, client, app.settings.dnspod);
-    if let Some((alg, secret)) = key {
-        match httpdns_auth::encrypt(alg, &secret, body.as_bytes()) {
+    if let Auth::Encrypted(alg, secret) = &auth {
+        match httpdns_auth::encrypt(*alg, secret, body.as_bytes()) {
             Ok(hex) => body = hex,
             Err(_) => return ApiError::internal(&"cannot encrypt with the account key").into_response(),
         }
     }
-
-    for o in &outcomes {
-        app.metrics.answer(Endpoint::D, *o);
-    }
-    app.metrics.answer_time(Endpoint::D, started.elapsed());
+    found.count(app, Endpoint::D, started);
 
     let mut resp = body.into_response();
     let h = resp.headers_mut();
     h.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain; charset=utf-8"));
     // The answer depends on the client's address: no shared cache may keep it.
     h.insert(header::CACHE_CONTROL, HeaderValue::from_static("private, no-store"));
-    h.insert(STATUS_HEADER, status_header(&outcomes));
+    h.insert(STATUS_HEADER, status_header(&found.outcomes()));
     if req.ip_invalid {
         h.insert(
             "x-httpdns-ip-ignored",
@@ -123,25 +150,79 @@ async fn answer(app: &AppState, peer: IpAddr, request: Request, started: Instant
     resp
 }
 
+/// How far past the expiry in `dn` (`;<seconds>`) a request is still answered.
+const EXPIRY_SKEW_S: u64 = 600;
+
+/// Whether the request reached us over TLS: on a TLS listener, or from a trusted proxy that
+/// says it terminated TLS (`X-Forwarded-Proto: https`).
+fn is_secure(app: &AppState, request: &Request) -> bool {
+    if request.extensions().get::<httpdns_net::http::Secure>().is_some() {
+        return true;
+    }
+    let peer = request
+        .extensions()
+        .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
+        .map(|c| c.0.ip().to_canonical());
+    let trusted = peer.is_some_and(|p| {
+        !app.settings.trusted_proxies.is_empty() && app.settings.trusted_proxies.lookup(p).is_some()
+    });
+    trusted
+        && request
+            .headers()
+            .get("x-forwarded-proto")
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.trim().eq_ignore_ascii_case("https"))
+}
+
+/// How a `/d` request authenticated.
+enum Auth {
+    None,
+    /// `id=`: `dn` came encrypted, the answer goes back encrypted the same way.
+    Encrypted(httpdns_auth::Alg, String),
+    /// `token=` over HTTPS: plain text both ways.
+    Token,
+}
+
 type Pairs<'a> = Vec<(std::borrow::Cow<'a, str>, std::borrow::Cow<'a, str>)>;
 
-/// For a request with `id=`: checks the account and replaces `dn` and `ip` by their decrypted
-/// values, returning the cipher and key to encrypt the answer with. Without `id=`, passes when
-/// unauthenticated requests are allowed.
-fn decrypt_params(
-    app: &AppState,
-    pairs: &mut Pairs<'_>,
-) -> Result<Option<(httpdns_auth::Alg, String)>, ApiError> {
+/// For a request with `id=`: checks the account and replaces `dn` (and `ip`, when it is
+/// encrypted: the SDKs send it in plain text) by their decrypted values, returning the cipher
+/// and key to encrypt the answer with. With `token=` (HTTPS only): checks the account. Without
+/// either, passes when unauthenticated requests are allowed.
+fn authenticate(app: &AppState, pairs: &mut Pairs<'_>, secure: bool) -> Result<Auth, ApiError> {
     let first = |pairs: &Pairs<'_>, k: &str| pairs.iter().find(|(n, _)| n == k).map(|(_, v)| v.to_string());
+    if let Some(token) = first(pairs, "token").filter(|t| !t.is_empty()) {
+        if !secure {
+            return Err(ApiError::new(
+                StatusCode::FORBIDDEN,
+                "HttpsRequired",
+                "token= is accepted over HTTPS only (it is a secret sent in the clear)",
+            )
+            .with_field("token"));
+        }
+        let snapshot = app.catalog.snapshot();
+        let (id, account) =
+            snapshot.account_by_token(&token).filter(|(_, a)| a.enabled).ok_or_else(|| {
+                ApiError::new(StatusCode::UNAUTHORIZED, "InvalidAccount", "no such token").with_field("token")
+            })?;
+        if !crate::resolve::allow_account(app, id, account.rate_limit_qps) {
+            return Err(ApiError::new(
+                StatusCode::TOO_MANY_REQUESTS,
+                "Throttled",
+                "the account's rate limit is reached",
+            ));
+        }
+        return Ok(Auth::Token);
+    }
     let Some(id) = first(pairs, "id") else {
         if app.settings.auth_required {
             return Err(ApiError::new(
                 StatusCode::UNAUTHORIZED,
                 "Unauthorized",
-                "this server answers authenticated requests only: send id= with dn and ip encrypted",
+                "this server answers authenticated requests only: send id= with dn encrypted, or token= over HTTPS",
             ));
         }
-        return Ok(None);
+        return Ok(Auth::None);
     };
     let invalid =
         || ApiError::new(StatusCode::UNAUTHORIZED, "InvalidAccount", "no such account").with_field("id");
@@ -178,6 +259,11 @@ fn decrypt_params(
         if v.is_empty() {
             continue;
         }
+        // The official SDKs send `ip` in plain text although the document says it is encrypted:
+        // an address as it is stays as it is.
+        if field == "ip" && v.parse::<IpAddr>().is_ok() {
+            continue;
+        }
         let plain = httpdns_auth::decrypt(alg, &secret, v).map_err(|_| {
             ApiError::bad_request(
                 "InvalidArgument",
@@ -187,7 +273,7 @@ fn decrypt_params(
         })?;
         *v = std::borrow::Cow::Owned(plain);
     }
-    Ok(Some((alg, secret)))
+    Ok(Auth::Encrypted(alg, secret))
 }
 
 fn is_form(headers: &HeaderMap) -> bool {
@@ -205,109 +291,5 @@ pub(crate) fn status_header(outcomes: &[Outcome]) -> HeaderValue {
             let joined = many.iter().map(|o| o.as_str()).collect::<Vec<_>>().join(",");
             HeaderValue::from_str(&joined).expect("outcome words are valid header text")
         }
-    }
-}
-
-/// Answers every requested name for one client.
-pub(crate) fn answer_all<'r>(
-    snapshot: &Published,
-    req: &'r DRequest,
-    view: &ClientView,
-    client: IpAddr,
-) -> (Vec<NameAnswer<'r>>, Vec<Outcome>) {
-    let seed = client_seed(client);
-    let mut answers = Vec::with_capacity(req.names.len());
-    let mut outcomes = Vec::with_capacity(req.names.len());
-    for name in &req.names {
-        let (v4, o4) = match req.qtype {
-            QType::A | QType::Addrs => family(snapshot, name, Family::V4, view, seed),
-            QType::Aaaa => (Part::default(), None),
-        };
-        let (v6, o6) = match req.qtype {
-            QType::Aaaa | QType::Addrs => family(snapshot, name, Family::V6, view, seed),
-            QType::A => (Part::default(), None),
-        };
-        outcomes.push(combine(o4, o6));
-        answers.push(NameAnswer { name, v4, v6 });
-    }
-    (answers, outcomes)
-}
-
-/// Resolves the names that are not managed here through the upstream resolver.
-async fn upstream_all(
-    app: &AppState,
-    req: &DRequest,
-    client: IpAddr,
-    answers: &mut [NameAnswer<'_>],
-    outcomes: &mut [Outcome],
-) {
-    if !app.upstream.is_configured() {
-        return;
-    }
-    for (a, o) in answers.iter_mut().zip(outcomes.iter_mut()) {
-        if *o != Outcome::NotManaged {
-            continue;
-        }
-        let (mut o4, mut o6) = (None, None);
-        if matches!(req.qtype, QType::A | QType::Addrs) {
-            let (part, out) = upstream_part(app, a.name, Family::V4, client).await;
-            a.v4 = part;
-            o4 = Some(out);
-        }
-        if matches!(req.qtype, QType::Aaaa | QType::Addrs) {
-            let (part, out) = upstream_part(app, a.name, Family::V6, client).await;
-            a.v6 = part;
-            o6 = Some(out);
-        }
-        *o = combine(o4, o6);
-    }
-}
-
-/// One family of a name that is not managed here, from the upstream resolver.
-pub(crate) async fn upstream_part(
-    app: &AppState,
-    name: &DomainName,
-    fam: Family,
-    client: IpAddr,
-) -> (Part, Outcome) {
-    let qtype = match fam {
-        Family::V4 => hickory_proto::rr::RecordType::A,
-        Family::V6 => hickory_proto::rr::RecordType::AAAA,
-    };
-    match app.upstream.lookup(name, qtype, client).await {
-        Ok(l) => {
-            let outcome = if l.stale { Outcome::UpstreamStale } else { Outcome::Upstream };
-            (Part { ips: l.ips, ttl: l.ttl }, outcome)
-        }
-        Err(_) => (Part::default(), Outcome::UpstreamError),
-    }
-}
-
-/// One outcome for a name asked in one or two families: the better of the two.
-fn combine(a: Option<Outcome>, b: Option<Outcome>) -> Outcome {
-    let rank = |o: Outcome| Outcome::ALL.iter().position(|x| *x == o).unwrap_or(usize::MAX);
-    match (a, b) {
-        (Some(x), Some(y)) => {
-            if rank(x) <= rank(y) {
-                x
-            } else {
-                y
-            }
-        }
-        (Some(x), None) | (None, Some(x)) => x,
-        (None, None) => Outcome::NotManaged,
-    }
-}
-
-pub(crate) fn family(
-    snapshot: &Published,
-    name: &DomainName,
-    fam: Family,
-    view: &ClientView,
-    seed: u64,
-) -> (Part, Option<Outcome>) {
-    match snapshot.snapshot.resolve(name, fam, view, seed, &snapshot.health) {
-        Resolution::NotManaged => (Part::default(), Some(Outcome::NotManaged)),
-        Resolution::Managed(a) => (Part { ips: a.ips, ttl: a.ttl }, Some(Outcome::from_status(a.status))),
     }
 }

@@ -24,6 +24,13 @@ pub enum QType {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DRequest {
     pub names: Vec<DomainName>,
+    /// Each name as the client wrote it, without a trailing dot: what the answer echoes (the
+    /// SDKs look their names up in the answer by string equality).
+    pub echo: Vec<String>,
+    /// The Unix time after which the request is void, when `dn` ends with `;<seconds>` (the
+    /// Tencent iOS SDK appends it before encrypting, so a captured request cannot be replayed
+    /// for long).
+    pub expiry: Option<u64>,
     /// `dn` held a comma: answer in the batch format even for one name.
     pub batch: bool,
     /// The `ip=` parameter when present and a valid address.
@@ -88,16 +95,29 @@ pub fn parse<'a>(pairs: impl IntoIterator<Item = (&'a str, &'a str)>) -> Result<
         }
     }
     let dn = dn.filter(|d| !d.is_empty()).ok_or(ParamError::MissingDn)?;
+    let (dn, expiry) = match dn.rsplit_once(';') {
+        Some((names, t)) if !t.is_empty() && t.len() <= 12 && t.bytes().all(|b| b.is_ascii_digit()) => {
+            (names, t.parse::<u64>().ok())
+        }
+        _ => (dn, None),
+    };
+    if dn.is_empty() {
+        return Err(ParamError::MissingDn);
+    }
     let batch = dn.contains(',');
     let parts: Vec<&str> = dn.split(',').collect();
     if parts.len() > MAX_BATCH {
         return Err(ParamError::TooManyNames);
     }
     let mut names = Vec::with_capacity(parts.len());
+    let mut echo = Vec::with_capacity(parts.len());
     for part in parts {
         let name =
             DomainName::parse(part).map_err(|reason| ParamError::BadName { name: truncate(part), reason })?;
         names.push(name);
+        // A valid name holds nothing the text format gives a meaning to (`,` `;` `:` `|` `-`
+        // between parts are not in names' positions, newlines cannot pass the parser).
+        echo.push(part.strip_suffix('.').unwrap_or(part).to_owned());
     }
     let qtype = match qtype {
         None | Some("") => QType::A,
@@ -115,6 +135,8 @@ pub fn parse<'a>(pairs: impl IntoIterator<Item = (&'a str, &'a str)>) -> Result<
     };
     Ok(DRequest {
         names,
+        echo,
+        expiry,
         batch,
         ip,
         ip_invalid,
@@ -178,6 +200,19 @@ mod tests {
         assert!(r.ip.is_none() && r.ip_invalid);
         let r = p("dn=a.com&ip=::ffff:1.2.3.4").unwrap();
         assert_eq!(r.ip, Some("1.2.3.4".parse().unwrap()));
+    }
+
+    #[test]
+    fn the_ios_sdk_expiry_suffix_is_taken_off() {
+        let r = p("dn=a.com,B.com;1700000600").unwrap();
+        assert_eq!(r.names.iter().map(|n| n.as_str()).collect::<Vec<_>>(), ["a.com", "b.com"]);
+        assert_eq!(r.echo, ["a.com", "B.com"]);
+        assert_eq!(r.expiry, Some(1_700_000_600));
+        assert!(r.batch);
+        let r = p("dn=a.com.;1700000600").unwrap();
+        assert_eq!((r.echo[0].as_str(), r.batch), ("a.com", false));
+        assert_eq!(p("dn=;1700000600"), Err(ParamError::MissingDn));
+        assert!(matches!(p("dn=a.com;x"), Err(ParamError::BadName { .. })));
     }
 
     #[test]

@@ -8,18 +8,25 @@
 //! client; a report is attributed to the nodes of the domain's pool with that address. Reports
 //! from clients whose ISP or region is unknown, or about addresses that are not nodes of the
 //! domain, are counted as ignored. Rate limited per client address.
+//!
+//! Signed: `POST /feedback?account=<id>&t=<expiry>&s=<signature>`, the signature Alibaba's
+//! (`md5(content-secret-t)`) with the body's SHA-256 (lowercase hex) as the content. Signed
+//! reports are weighed per account (`httpdns_live::feedback`), and count against the
+//! account's rate limit. With `HTTPDNS_AUTH_REQUIRED` only signed feedback is taken.
 
 use std::net::IpAddr;
 
 use axum::body::Bytes;
-use axum::extract::State;
+use axum::extract::{RawQuery, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use httpdns_core::DomainName;
-use httpdns_live::feedback::{Key, MAX_CONNECT_MS};
+use httpdns_live::feedback::{Key, Reporter, MAX_CONNECT_MS};
 use serde::Deserialize;
+use sha2::Digest as _;
 
 use crate::error::ApiError;
+use crate::resolve::{allow_account, forbidden, verify_signature};
 use crate::state::{AppState, PeerAddr};
 
 #[derive(Debug, Deserialize)]
@@ -77,16 +84,56 @@ fn validate(i: usize, item: &Item) -> Result<Valid, ApiError> {
     Ok(Valid { ip, domain, ok, connect_ms })
 }
 
-pub(crate) async fn handle(State(app): State<AppState>, PeerAddr(peer): PeerAddr, body: Bytes) -> Response {
-    let resp = match accept(&app, peer, &body) {
-        Ok(r) => r,
-        Err(e) => e.into_response(),
-    };
+pub(crate) async fn handle(
+    State(app): State<AppState>,
+    PeerAddr(peer): PeerAddr,
+    RawQuery(query): RawQuery,
+    body: Bytes,
+) -> Response {
+    let resp =
+        match signer(&app, query.as_deref(), &body).and_then(|account| accept(&app, peer, account, &body)) {
+            Ok(r) => r,
+            Err(e) => e.into_response(),
+        };
     app.metrics.http_answer_request(crate::metrics::Route::Feedback, resp.status());
     resp
 }
 
-fn accept(app: &AppState, peer: IpAddr, body: &[u8]) -> Result<Response, ApiError> {
+/// The account that signed the request, if it is signed; an error when it is signed badly or
+/// when only signed feedback is taken and it is not.
+fn signer(app: &AppState, query: Option<&str>, body: &[u8]) -> Result<Option<u32>, ApiError> {
+    let pairs: Vec<(String, String)> =
+        form_urlencoded::parse(query.unwrap_or("").as_bytes()).into_owned().collect();
+    let get = |k: &str| pairs.iter().find(|(n, _)| n == k).map(|(_, v)| v.as_str());
+    let Some(account) = get("account") else {
+        if app.settings.auth_required {
+            return Err(forbidden(
+                "UnsignedInterfaceDisabled",
+                "this server takes signed feedback only: /feedback?account=&t=&s=",
+            ));
+        }
+        return Ok(None);
+    };
+    let id = httpdns_core::model::parse_account_id(account)
+        .map_err(|_| forbidden("InvalidAccount", "no such account"))?;
+    let snapshot = app.catalog.snapshot();
+    let spec = snapshot
+        .account(id)
+        .filter(|a| a.enabled)
+        .ok_or_else(|| forbidden("InvalidAccount", "no such account"))?;
+    let digest = httpdns_auth::hex(&sha2::Sha256::digest(body));
+    verify_signature(&spec.secret, &digest, get("t"), get("s"))?;
+    if !allow_account(app, id, spec.rate_limit_qps) {
+        return Err(ApiError::new(
+            StatusCode::TOO_MANY_REQUESTS,
+            "Throttled",
+            "the account's rate limit is reached",
+        ));
+    }
+    Ok(Some(id))
+}
+
+fn accept(app: &AppState, peer: IpAddr, account: Option<u32>, body: &[u8]) -> Result<Response, ApiError> {
     if !app.live.limiter.allow(peer) {
         app.metrics.feedback_reports.with_label_values(&["rate_limited"]).inc();
         return Err(ApiError::new(
@@ -151,7 +198,7 @@ fn accept(app: &AppState, peer: IpAddr, body: &[u8]) -> Result<Response, ApiErro
         }
         for node in nodes {
             let key = Key { node: node.to_owned(), isp: isp.clone(), region: region.clone() };
-            app.live.record(key, peer, v.ok, v.connect_ms);
+            app.live.record(key, Reporter { account, ip: peer }, v.ok, v.connect_ms);
         }
         accepted += 1;
     }

@@ -5,7 +5,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use httpdns_core::live::{Feedback, LiveNode};
 use httpdns_core::Token;
-use httpdns_live::feedback::{Aggregator, Estimate, FeedbackConfig, Key};
+use httpdns_live::feedback::{Aggregator, Estimate, FeedbackConfig, Key, Reporter};
 use httpdns_store::live::FeedbackRow;
 use httpdns_store::{Store, StoreError};
 
@@ -81,7 +81,7 @@ impl LiveHub {
         &self.settings
     }
 
-    pub(crate) fn record(&self, key: Key, client: IpAddr, ok: bool, connect_ms: Option<f64>) {
+    pub(crate) fn record(&self, key: Key, client: Reporter, ok: bool, connect_ms: Option<f64>) {
         let mut agg = self.aggregator.lock().unwrap_or_else(|e| e.into_inner());
         agg.record(key, client, ok, connect_ms, now_ms());
     }

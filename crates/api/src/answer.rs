@@ -1,0 +1,172 @@
+//! The one answer engine of the HTTP front-ends: a request's names, families and client in,
+//! explicit per-name and per-family outcomes out. `/d`, `/resolve`, the Alibaba account routes
+//! and `/v2/d` are formatters around it.
+//!
+//! One snapshot load per request (managed answers, classification and labels all come from
+//! the same snapshot), and the names that are not managed here are resolved upstream
+//! concurrently, each family of each name at once.
+
+use std::net::IpAddr;
+use std::sync::Arc;
+
+use httpdns_core::snapshot::{client_seed, Resolution};
+use httpdns_core::{ClientView, DomainName, Family};
+
+use crate::catalog::Published;
+use crate::metrics::{Endpoint, Outcome};
+use crate::state::AppState;
+
+/// What a front-end asks.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Question<'a> {
+    pub(crate) names: &'a [DomainName],
+    pub v4: bool,
+    pub v6: bool,
+    /// The client the answer is for (`ip=`/`cip=`, else the connection's).
+    pub(crate) client: IpAddr,
+}
+
+/// The addresses of one family of one name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct FamilyAnswer {
+    pub(crate) ips: Vec<IpAddr>,
+    pub(crate) ttl: u32,
+    pub(crate) outcome: Outcome,
+}
+
+impl FamilyAnswer {
+    fn empty(outcome: Outcome) -> Self {
+        Self { ips: Vec::new(), ttl: 0, outcome }
+    }
+}
+
+/// What was found for one name: each family asked for, and the name's outcome (the better of
+/// its families').
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct NameAnswer {
+    pub v4: Option<FamilyAnswer>,
+    pub v6: Option<FamilyAnswer>,
+    pub(crate) outcome: Outcome,
+    /// The managed domain's TTL, when managed (for empty families that still need one).
+    pub(crate) domain_ttl: Option<u32>,
+}
+
+impl NameAnswer {
+    pub(crate) fn family(&self, fam: Family) -> Option<&FamilyAnswer> {
+        match fam {
+            Family::V4 => self.v4.as_ref(),
+            Family::V6 => self.v6.as_ref(),
+        }
+    }
+
+    /// The smallest TTL among the families that have addresses.
+    pub(crate) fn ttl(&self) -> Option<u32> {
+        [&self.v4, &self.v6].into_iter().flatten().filter(|f| !f.ips.is_empty()).map(|f| f.ttl).min()
+    }
+}
+
+/// The answers of one request.
+pub(crate) struct Answers {
+    pub(crate) view: ClientView,
+    pub(crate) names: Vec<NameAnswer>,
+    /// The snapshot the answers came from (carrier labels of nodes).
+    pub(crate) snapshot: Arc<Published>,
+}
+
+impl Answers {
+    pub(crate) fn outcomes(&self) -> Vec<Outcome> {
+        self.names.iter().map(|n| n.outcome).collect()
+    }
+
+    /// The carrier of a node answered, when it is one of ours.
+    pub(crate) fn isp_of(&self, ip: IpAddr) -> Option<String> {
+        self.snapshot.snapshot.node_by_ip(ip).map(|n| n.spec.isp.to_string())
+    }
+
+    /// Counts the answers in the metrics of `endpoint`.
+    pub(crate) fn count(&self, app: &AppState, endpoint: Endpoint, started: std::time::Instant) {
+        for n in &self.names {
+            app.metrics.answer(endpoint, n.outcome);
+        }
+        app.metrics.answer_time(endpoint, started.elapsed());
+    }
+}
+
+/// The better of two outcomes (the order of [`Outcome::ALL`]).
+pub(crate) fn better(a: Outcome, b: Outcome) -> Outcome {
+    if a.rank() <= b.rank() {
+        a
+    } else {
+        b
+    }
+}
+
+/// Answers `q`: managed names from the snapshot, the others from the upstream resolver.
+pub(crate) async fn answer(app: &AppState, q: Question<'_>) -> Answers {
+    let snapshot = app.catalog.snapshot_full();
+    let view = httpdns_geo::classify(&snapshot, &app.geo, q.client);
+    app.metrics.client_answer(&view);
+    let seed = client_seed(q.client);
+    let families = [(Family::V4, q.v4), (Family::V6, q.v6)];
+    let mut names = Vec::with_capacity(q.names.len());
+    let mut pending = Vec::new();
+    for (i, name) in q.names.iter().enumerate() {
+        let mut answer = NameAnswer { v4: None, v6: None, outcome: Outcome::NotManaged, domain_ttl: None };
+        answer.domain_ttl = snapshot.snapshot.domain(name).map(|d| d.ttl);
+        for (fam, wanted) in families {
+            if !wanted {
+                continue;
+            }
+            let found = match snapshot.snapshot.resolve(name, fam, &view, seed, &snapshot.health) {
+                Resolution::Managed(a) => {
+                    FamilyAnswer { ips: a.ips, ttl: a.ttl, outcome: Outcome::from_status(a.status) }
+                }
+                Resolution::NotManaged => {
+                    if app.upstream.is_configured() {
+                        pending.push((i, fam));
+                    }
+                    FamilyAnswer::empty(Outcome::NotManaged)
+                }
+            };
+            match fam {
+                Family::V4 => answer.v4 = Some(found),
+                Family::V6 => answer.v6 = Some(found),
+            }
+        }
+        names.push(answer);
+    }
+    // Every upstream question at once: a batch waits for its slowest name, not their sum.
+    let lookups = pending.iter().map(|(i, fam)| upstream(app, &q.names[*i], *fam, q.client));
+    let found = futures_util::future::join_all(lookups).await;
+    for ((i, fam), f) in pending.into_iter().zip(found) {
+        match fam {
+            Family::V4 => names[i].v4 = Some(f),
+            Family::V6 => names[i].v6 = Some(f),
+        }
+    }
+    for n in &mut names {
+        n.outcome = [&n.v4, &n.v6]
+            .into_iter()
+            .flatten()
+            .map(|f| f.outcome)
+            .reduce(better)
+            .unwrap_or(Outcome::NotManaged);
+    }
+    Answers { view, names, snapshot }
+}
+
+/// One family of a name that is not managed here, from the upstream resolver.
+async fn upstream(app: &AppState, name: &DomainName, fam: Family, client: IpAddr) -> FamilyAnswer {
+    let qtype = match fam {
+        Family::V4 => hickory_proto::rr::RecordType::A,
+        Family::V6 => hickory_proto::rr::RecordType::AAAA,
+    };
+    match app.upstream.lookup(name, qtype, client).await {
+        Ok(l) => FamilyAnswer {
+            ips: l.ips,
+            ttl: l.ttl,
+            outcome: if l.stale { Outcome::UpstreamStale } else { Outcome::Upstream },
+        },
+        Err(_) => FamilyAnswer::empty(Outcome::UpstreamError),
+    }
+}

@@ -1,0 +1,293 @@
+//! Serving an axum `Router` on a TCP listener with the process's connection rules: admission
+//! by the [`ConnRegistry`], the reaper's timeouts, PROXY headers from trusted proxies, and a
+//! graceful close (HTTP/2 `GOAWAY`, HTTP/1.1 after the response in progress).
+//!
+//! This replaces `axum::serve`, which has no header or idle timeout and no connection cap:
+//! 20,000 sockets sending half a header line each once exhausted the process's descriptors.
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::extract::ConnectInfo;
+use bytes::Bytes;
+use http_body::{Body as HttpBody, Frame, SizeHint};
+use httpdns_core::cidr::CidrTable;
+use hyper::body::Incoming;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::server::conn::auto;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
+use tower::ServiceExt as _;
+
+use crate::metrics::ListenerMetrics;
+use crate::registry::{Admitted, ConnRegistry, InFlight, Refused, Timeouts};
+use crate::tls::TlsServer;
+use crate::tracked::Tracked;
+
+/// Largest request head (and read buffer) of an HTTP/1.1 connection: bigger heads get 431.
+const MAX_HEAD_BYTES: usize = 64 << 10;
+/// Streams one HTTP/2 connection may have open at once.
+const MAX_H2_STREAMS: u32 = 128;
+
+/// Whether a request came over TLS, and for which server name: an extension on every
+/// request of a TLS listener.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Secure {
+    /// The SNI name the client asked for, if any.
+    pub server_name: Option<String>,
+}
+
+/// One HTTP listener's settings.
+#[derive(Clone)]
+pub struct HttpListener {
+    pub registry: Arc<ConnRegistry>,
+    pub metrics: Arc<ListenerMetrics>,
+    pub timeouts: Timeouts,
+    /// Peers whose PROXY protocol header (v1 or v2) names the client.
+    pub trusted_proxies: Arc<CidrTable<()>>,
+    /// TLS on this listener, when it is an HTTPS one.
+    pub tls: Option<Arc<TlsServer>>,
+}
+
+impl std::fmt::Debug for HttpListener {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HttpListener")
+            .field("listener", &self.metrics.name)
+            .field("timeouts", &self.timeouts)
+            .field("tls", &self.tls.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+/// Serves `app` on `listener` until `shutdown`, then lets the requests in progress finish.
+pub async fn serve(
+    listener: TcpListener,
+    settings: HttpListener,
+    app: axum::Router,
+    shutdown: CancellationToken,
+) {
+    let mut conns = JoinSet::new();
+    loop {
+        let accepted = tokio::select! {
+            () = shutdown.cancelled() => break,
+            a = listener.accept() => a,
+            Some(_) = conns.join_next(), if !conns.is_empty() => continue,
+        };
+        let (stream, peer) = match accepted {
+            Ok(a) => a,
+            Err(e) => {
+                // Out of descriptors and the like: wait instead of spinning.
+                tracing::warn!(listener = settings.metrics.name, error = %e, "Accept failed.");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        let admitted = match settings.registry.admit(peer.ip(), &settings.metrics, settings.timeouts) {
+            Ok(a) => a,
+            Err(why) => {
+                if settings.tls.is_none() {
+                    refuse(&stream, why);
+                }
+                continue;
+            }
+        };
+        let _ = stream.set_nodelay(true);
+        let (settings, app, shutdown) = (settings.clone(), app.clone(), shutdown.clone());
+        conns.spawn(connection(stream, peer, admitted, settings, app, shutdown));
+    }
+    while conns.join_next().await.is_some() {}
+}
+
+/// A short answer before closing a refused plain-HTTP connection; best effort, never waits.
+fn refuse(stream: &TcpStream, why: Refused) {
+    let response: &[u8] = match why {
+        Refused::Full => {
+            b"HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\ncontent-length: 73\r\nretry-after: 1\r\nconnection: close\r\n\r\n{\"code\":\"TooManyConnections\",\"error\":\"the server has no connection free\"}"
+        }
+        Refused::PerAddress => {
+            b"HTTP/1.1 429 Too Many Requests\r\ncontent-type: application/json\r\ncontent-length: 77\r\nretry-after: 1\r\nconnection: close\r\n\r\n{\"code\":\"TooManyConnections\",\"error\":\"too many connections from this address\"}"
+        }
+    };
+    let _ = stream.try_write(response);
+}
+
+async fn connection(
+    stream: TcpStream,
+    peer: SocketAddr,
+    admitted: Admitted,
+    settings: HttpListener,
+    app: axum::Router,
+    shutdown: CancellationToken,
+) {
+    let state = admitted.state.clone();
+    // Boxed: a connection's HTTP state is allocated when its task first runs, not in the
+    // accept loop. Until the first bytes arrive, hyper-util waits on a 24-byte buffer (it reads
+    // the HTTP/2 preface to choose the protocol), so a silent socket holds no read buffer.
+    Box::pin(serve_connection(stream, peer, state, settings, app, shutdown)).await;
+    drop(admitted);
+}
+
+async fn serve_connection(
+    stream: TcpStream,
+    peer: SocketAddr,
+    state: Arc<crate::registry::ConnState>,
+    settings: HttpListener,
+    app: axum::Router,
+    shutdown: CancellationToken,
+) {
+    // The PROXY header and the TLS handshake are part of the connection's first request, so
+    // they fall under its header timeout (the reaper's, and this bound in case of a slow peer).
+    let setup = async {
+        let (stream, client) = crate::proxied::accept(stream, peer, &settings.trusted_proxies).await?;
+        let io = Tracked::new(stream, state.clone());
+        match &settings.tls {
+            None => Some((Io::Plain(io), client, None)),
+            Some(tls) => match tls.accept(io).await {
+                Ok((io, secure)) => Some((Io::Tls(Box::new(io)), client, Some(secure))),
+                Err(e) => {
+                    settings.metrics.tls_failures.inc();
+                    tracing::debug!(%peer, error = %e, "TLS handshake failed.");
+                    None
+                }
+            },
+        }
+    };
+    let ready = tokio::select! {
+        r = tokio::time::timeout(settings.timeouts.header, setup) => r,
+        _ = state.closed() => return,
+        () = shutdown.cancelled() => return,
+    };
+    let (io, client, secure) = match ready {
+        Ok(Some(r)) => r,
+        Ok(None) => return,
+        Err(_) => {
+            if settings.tls.is_some() {
+                settings.metrics.tls_failures.inc();
+            }
+            return;
+        }
+    };
+    let conn_state = state.clone();
+    let service = hyper::service::service_fn(move |req: hyper::Request<Incoming>| {
+        let in_flight = conn_state.begin();
+        let mut req = req.map(Body::new);
+        req.extensions_mut().insert(ConnectInfo(client));
+        if let Some(s) = &secure {
+            req.extensions_mut().insert(s.clone());
+        }
+        let app = app.clone();
+        async move {
+            let resp = app.oneshot(req).await.unwrap_or_else(|e: Infallible| match e {});
+            Ok::<_, Infallible>(resp.map(|body| Counted { body, _in_flight: in_flight }))
+        }
+    });
+    let mut builder = auto::Builder::new(TokioExecutor::new());
+    builder.http1().max_buf_size(MAX_HEAD_BYTES).half_close(false);
+    builder.http2().max_concurrent_streams(MAX_H2_STREAMS).max_header_list_size(MAX_HEAD_BYTES as u32);
+    let conn = builder.serve_connection_with_upgrades(TokioIo::new(io), service);
+    tokio::pin!(conn);
+    tokio::select! {
+        _ = conn.as_mut() => {}
+        // Timed out or evicted: such a connection has no request in progress (a busy one is
+        // only told after it stalled), so it goes at once and its descriptor with it.
+        _ = state.closed() => {}
+        () = shutdown.cancelled() => {
+            // Shutting down: the requests in progress finish (the process bounds the wait).
+            conn.as_mut().graceful_shutdown();
+            let _ = conn.await;
+        }
+    }
+}
+
+/// The connection's stream: plain or TLS, both tracked.
+enum Io {
+    Plain(Tracked<crate::proxied::ProxiedStream>),
+    Tls(Box<tokio_rustls::server::TlsStream<Tracked<crate::proxied::ProxiedStream>>>),
+}
+
+impl tokio::io::AsyncRead for Io {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        match self.get_mut() {
+            Io::Plain(s) => Pin::new(s).poll_read(cx, buf),
+            Io::Tls(s) => Pin::new(s.as_mut()).poll_read(cx, buf),
+        }
+    }
+}
+
+impl tokio::io::AsyncWrite for Io {
+    fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<std::io::Result<usize>> {
+        match self.get_mut() {
+            Io::Plain(s) => Pin::new(s).poll_write(cx, buf),
+            Io::Tls(s) => Pin::new(s.as_mut()).poll_write(cx, buf),
+        }
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> Poll<std::io::Result<usize>> {
+        match self.get_mut() {
+            Io::Plain(s) => Pin::new(s).poll_write_vectored(cx, bufs),
+            Io::Tls(s) => Pin::new(s.as_mut()).poll_write_vectored(cx, bufs),
+        }
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        match self {
+            Io::Plain(s) => s.is_write_vectored(),
+            Io::Tls(s) => s.is_write_vectored(),
+        }
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        match self.get_mut() {
+            Io::Plain(s) => Pin::new(s).poll_flush(cx),
+            Io::Tls(s) => Pin::new(s.as_mut()).poll_flush(cx),
+        }
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        match self.get_mut() {
+            Io::Plain(s) => Pin::new(s).poll_shutdown(cx),
+            Io::Tls(s) => Pin::new(s.as_mut()).poll_shutdown(cx),
+        }
+    }
+}
+
+/// A response body that keeps its request counted as in progress until it is sent or dropped,
+/// so a download that is still streaming is never taken for an idle connection.
+struct Counted {
+    body: Body,
+    _in_flight: InFlight,
+}
+
+impl HttpBody for Counted {
+    type Data = Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Self::Data>, Self::Error>>> {
+        Pin::new(&mut self.body).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.body.size_hint()
+    }
+}

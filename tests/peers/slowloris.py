@@ -1,0 +1,101 @@
+#!/usr/bin/env python3
+"""A slowloris flood for the reliability tests: holds many TCP connections to a target, each
+sending half a request line (or nothing), and re-creates the ones the server closed once a
+round, as the original slowloris does.
+
+    slowloris.py HOST:PORT CONNECTIONS SECONDS [--sources 127.0.1.1-127.0.1.100] [--silent]
+                 [--round SECONDS]
+
+Connections are spread over the source addresses (all of 127.0.0.0/8 is local), so a per-address
+cap alone cannot stop it. Prints one JSON line at the end: how many connections were opened, how
+many the server closed or refused, and the most held at once. Loopback only: it refuses any
+other target.
+"""
+
+import ipaddress
+import json
+import selectors
+import socket
+import sys
+import time
+
+
+def sources(spec):
+    first, _, last = spec.partition("-")
+    a, b = int(ipaddress.ip_address(first)), int(ipaddress.ip_address(last or first))
+    return [str(ipaddress.ip_address(i)) for i in range(a, b + 1)]
+
+
+def main():
+    target, count, seconds = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
+    host, _, port = target.rpartition(":")
+    if not ipaddress.ip_address(host).is_loopback:
+        sys.exit("slowloris.py floods loopback targets only")
+    src = ["127.0.0.1"]
+    silent = "--silent" in sys.argv
+    if "--sources" in sys.argv:
+        src = sources(sys.argv[sys.argv.index("--sources") + 1])
+    payload = b"" if silent else b"GET /healthz HTTP/1.1\r\nHost: flood\r\nX-Slow: "
+    round_s = float(sys.argv[sys.argv.index("--round") + 1]) if "--round" in sys.argv else 1.0
+    sel = selectors.DefaultSelector()
+    stats = {"opened": 0, "closed_by_server": 0, "failed": 0, "most_open": 0}
+    live = 0
+    n = 0
+    deadline = time.monotonic() + seconds
+
+    def open_one():
+        nonlocal live, n
+        s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        try:
+            s.bind((src[n % len(src)], 0))
+            n += 1
+            s.setblocking(False)
+            s.connect_ex((host, int(port)))
+            sel.register(s, selectors.EVENT_WRITE, "connecting")
+            live += 1
+        except OSError:
+            stats["failed"] += 1
+            s.close()
+
+    while live < count and time.monotonic() < deadline:
+        open_one()
+    next_round = time.monotonic() + round_s
+    while time.monotonic() < deadline:
+        for key, _ in sel.select(timeout=0.2):
+            s = key.fileobj
+            if key.data == "connecting":
+                if s.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR) != 0:
+                    stats["failed"] += 1
+                    sel.unregister(s)
+                    s.close()
+                    live -= 1
+                    continue
+                stats["opened"] += 1
+                try:
+                    if payload:
+                        s.send(payload)
+                except OSError:
+                    pass
+                sel.modify(s, selectors.EVENT_READ, "open")
+            else:
+                try:
+                    data = s.recv(4096)
+                except OSError:
+                    data = b""
+                if not data:
+                    stats["closed_by_server"] += 1
+                    sel.unregister(s)
+                    s.close()
+                    live -= 1
+        stats["most_open"] = max(stats["most_open"], live)
+        if time.monotonic() >= next_round:
+            next_round += round_s
+            while live < count and time.monotonic() < deadline:
+                open_one()
+    for key in list(sel.get_map().values()):
+        key.fileobj.close()
+    print(json.dumps(stats))
+
+
+if __name__ == "__main__":
+    main()
