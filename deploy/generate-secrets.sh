@@ -19,4 +19,4 @@ done < .env > "$tmp"
 chmod 600 "$tmp"
 mv "$tmp" .env
 trap - EXIT
-echo "deploy/.env: new secrets written (mode 0600)."
+echo "$(pwd)/.env: new secrets written (mode 0600)."
