@@ -304,6 +304,14 @@ async fn round_trip(test: &str, a_db: Db, b_db: Db, s3: Option<(S3Server, S3Serv
     // refuses a database or store that is not empty, goes through.
     assert!(!dir_b.path().join("config-signing-key").exists(), "nothing written by a refused restore");
 
+    // A configured signing key other than the backup's would sign differently: refused.
+    let mut other_key = env_b.clone();
+    other_key
+        .insert("HTTPDNS_CONFIG_SIGNING_KEY".into(), "BwcHBwcHBwcHBwcHBwcHBwcHBwcHBwcHBwcHBwcHBwc=".into());
+    let out = run(&other_key, &["restore", archive.to_str().unwrap()]);
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && said.contains("HTTPDNS_CONFIG_SIGNING_KEY"), "{said}");
+
     let said = ok(&run(&env_b, &["restore", archive.to_str().unwrap()]), "restore");
     assert!(said.contains("3 stored copies"), "{said}");
 

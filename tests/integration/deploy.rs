@@ -575,6 +575,27 @@ fn deploy_files_pass_hadolint_kubernetes_schemas_and_compose() {
     }
 }
 
+/// `httpdns healthcheck`, the image's HEALTHCHECK: 0 while the API listener answers
+/// `/healthz`, not 0 once it is gone.
+#[test]
+fn the_healthcheck_command_follows_the_api_listener() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut e = env(tmp.path(), &Db::Sqlite);
+    e.insert("HTTPDNS_API_ADDR".into(), "127.0.0.1:0".into());
+    let server = crate::support::Process::spawn(&e, tmp.path());
+    // Asked as the image asks: the configured address, 0.0.0.0 meaning loopback.
+    let port = server.base.rsplit(':').next().unwrap().to_owned();
+    e.insert("HTTPDNS_API_ADDR".into(), format!("0.0.0.0:{port}"));
+    let check = |e: &HashMap<String, String>| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_httpdns")).arg("healthcheck").envs(e).output().unwrap()
+    };
+    let out = check(&e);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stdout).contains(&format!("http://127.0.0.1:{port}/healthz: 200")));
+    assert_eq!(server.terminate().code(), Some(0));
+    assert!(!check(&e).status.success(), "no listener: unhealthy");
+}
+
 /// Metric names in PromQL expressions, without histogram suffixes.
 fn metric_names(exprs: impl Iterator<Item = String>) -> BTreeSet<String> {
     let mut out = BTreeSet::new();

@@ -10,8 +10,8 @@
 //! JSON lines. The first line is a [`DumpHeader`] (the applied migrations and every table's
 //! columns); every further line is one row, `{"table": "...", "row": [values in column
 //! order]}`, values typed by their column: integers and booleans as JSON numbers and booleans,
-//! doubles as numbers (`"NaN"`, `"inf"`, `"-inf"` as strings), text as strings, blobs as
-//! base64, NULL as null.
+//! doubles as strings of their shortest exact form (`"0.1"`, `"1e-300"`, `"NaN"`), text as
+//! strings, blobs as base64, NULL as null.
 //!
 //! # Guarantees
 //!
@@ -126,14 +126,11 @@ fn select_expr(name: &str, ty: ColumnType) -> String {
     }
 }
 
+/// A double as text: Rust's shortest representation that parses back to the same bits
+/// (`NaN`, `inf`, `-inf` included). A JSON number would not do: serde_json's default number
+/// parser may land one unit in the last place away.
 fn real_to_json(v: f64) -> serde_json::Value {
-    if v.is_nan() {
-        "NaN".into()
-    } else if v.is_infinite() {
-        if v > 0.0 { "inf" } else { "-inf" }.into()
-    } else {
-        v.into()
-    }
+    format!("{v:?}").into()
 }
 
 fn decode(row: &sqlx::any::AnyRow, i: usize, ty: ColumnType) -> Result<serde_json::Value, StoreError> {
@@ -167,13 +164,7 @@ fn bind<'q>(
         (ColumnType::Bool, Value::Null) => q.bind(None::<bool>),
         (ColumnType::Blob, Value::Null) => q.bind(None::<Vec<u8>>),
         (ColumnType::Integer, Value::Number(n)) => q.bind(n.as_i64().ok_or_else(wrong)?),
-        (ColumnType::Real, Value::Number(n)) => q.bind(n.as_f64().ok_or_else(wrong)?),
-        (ColumnType::Real, Value::String(s)) => q.bind(match s.as_str() {
-            "NaN" => f64::NAN,
-            "inf" => f64::INFINITY,
-            "-inf" => f64::NEG_INFINITY,
-            _ => return Err(wrong()),
-        }),
+        (ColumnType::Real, Value::String(s)) => q.bind(s.parse::<f64>().map_err(|_| wrong())?),
         (ColumnType::Text, Value::String(s)) => q.bind(s.clone()),
         (ColumnType::Bool, Value::Bool(b)) => q.bind(*b),
         (ColumnType::Blob, Value::String(s)) => {
