@@ -57,7 +57,7 @@ async fn fill(s: &Store) {
         reported_at: 1_700_000_000_123,
     };
     s.put_reports(&[
-        ("n1".into(), report(Some(0.1), Some(1234.567_890_123_456_7))),
+        ("n1".into(), report(Some(0.1), Some(1_234.567_890_123_456_7))),
         ("n2".into(), report(None, Some(1e-300))),
     ])
     .await
