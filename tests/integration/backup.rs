@@ -250,10 +250,19 @@ async fn round_trip(test: &str, a_db: Db, b_db: Db, s3: Option<(S3Server, S3Serv
     // restored revision is exactly the newest write it holds.
     let archive = dir_a.path().join("backups/httpdns.tar");
     std::fs::create_dir_all(archive.parent().unwrap()).unwrap();
+    // The writer goes on until the backup is done (at most 20000 writes), so the dump's
+    // point in time falls between its first and its last write whatever the machine's load.
+    let written = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let writer = {
         let (base, http) = (a.base.clone(), reqwest::Client::new());
+        let (written, stop) = (written.clone(), stop.clone());
         tokio::spawn(async move {
-            for i in 0..400 {
+            use std::sync::atomic::Ordering;
+            for i in 0..20_000 {
+                if stop.load(Ordering::SeqCst) {
+                    break;
+                }
                 let body = json!({"ip": "4.4.4.4", "pool": "busy", "isp": "mobile", "region": "beijing"});
                 let r = http
                     .put(format!("{base}/admin/v1/nodes/busy-{i}"))
@@ -263,18 +272,38 @@ async fn round_trip(test: &str, a_db: Db, b_db: Db, s3: Option<(S3Server, S3Serv
                     .await
                     .unwrap();
                 assert!(r.status().is_success());
+                written.store(i + 1, Ordering::SeqCst);
             }
         })
     };
-    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert!(
+        crate::support::eventually(Duration::from_secs(10), || {
+            let n = written.load(std::sync::atomic::Ordering::SeqCst);
+            async move { n >= 1 }
+        })
+        .await,
+        "the writer writes"
+    );
     let out = {
         let (env_a, archive) = (env_a.clone(), archive.clone());
         tokio::task::spawn_blocking(move || run(&env_a, &["backup", "-o", archive.to_str().unwrap()]))
             .await
             .unwrap()
     };
-    let said = ok(&out, "backup");
+    // One more write after the backup returned, so the last one is certainly after the dump.
+    let floor = written.load(std::sync::atomic::Ordering::SeqCst);
+    assert!(
+        crate::support::eventually(Duration::from_secs(10), || {
+            let n = written.load(std::sync::atomic::Ordering::SeqCst);
+            async move { n > floor }
+        })
+        .await,
+        "the writer goes on after the backup"
+    );
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
     writer.await.unwrap();
+    let written = written.load(std::sync::atomic::Ordering::SeqCst);
+    let said = ok(&out, "backup");
     assert!(said.contains("3 stored copies"), "{said}");
     let leftovers: Vec<_> =
         std::fs::read_dir(archive.parent().unwrap()).unwrap().map(|e| e.unwrap().file_name()).collect();
@@ -344,8 +373,8 @@ async fn round_trip(test: &str, a_db: Db, b_db: Db, s3: Option<(S3Server, S3Serv
     let newest = items.iter().map(|i| i["revision"].as_i64().unwrap()).max().unwrap();
     let busy_count = items.iter().filter(|i| i["name"].as_str().unwrap().starts_with("busy-")).count();
     assert!(
-        (1..400).contains(&busy_count),
-        "{test}: the backup ran while nodes were written ({busy_count} of 400)"
+        (1..written).contains(&busy_count),
+        "{test}: the backup ran while nodes were written ({busy_count} of {written})"
     );
     assert_eq!(newest, revision, "{test}: the restored revision is the newest restored write");
     for i in 0..busy_count {
