@@ -4,7 +4,9 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 mod apply_cli;
+mod backup_cli;
 mod client_cli;
+mod healthcheck;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
@@ -35,6 +37,32 @@ enum Command {
     Migrate,
     /// Validate the configuration and exit.
     CheckConfig,
+    /// Ask the configured API listener's /healthz; exit 0 when it answers 2xx (container
+    /// health checks: the image has no curl).
+    Healthcheck {
+        /// Another URL to ask instead.
+        #[arg(long)]
+        url: Option<String>,
+        #[arg(long, default_value_t = 2000)]
+        timeout_ms: u64,
+    },
+    /// Write a backup: every table of the database (one transaction), the mirror's stored
+    /// copies and the data directory's secrets, in one archive written atomically (mode 0600).
+    Backup {
+        /// The archive to write, or `-` for standard output.
+        #[arg(short, long)]
+        output: String,
+    },
+    /// Restore a backup into the configured database, mirror store and data directory. Refuses
+    /// a database or mirror store that is not empty unless --force; the database is restored
+    /// in one transaction, last.
+    Restore {
+        /// The archive to read, or `-` for standard input.
+        input: String,
+        /// Replace the content of a database and mirror store that are not empty.
+        #[arg(long)]
+        force: bool,
+    },
     /// Reconcile the admin state with a YAML, TOML or JSON file (networks, pools, nodes,
     /// domains, mirror rules, config modules) through the admin API.
     Apply {
@@ -121,6 +149,11 @@ fn main() -> anyhow::Result<()> {
                 Ok(())
             }
             Command::Serve => serve(config).await,
+            Command::Backup { output } => backup_cli::backup(&config, &output).await,
+            Command::Restore { input, force } => backup_cli::restore(&config, &input, force).await,
+            Command::Healthcheck { url, timeout_ms } => {
+                healthcheck::run(&config, url.as_deref(), Duration::from_millis(timeout_ms)).await
+            }
             Command::Resolve { .. }
             | Command::Get { .. }
             | Command::Drill { .. }

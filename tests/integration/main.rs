@@ -5,6 +5,7 @@ mod admin;
 mod answers;
 mod apply;
 mod auth;
+mod backup;
 mod cli;
 mod config_center;
 mod deploy;

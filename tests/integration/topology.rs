@@ -32,8 +32,9 @@ async fn two_replicas_share_postgres_and_the_bucket() {
         e.insert("HTTPDNS_MIRROR_S3_ENDPOINT".into(), s3.endpoint.clone());
         e.insert("AWS_ACCESS_KEY_ID".into(), "testkey".into());
         e.insert("AWS_SECRET_ACCESS_KEY".into(), "testsecret".into());
-        // One signing key for all replicas, as deploy/.env sets it.
-        e.insert("HTTPDNS_CONFIG_SIGNING_KEY".into(), "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=".into());
+        // One signing key for all replicas, as deploy/.env sets it (not the shipped demo seed,
+        // which the server refuses).
+        e.insert("HTTPDNS_CONFIG_SIGNING_KEY".into(), "BwcHBwcHBwcHBwcHBwcHBwcHBwcHBwcHBwcHBwcHBwc=".into());
         // A slow poll: changes must arrive through LISTEN/NOTIFY.
         e.insert("HTTPDNS_SYNC_INTERVAL_MS".into(), "5000".into());
         e

@@ -76,7 +76,16 @@ pub const ENV_VARS: &[(&str, &str)] = &[
         "time from accept (or from a request's first byte) to a complete request head, TLS handshake included",
     ),
     ("HTTPDNS_IDLE_TIMEOUT_MS", "how long an HTTP connection is kept alive between requests"),
+    (
+        "HTTPDNS_ALLOW_DEMO_SECRETS",
+        "start even with the placeholder secrets shipped in deploy/ (true/false; local demos only)",
+    ),
 ];
+
+/// The secrets checked against the shipped placeholders (see [`crate::demo_secrets`]), besides
+/// the ones in [`ENV_VARS`]: the S3 key the mirror's object store reads from the environment.
+pub const SECRET_ENV_VARS: &[&str] =
+    &["HTTPDNS_ADMIN_TOKEN", "HTTPDNS_CONFIG_SIGNING_KEY", "HTTPDNS_DATABASE_URL", "AWS_SECRET_ACCESS_KEY"];
 
 /// Where the mirror keeps its copies.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -160,6 +169,9 @@ pub struct Config {
     /// Connection timeouts of the HTTP listeners and of DNS over TCP and TLS.
     pub http_timeouts: httpdns_net::Timeouts,
     pub dns_timeouts: httpdns_net::Timeouts,
+    /// The settings that hold a shipped placeholder secret; non-empty only when
+    /// `HTTPDNS_ALLOW_DEMO_SECRETS` is on (otherwise loading fails), so start-up can warn.
+    pub demo_secrets: Vec<&'static str>,
 }
 
 /// The PEM files of the TLS listeners.
@@ -226,6 +238,7 @@ pub struct FileConfig {
     tls: TlsFile,
     #[serde(default)]
     limits: LimitsFile,
+    allow_demo_secrets: Option<bool>,
 }
 
 /// `[tls]`: the certificate files of the TLS listeners.
@@ -433,6 +446,31 @@ impl Config {
         {
             return Err(err("HTTPDNS_DATABASE_URL", "must start with sqlite:// or postgres://"));
         }
+        // Placeholders first: a shipped secret is refused as such, before its format is checked.
+        let allow_demo_secrets = match env("HTTPDNS_ALLOW_DEMO_SECRETS") {
+            Some(v) => parse_bool("HTTPDNS_ALLOW_DEMO_SECRETS", &v)?,
+            None => file.allow_demo_secrets.unwrap_or(false),
+        };
+        let demo_secrets = placeholder_secrets(
+            env("HTTPDNS_ADMIN_TOKEN").or(file.admin_token.clone()).as_deref(),
+            env("HTTPDNS_CONFIG_SIGNING_KEY").or(file.config_signing_key.clone()).as_deref(),
+            &database_url,
+            env("AWS_SECRET_ACCESS_KEY").as_deref(),
+        );
+        if let Some(first) = demo_secrets.first().filter(|_| !allow_demo_secrets) {
+            let others = &demo_secrets[1..];
+            let also =
+                if others.is_empty() { String::new() } else { format!(" (so do {})", others.join(", ")) };
+            return Err(err(
+                *first,
+                format!(
+                    "holds a placeholder shipped with httpdns{also}: anyone can read it. Set a secret \
+                     of your own (openssl rand -hex 24; the signing key: openssl rand -base64 32), or \
+                     HTTPDNS_ALLOW_DEMO_SECRETS=true for a local demo"
+                ),
+            ));
+        }
+
         let admin_token = env("HTTPDNS_ADMIN_TOKEN").or(file.admin_token);
         if let Some(t) = &admin_token {
             if t.len() < 16 || !t.bytes().all(|b| b.is_ascii_graphic()) {
@@ -676,6 +714,7 @@ impl Config {
             max_connections_per_addr,
             http_timeouts,
             dns_timeouts,
+            demo_secrets,
             client_rate_limit,
             mirror_store,
             mirror_memory: mirror_memory_mb << 20,
@@ -716,6 +755,30 @@ impl Config {
             upstream_stale: Duration::from_millis(file.upstream.stale_ms.unwrap_or(86_400_000)),
         })
     }
+}
+
+/// The secret settings whose values are shipped placeholders, in a fixed order.
+fn placeholder_secrets(
+    admin_token: Option<&str>,
+    signing_key: Option<&str>,
+    database_url: &str,
+    s3_secret: Option<&str>,
+) -> Vec<&'static str> {
+    use crate::demo_secrets::{database_password, is_placeholder, is_placeholder_signing_key};
+    let mut found = Vec::new();
+    if admin_token.is_some_and(is_placeholder) {
+        found.push("HTTPDNS_ADMIN_TOKEN");
+    }
+    if signing_key.is_some_and(is_placeholder_signing_key) {
+        found.push("HTTPDNS_CONFIG_SIGNING_KEY");
+    }
+    if database_password(database_url).is_some_and(|p| is_placeholder(&p)) {
+        found.push("HTTPDNS_DATABASE_URL");
+    }
+    if s3_secret.is_some_and(is_placeholder) {
+        found.push("AWS_SECRET_ACCESS_KEY");
+    }
+    found
 }
 
 fn live_settings(f: &LiveFile) -> Result<LiveSettings, ConfigError> {
@@ -862,5 +925,57 @@ mod tests {
         )
         .unwrap_err();
         assert_eq!(e.setting, "scoring.weights.latency");
+    }
+
+    #[test]
+    fn placeholder_secrets_are_refused_by_name_unless_demo() {
+        let cases: &[(&str, &str, &str)] = &[
+            ("HTTPDNS_ADMIN_TOKEN", "change-me-admin-token-0123456789", "HTTPDNS_ADMIN_TOKEN"),
+            (
+                "HTTPDNS_CONFIG_SIGNING_KEY",
+                "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=",
+                "HTTPDNS_CONFIG_SIGNING_KEY",
+            ),
+            ("HTTPDNS_CONFIG_SIGNING_KEY", "change-me-config-signing-key", "HTTPDNS_CONFIG_SIGNING_KEY"),
+            (
+                "HTTPDNS_DATABASE_URL",
+                "postgres://httpdns:change-me-postgres@postgres:5432/httpdns",
+                "HTTPDNS_DATABASE_URL",
+            ),
+            ("AWS_SECRET_ACCESS_KEY", "change-me-minio", "AWS_SECRET_ACCESS_KEY"),
+        ];
+        for (key, value, named) in cases {
+            let one = |k: &str| (k == *key).then(|| (*value).to_owned());
+            let e = Config::load(None, one).unwrap_err();
+            assert_eq!(e.setting, *named, "{key}={value}");
+            assert!(e.message.contains("HTTPDNS_ALLOW_DEMO_SECRETS"), "{e}");
+            let demo = |k: &str| match k {
+                "HTTPDNS_ALLOW_DEMO_SECRETS" => Some("true".to_owned()),
+                _ => one(k),
+            };
+            match Config::load(None, demo) {
+                Ok(c) => assert_eq!(c.demo_secrets, [*named]),
+                // Demo mode accepts a placeholder, not a malformed key.
+                Err(e) => assert!(value.starts_with("change-me") && e.message.contains("base64"), "{e}"),
+            }
+        }
+        // Every placeholder at once: the first is named, the others listed.
+        let all = env_of(&[
+            ("HTTPDNS_ADMIN_TOKEN", "change-me-admin-token-0123456789"),
+            ("AWS_SECRET_ACCESS_KEY", "change-me-minio"),
+        ]);
+        let e = Config::load(None, all).unwrap_err();
+        assert_eq!(e.setting, "HTTPDNS_ADMIN_TOKEN");
+        assert!(e.message.contains("AWS_SECRET_ACCESS_KEY"), "{e}");
+        // The file's secrets are checked too, and real secrets pass.
+        let e =
+            Config::load(Some("admin_token = \"change-me-to-a-long-random-string\""), |_| None).unwrap_err();
+        assert_eq!(e.setting, "HTTPDNS_ADMIN_TOKEN");
+        let ok = env_of(&[
+            ("HTTPDNS_ADMIN_TOKEN", "3f9a0c77e1d24b6c8a5e0d1f"),
+            ("HTTPDNS_DATABASE_URL", "postgres://httpdns:s3cr3t-x@db:5432/httpdns"),
+            ("AWS_SECRET_ACCESS_KEY", "wJalrXUtnFEMI"),
+        ]);
+        assert!(Config::load(None, ok).unwrap().demo_secrets.is_empty());
     }
 }

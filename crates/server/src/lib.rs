@@ -5,7 +5,9 @@
 //! spawns the servers and loops; [`Running::shutdown`] stops them gracefully.
 
 pub mod apply;
+pub mod backup;
 pub mod config;
+pub mod demo_secrets;
 mod dns;
 mod follow;
 mod listeners;
@@ -92,6 +94,12 @@ impl Drop for Running {
 
 /// Connects, loads and binds everything `config` asks for, and starts serving.
 pub async fn start(config: Config) -> anyhow::Result<Running> {
+    if !config.demo_secrets.is_empty() {
+        tracing::warn!(
+            settings = ?config.demo_secrets,
+            "Running with placeholder secrets (HTTPDNS_ALLOW_DEMO_SECRETS): anyone can read them; never expose this server."
+        );
+    }
     std::fs::create_dir_all(&config.data_dir)
         .with_context(|| format!("creating data directory {}", config.data_dir.display()))?;
     let store = Store::connect(&config.database_url).await.context("opening the database")?;
@@ -311,35 +319,47 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
 
 /// The mirror's store of copies, as configured. Fills are staged under the data directory.
 fn mirror_objects(config: &Config) -> anyhow::Result<httpdns_mirror::Objects> {
-    let base = config.data_dir.join("mirror");
-    let tmp = base.join("tmp");
+    let tmp = config.data_dir.join("mirror").join("tmp");
     match &config.mirror_store {
         MirrorStore::Local => {
-            let root = base.join("store");
+            let root = local_objects_dir(config);
             // Copies of layout version 1 (`objects/`, where a key and its children collided)
             // move into the current layout once; a crash mid-way resumes at the next start.
-            let moved = httpdns_mirror::layout::migrate_v1(&base.join("objects"), &root)
+            let legacy = config.data_dir.join("mirror").join("objects");
+            let moved = httpdns_mirror::layout::migrate_v1(&legacy, &root)
                 .context("moving stored copies to the current layout")?;
             if moved > 0 {
                 tracing::info!(copies = moved, "Moved stored copies to the current store layout.");
             }
             Ok(httpdns_mirror::Objects::local(root, tmp)?.with_memory(config.mirror_memory))
         }
-        MirrorStore::S3 { bucket, prefix, endpoint, region } => {
-            let mut builder =
-                object_store::aws::AmazonS3Builder::from_env().with_bucket_name(bucket).with_region(region);
-            if let Some(e) = endpoint {
-                builder = builder.with_endpoint(e).with_allow_http(e.starts_with("http://"));
-            }
-            let s3 = builder.build().context("configuring the S3 store")?;
-            let store: Arc<dyn object_store::ObjectStore> = if prefix.is_empty() {
-                Arc::new(s3)
-            } else {
-                Arc::new(object_store::prefix::PrefixStore::new(s3, prefix.as_str()))
-            };
-            Ok(httpdns_mirror::Objects::remote(store, tmp)?.with_memory(config.mirror_memory))
+        MirrorStore::S3 { .. } => {
+            Ok(httpdns_mirror::Objects::remote(s3_objects(config)?, tmp)?.with_memory(config.mirror_memory))
         }
     }
+}
+
+/// Where the local mirror store keeps its copies (also what `httpdns backup` copies).
+pub(crate) fn local_objects_dir(config: &Config) -> PathBuf {
+    config.data_dir.join("mirror").join("store")
+}
+
+/// The configured S3 bucket (under its prefix) of the mirror's copies.
+pub(crate) fn s3_objects(config: &Config) -> anyhow::Result<Arc<dyn object_store::ObjectStore>> {
+    let MirrorStore::S3 { bucket, prefix, endpoint, region } = &config.mirror_store else {
+        anyhow::bail!("the mirror store is not S3");
+    };
+    let mut builder =
+        object_store::aws::AmazonS3Builder::from_env().with_bucket_name(bucket).with_region(region);
+    if let Some(e) = endpoint {
+        builder = builder.with_endpoint(e).with_allow_http(e.starts_with("http://"));
+    }
+    let s3 = builder.build().context("configuring the S3 store")?;
+    Ok(if prefix.is_empty() {
+        Arc::new(s3)
+    } else {
+        Arc::new(object_store::prefix::PrefixStore::new(s3, prefix.as_str()))
+    })
 }
 
 /// Reloads the GeoIP databases when their files change.

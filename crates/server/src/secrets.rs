@@ -3,6 +3,11 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
+/// The generated admin token's file in the data directory.
+pub(crate) const ADMIN_TOKEN_FILE: &str = "admin-token";
+/// The generated config signing key's file in the data directory.
+pub(crate) const SIGNING_KEY_FILE: &str = "config-signing-key";
+
 /// Returns the admin token and, when it lives in a file, that file's path.
 pub(crate) fn admin_token(
     configured: Option<String>,
@@ -11,7 +16,7 @@ pub(crate) fn admin_token(
     if let Some(t) = configured {
         return Ok((t, None));
     }
-    let path = data_dir.join("admin-token");
+    let path = data_dir.join(ADMIN_TOKEN_FILE);
     match std::fs::read_to_string(&path) {
         Ok(t) if !t.trim().is_empty() => return Ok((t.trim().to_owned(), Some(path))),
         Ok(_) => {}
@@ -35,7 +40,7 @@ pub(crate) fn signing_key(
     if let Some(text) = configured {
         return Ok((httpdns_config::Signer::from_text(text).map_err(invalid)?, None));
     }
-    let path = data_dir.join("config-signing-key");
+    let path = data_dir.join(SIGNING_KEY_FILE);
     match std::fs::read_to_string(&path) {
         Ok(text) => {
             let signer = httpdns_config::Signer::from_text(&text)
@@ -54,7 +59,7 @@ pub(crate) fn signing_key(
 
 /// Writes `contents` to `path` readable by the owner only, atomically: a temp file in the same
 /// directory, fsync, rename, so a crash never leaves a half-written token.
-fn write_private(path: &Path, contents: &[u8]) -> std::io::Result<()> {
+pub(crate) fn write_private(path: &Path, contents: &[u8]) -> std::io::Result<()> {
     let dir = path.parent().unwrap_or(Path::new("."));
     std::fs::create_dir_all(dir)?;
     let tmp = path.with_extension("tmp");

@@ -10,6 +10,10 @@ pub enum StoreError {
     Migrate(#[from] sqlx::migrate::MigrateError),
     #[error("stored {kind} {name:?} is corrupt: {message}")]
     Corrupt { kind: &'static str, name: String, message: String },
+    #[error("backup: {0}")]
+    Backup(String),
+    #[error("the database is not empty (rows in {}): restoring would replace its content; force it to", .0.join(", "))]
+    NotEmpty(Vec<String>),
     #[error("cannot create the database directory {path}: {source}")]
     Io { path: String, source: std::io::Error },
 }

@@ -72,7 +72,7 @@ pub struct Written {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Backend {
+pub(crate) enum Backend {
     Sqlite,
     Postgres,
 }
@@ -81,7 +81,7 @@ enum Backend {
 #[derive(Clone)]
 pub struct Store {
     pub(crate) pool: AnyPool,
-    backend: Backend,
+    pub(crate) backend: Backend,
     url: String,
 }
 
@@ -103,6 +103,13 @@ impl Store {
     /// Connects to `url` (`sqlite://PATH` or `postgres://...`) and applies the migrations.
     /// A SQLite file and its directory are created when missing.
     pub async fn connect(url: &str) -> Result<Self, StoreError> {
+        let store = Self::open(url).await?;
+        store.migrate().await?;
+        Ok(store)
+    }
+
+    /// Connects to `url` without migrating: a backup reads the database as it is.
+    pub async fn open(url: &str) -> Result<Self, StoreError> {
         sqlx::any::install_default_drivers();
         let backend = if url.starts_with("sqlite:") {
             Backend::Sqlite
@@ -136,9 +143,7 @@ impl Store {
             Backend::Postgres => options,
         };
         let pool = options.connect(&url).await?;
-        let store = Self { pool, backend, url };
-        store.migrate().await?;
-        Ok(store)
+        Ok(Self { pool, backend, url })
     }
 
     /// Applies pending migrations.
