@@ -12,5 +12,7 @@
 pub mod process;
 pub mod variant;
 
-pub use process::{parse, ImageProcess, ProcessError};
-pub use variant::{render, Limits, RenderError, Rendered};
+pub use process::{parse, Action, ImageProcess, OutputFormat, ProcessError, Report};
+pub use variant::{
+    memory_estimate, probe, render, render_with, Header, Limits, RenderError, Rendered, WatermarkImages,
+};

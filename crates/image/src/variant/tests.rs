@@ -1,6 +1,9 @@
 use super::*;
 use crate::process::parse;
-use image::{ImageBuffer, ImageEncoder, Luma, LumaA, Rgb, Rgba, RgbaImage};
+use image::codecs::jpeg::JpegEncoder;
+use image::codecs::png::PngEncoder;
+use image::codecs::webp::WebPEncoder;
+use image::{ImageBuffer, ImageEncoder, Luma, LumaA, Rgb, RgbImage, Rgba, RgbaImage};
 use proptest::prelude::*;
 
 fn encode_as(image: impl Into<DynamicImage>, format: ImageFormat) -> Vec<u8> {
@@ -19,6 +22,17 @@ fn encode_as(image: impl Into<DynamicImage>, format: ImageFormat) -> Vec<u8> {
 /// A smooth colour gradient, so that resampling has something to chew on.
 fn gradient(w: u32, h: u32) -> RgbImage {
     RgbImage::from_fn(w, h, |x, y| Rgb([(x * 255 / w.max(1)) as u8, (y * 255 / h.max(1)) as u8, 128]))
+}
+
+/// Pixels that do not compress: lossy encoders have to throw detail away.
+fn noise(w: u32, h: u32) -> RgbImage {
+    let mut state = 0x2545_f491_4f6c_dd1du64;
+    RgbImage::from_fn(w, h, |_, _| {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        Rgb([state as u8, (state >> 8) as u8, (state >> 16) as u8])
+    })
 }
 
 fn png(w: u32, h: u32) -> Vec<u8> {
@@ -116,10 +130,22 @@ fn output_format_follows_the_source_or_the_format_action() {
 }
 
 #[test]
-fn webp_output_is_lossless() {
+fn webp_is_lossy_unless_absolute_quality_100() {
     let source = gradient(40, 30);
-    let out = run(&encode_as(source.clone(), ImageFormat::Png), "image/format,webp/quality,Q_1").unwrap();
-    assert_eq!(open(&out).to_rgb8(), source);
+    let original = encode_as(source.clone(), ImageFormat::Png);
+    let lossless = run(&original, "image/format,webp/quality,Q_100").unwrap();
+    assert_eq!(open(&lossless).to_rgb8(), source, "Q_100 is lossless");
+    let lossy = run(&original, "image/format,webp/quality,Q_30").unwrap();
+    assert_ne!(open(&lossy).to_rgb8(), source, "Q_30 is lossy");
+    let noisy = encode_as(noise(96, 96), ImageFormat::Png);
+    let size = |ops: &str| run(&noisy, ops).unwrap().bytes.len();
+    let (lossy_len, lossless_len) =
+        (size("image/format,webp/quality,Q_30"), size("image/format,webp/quality,Q_100"));
+    assert!(lossy_len * 2 < lossless_len, "{lossy_len} {lossless_len}");
+    // The WebP header says which: VP8 (lossy) or VP8L (lossless).
+    assert_eq!(&lossy.bytes[12..16], b"VP8 ");
+    assert_eq!(&lossless.bytes[12..16], b"VP8L");
+    assert_eq!(&run(&original, "image/format,webp").unwrap().bytes[12..16], b"VP8 ", "the default is lossy");
 }
 
 #[test]
@@ -214,13 +240,13 @@ fn bomb(w: u32, h: u32) -> Vec<u8> {
 fn decompression_bombs_are_refused_from_the_header() {
     let bomb = bomb(60_000, 60_000);
     assert!(bomb.len() < 100);
-    let started = std::time::Instant::now();
+    let started = Instant::now();
     assert_eq!(
         run(&bomb, "image/resize,w_10"),
         Err(RenderError::TooLarge { pixels: 3_600_000_000, limit: 50_000_000 })
     );
     // Refused without decoding: 10.8 GB of pixels cannot be allocated and filled this fast.
-    assert!(started.elapsed() < std::time::Duration::from_secs(2));
+    assert!(started.elapsed() < Duration::from_secs(2));
     // The budget is exact.
     let original = png(200, 100);
     let ops = parse("image/format,png").unwrap();
@@ -261,8 +287,12 @@ fn the_output_budget_is_checked_before_resizing() {
 
 #[test]
 fn garbage_is_refused_without_panicking() {
-    for bytes in [&b""[..], b"hello world", b"GIF89a\x01\x00\x01\x00\x00\x00\x00;", b"BM\x00\x00\x00\x00"] {
+    for bytes in [&b""[..], b"hello world", b"II*\x00\x08\x00\x00\x00", b"\x00\x00\x01\x00\x01\x00"] {
         assert_eq!(run(bytes, "image/format,png"), Err(RenderError::UnsupportedFormat), "{bytes:?}");
+    }
+    // GIF and BMP are originals now: broken ones are decode errors.
+    for bytes in [&b"GIF89a\x01\x00\x01\x00\x00\x00\x00;"[..], b"BM\x00\x00\x00\x00"] {
+        assert!(matches!(run(bytes, "image/format,png"), Err(RenderError::Decode(_))), "{bytes:?}");
     }
     let mut broken = b"\x89PNG\r\n\x1a\n".to_vec();
     broken.extend_from_slice(b"definitely not chunks");
@@ -294,14 +324,19 @@ fn exif_orientation_is_applied() {
     let mut encoder = JpegEncoder::new_with_quality(&mut jpeg, 95);
     encoder.set_exif_metadata(exif_orientation(6)).unwrap();
     encoder.write_image(stored.as_raw(), 40, 20, image::ExtendedColorType::Rgb8).unwrap();
+    // Without auto-orient,1 the stored pixel order is kept (OSS's default).
     let out = run(&jpeg, "image/format,png").unwrap();
+    assert_eq!((out.width, out.height), (40, 20));
+    let out = run(&jpeg, "image/auto-orient,1/format,png").unwrap();
     assert_eq!((out.width, out.height), (20, 40));
     let img = open(&out).to_rgb8();
     assert!(img.get_pixel(10, 5)[0] > 200 && img.get_pixel(10, 5)[2] < 60);
     assert!(img.get_pixel(10, 35)[2] > 200 && img.get_pixel(10, 35)[0] < 60);
     // And the resize sees the oriented size.
-    let out = run(&jpeg, "image/resize,h_20").unwrap();
+    let out = run(&jpeg, "image/resize,h_20/auto-orient,1").unwrap();
     assert_eq!((out.width, out.height), (10, 20));
+    let out = run(&jpeg, "image/resize,h_20").unwrap();
+    assert_eq!((out.width, out.height), (40, 20));
 }
 
 #[test]
