@@ -131,10 +131,13 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
         tracing::info!(aggregates = restored, "Restored app feedback aggregates.");
     }
     live.refresh(&catalog).await.context("applying live inputs")?;
-    let mirror = Arc::new(httpdns_mirror::Mirror::new(
-        mirror_objects(&config).context("opening the mirror's object store")?,
-        httpdns_mirror::MirrorMetrics::new(&metrics.registry),
-    ));
+    let mirror = Arc::new(
+        httpdns_mirror::Mirror::new(
+            mirror_objects(&config).context("opening the mirror's object store")?,
+            httpdns_mirror::MirrorMetrics::new(&metrics.registry),
+        )
+        .with_images(config.mirror_images.clone()),
+    );
     tracing::info!(store = mirror.objects.backend_name(), "Mirror store ready.");
     catalog.attach_mirror(mirror.clone()).await;
 

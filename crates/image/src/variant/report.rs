@@ -81,7 +81,7 @@ pub(crate) fn average_hue(image: &DynamicImage) -> Vec<u8> {
         }
         weight += a;
     }
-    let mean = |c: usize| if weight == 0 { 0 } else { ((sum[c] + weight / 2) / weight) as u8 };
+    let mean = |c: usize| (sum[c] + weight / 2).checked_div(weight).unwrap_or(0) as u8;
     let text = format!("0x{:02x}{:02x}{:02x}", mean(0), mean(1), mean(2));
     serde_json::to_vec(&json!({ "RGB": text })).expect("JSON of a string")
 }
