@@ -232,6 +232,20 @@ impl Job {
     async fn render(self) -> Result<Variant, VariantError> {
         let images = &self.mirror.images;
         let limits = images.limits().clone();
+        // A render that finished between this request's lookup and its joining the flight
+        // has stored the variant already: serve that rather than render it twice.
+        let store = |e: crate::objects::ObjectsError| VariantError::Store(e.to_string());
+        if let Some(found) = self.mirror.objects.find(&self.location).await.map_err(store)? {
+            let body =
+                self.mirror.objects.read_all(&found).await.map_err(|e| VariantError::Store(e.to_string()))?;
+            let size = httpdns_image::probe(&body).map(|h| (h.width, h.height)).unwrap_or((0, 0));
+            return Ok(Variant {
+                body: body.into(),
+                meta: (*found.meta).clone(),
+                width: size.0,
+                height: size.1,
+            });
+        }
         let original =
             stored_or_filled(&self.mirror, &self.runtime, &self.original, &self.origin_path).await?;
         let length = original.meta.length;
