@@ -452,4 +452,6 @@ fn to_8bit(image: DynamicImage) -> DynamicImage {
 }
 
 #[cfg(test)]
+mod reference_tests;
+#[cfg(test)]
 mod tests;
