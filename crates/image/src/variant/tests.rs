@@ -402,3 +402,226 @@ proptest! {
         prop_assert_eq!(open(&out).dimensions(), (out.width, out.height));
     }
 }
+
+// --- the other actions: documented edges ---
+
+#[test]
+fn crop_edges() {
+    let original = png(200, 100);
+    let size = |ops: &str| {
+        let out = run(&original, ops).unwrap();
+        (out.width, out.height)
+    };
+    // Defaults reach the edges; too large a box is cut at the edges (OSS).
+    assert_eq!(size("image/crop,x_150,y_50"), (50, 50));
+    assert_eq!(size("image/crop,x_10,y_10,w_1000,h_1000"), (190, 90));
+    assert_eq!(size("image/crop,w_0,h_0"), (200, 100));
+    assert_eq!(size("image/crop,x_199,y_99"), (1, 1));
+    // OSS's example: g_se moves the origin to the bottom-right cell; x/y go on from there.
+    assert_eq!(size("image/crop,x_10,y_10,w_50,h_50,g_se"), (40, 40));
+    // An origin outside the image is a bad request naming the coordinate.
+    assert_eq!(
+        run(&original, "image/crop,x_200"),
+        Err(RenderError::BadParameter { param: "x", message: "the crop starts outside the image" })
+    );
+    assert!(matches!(run(&original, "image/crop,y_100"), Err(RenderError::BadParameter { param: "y", .. })));
+}
+
+#[test]
+fn indexcrop_circle_and_rounded_corners_edges() {
+    let original = png(200, 100);
+    let size = |ops: &str| {
+        let out = run(&original, ops).unwrap();
+        (out.width, out.height)
+    };
+    assert_eq!(size("image/indexcrop,x_60,i_0"), (60, 100));
+    assert_eq!(size("image/indexcrop,x_60,i_3"), (20, 100), "the last slice is what is left");
+    assert_eq!(size("image/indexcrop,x_60,i_4"), (200, 100), "no such slice: the whole image (OSS)");
+    assert_eq!(size("image/indexcrop,y_1,i_99"), (200, 1));
+    assert_eq!(size("image/indexcrop,y_16384"), (200, 100));
+    // circle: 2r+1 a side; r over half the short side becomes (short - 1) / 2 (OSS).
+    assert_eq!(size("image/circle,r_10"), (21, 21));
+    assert_eq!(size("image/circle,r_4096"), (99, 99));
+    assert_eq!(size("image/circle,r_1"), (3, 3));
+    let out = open(&run(&original, "image/circle,r_10").unwrap()).to_rgba8();
+    assert_eq!(out.get_pixel(0, 0)[3], 0, "outside is transparent in PNG");
+    assert_eq!(out.get_pixel(10, 10)[3], 255);
+    let jpeg = open(&run(&original, "image/circle,r_10/format,jpg").unwrap()).to_rgb8();
+    assert!(jpeg.get_pixel(0, 0).0.iter().all(|&c| c > 240), "outside is white in JPEG");
+    // rounded-corners: the size stays; a radius over half the short side is clamped.
+    assert_eq!(size("image/rounded-corners,r_4096"), (200, 100));
+    let out = open(&run(&original, "image/rounded-corners,r_4096").unwrap()).to_rgba8();
+    assert_eq!(out.get_pixel(0, 0)[3], 0);
+    assert_eq!(out.get_pixel(100, 50)[3], 255);
+}
+
+#[test]
+fn rotate_edges() {
+    let original = png(200, 100);
+    let out = run(&original, "image/rotate,90").unwrap();
+    assert_eq!((out.width, out.height), (100, 200));
+    let out = run(&original, "image/rotate,45").unwrap();
+    // 200·cos45 + 100·sin45 = 212.13 → 213.
+    assert_eq!((out.width, out.height), (213, 213));
+    // Arbitrary angles of images over 4096 px a side are refused, as OSS does.
+    let wide = png(4097, 1);
+    assert!(matches!(run(&wide, "image/rotate,30"), Err(RenderError::BadParameter { param: "rotate", .. })));
+    assert_eq!(run(&wide, "image/rotate,90").unwrap().height, 4097, "right angles are free");
+}
+
+#[test]
+fn budgets_apply_after_every_action() {
+    let tiny = png(10, 10);
+    let limits = Limits { max_output_pixels: 10_000, ..Limits::default() };
+    // The enlargement itself is over budget, although the crop after it would be small.
+    let ops = parse("image/resize,w_1000,limit_0/crop,w_10,h_10").unwrap();
+    assert_eq!(render(&tiny, &ops, &limits), Err(RenderError::OutputTooLarge { width: 1000, height: 1000 }));
+    // Within budget step by step, the chain renders.
+    let ops = parse("image/resize,w_100,limit_0/crop,w_10,h_10").unwrap();
+    assert_eq!(render(&tiny, &ops, &limits).map(|r| (r.width, r.height)), Ok((10, 10)));
+    // A rotation's bounding box counts too.
+    let limits = Limits { max_output_pixels: 120, ..Limits::default() };
+    assert!(matches!(
+        render(&tiny, &parse("image/rotate,45").unwrap(), &limits),
+        Err(RenderError::OutputTooLarge { .. })
+    ));
+    // Time: a render past its deadline stops.
+    let limits = Limits { max_render_time: Duration::ZERO, ..Limits::default() };
+    assert_eq!(
+        render(&png(50, 50), &parse("image/blur,r_50,s_50").unwrap(), &limits),
+        Err(RenderError::TimedOut)
+    );
+    // Memory is estimated from the header, before decoding, and grows with the work.
+    let header = probe(&png(2000, 1000)).unwrap();
+    assert_eq!((header.width, header.height, header.bytes_per_pixel), (2000, 1000, 3));
+    let small =
+        memory_estimate(&parse("image/resize,w_100").unwrap(), &header, 1000, &Limits::default()).unwrap();
+    let large =
+        memory_estimate(&parse("image/resize,w_4000,limit_0").unwrap(), &header, 1000, &Limits::default())
+            .unwrap();
+    assert!(small >= 2000 * 1000 * 3, "at least the decoded pixels: {small}");
+    assert!(large > small * 4, "{large} vs {small}");
+    assert_eq!(
+        memory_estimate(
+            &parse("image/resize,w_100").unwrap(),
+            &header,
+            1000,
+            &Limits { max_input_pixels: 10, ..Limits::default() }
+        ),
+        Err(RenderError::TooLarge { pixels: 2_000_000, limit: 10 })
+    );
+}
+
+#[test]
+fn gif_and_bmp_originals_and_outputs() {
+    let source = gradient(30, 20);
+    let gif = run(&encode_as(source.clone(), ImageFormat::Png), "image/format,gif").unwrap();
+    assert_eq!(gif.content_type, "image/gif");
+    // A GIF original renders from its first frame and keeps its format.
+    let out = run(&gif.bytes, "image/resize,w_15").unwrap();
+    assert_eq!((out.content_type, out.width, out.height), ("image/gif", 15, 10));
+    let bmp = run(&encode_as(source, ImageFormat::Png), "image/format,bmp").unwrap();
+    assert_eq!(open(&bmp).dimensions(), (30, 20));
+    let out = run(&bmp.bytes, "image/rotate,90/format,png").unwrap();
+    assert_eq!((out.content_type, out.width, out.height), ("image/png", 20, 30));
+}
+
+#[test]
+fn interlace_makes_progressive_jpeg() {
+    let original = png(64, 64);
+    let baseline = run(&original, "image/format,jpg").unwrap().bytes;
+    let progressive = run(&original, "image/format,jpg/interlace,1").unwrap().bytes;
+    let has_marker = |b: &[u8], m: u8| b.windows(2).any(|w| w == [0xff, m]);
+    assert!(has_marker(&baseline, 0xc0) && !has_marker(&baseline, 0xc2), "SOF0: baseline");
+    assert!(has_marker(&progressive, 0xc2), "SOF2: progressive");
+    // PNG ignores it, as OSS does.
+    assert_eq!(
+        run(&original, "image/interlace,1/format,png").unwrap().bytes,
+        run(&original, "image/format,png").unwrap().bytes
+    );
+}
+
+#[test]
+fn outputs_carry_no_metadata() {
+    let stored = gradient(40, 20);
+    let mut jpeg = Vec::new();
+    let mut encoder = JpegEncoder::new_with_quality(&mut jpeg, 95);
+    encoder.set_exif_metadata(exif_orientation(6)).unwrap();
+    encoder.write_image(stored.as_raw(), 40, 20, image::ExtendedColorType::Rgb8).unwrap();
+    for ops in ["image/resize,w_20", "image/auto-orient,1", "image/format,png", "image/format,webp"] {
+        let out = run(&jpeg, ops).unwrap();
+        assert!(!out.bytes.windows(4).any(|w| w == b"Exif"), "{ops}: no EXIF block");
+        let mut reader =
+            ImageReader::new(Cursor::new(&out.bytes)).with_guessed_format().unwrap().into_decoder().unwrap();
+        assert_eq!(reader.exif_metadata().unwrap(), None, "{ops}");
+    }
+}
+
+/// Chains over every action with values in and out of range: whatever parses renders within
+/// its budgets or is refused, and never panics.
+fn chain_soup() -> impl Strategy<Value = String> {
+    let value = prop_oneof![
+        Just(0i64),
+        Just(1),
+        Just(50),
+        Just(100),
+        Just(361),
+        Just(5000),
+        Just(16384),
+        Just(-5),
+        0i64..400
+    ];
+    let action = (0usize..18, value.clone(), value.clone(), value).prop_map(|(a, x, y, z)| match a {
+        0 => format!("resize,w_{x},h_{y}"),
+        1 => format!("resize,m_pad,l_{x},limit_0"),
+        2 => format!("resize,p_{x}"),
+        3 => format!("crop,x_{x},y_{y},w_{z},g_center"),
+        4 => format!("indexcrop,y_{x},i_{y}"),
+        5 => format!("circle,r_{x}"),
+        6 => format!("rounded-corners,r_{x}"),
+        7 => format!("rotate,{x}"),
+        8 => format!("blur,r_{},s_{}", x.rem_euclid(60), y.rem_euclid(60)),
+        9 => format!("bright,{x}"),
+        10 => format!("contrast,{y}"),
+        11 => format!("sharpen,{x}"),
+        12 => {
+            format!("watermark,text_SGk,size_{},rotate_{y},g_sw,fill_{}", x.rem_euclid(200), z.rem_euclid(2))
+        }
+        13 => format!("quality,q_{x}"),
+        14 => format!("format,{}", ["jpg", "png", "webp", "gif", "bmp"][x.rem_euclid(5) as usize]),
+        15 => format!("auto-orient,{x}"),
+        16 => format!("resize,m_fixed,w_{x},h_{z},limit_0"),
+        _ => "average-hue".to_owned(),
+    });
+    proptest::collection::vec(action, 1..5).prop_map(|a| format!("image/{}", a.join("/")))
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 96, ..ProptestConfig::default() })]
+
+    #[test]
+    fn no_chain_panics_or_exceeds_its_budgets(raw in chain_soup(), w in 1u32..40, h in 1u32..40) {
+        let Ok(ops) = parse(&raw) else { return Ok(()) };
+        let limits = Limits {
+            max_output_pixels: 40_000,
+            max_output_side: 400,
+            max_render_time: Duration::from_secs(5),
+            ..Limits::default()
+        };
+        let original = png(w, h);
+        let header = probe(&original).unwrap();
+        let estimate = memory_estimate(&ops, &header, original.len() as u64, &limits);
+        match render(&original, &ops, &limits) {
+            Ok(out) => {
+                prop_assert!(estimate.is_ok(), "{}: rendered although the estimate refused", raw);
+                if out.content_type != "application/json" {
+                    prop_assert!(u64::from(out.width) * u64::from(out.height) <= limits.max_output_pixels, "{}", raw);
+                    prop_assert!(out.width <= limits.max_output_side && out.height <= limits.max_output_side, "{}", raw);
+                    prop_assert_eq!(open(&out).dimensions(), (out.width, out.height));
+                }
+            }
+            Err(RenderError::Encode(e)) => prop_assert!(false, "{}: encoder failed: {}", raw, e),
+            Err(_) => {}
+        }
+    }
+}
