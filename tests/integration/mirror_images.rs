@@ -197,3 +197,116 @@ async fn mirror_renders_stay_within_the_image_memory_budget() {
     assert!(stored.iter().all(|(_, len)| *len < 1 << 20), "{stored:?}");
     assert_eq!(origin.origin.requests("/bucket/big.png"), 1, "the original was fetched once");
 }
+
+fn b64(text: &str) -> String {
+    use base64::Engine as _;
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(text)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mirror_styles_watermarks_and_reports_end_to_end() {
+    let origin = RunningOrigin::start().await;
+    origin.origin.put("/bucket/photo.png", crate::origin::png(400, 300), "image/png");
+    let logo = image::RgbImage::from_pixel(20, 20, image::Rgb([0, 0, 255]));
+    let mut logo_png = Vec::new();
+    logo.write_to(&mut std::io::Cursor::new(&mut logo_png), image::ImageFormat::Png).unwrap();
+    origin.origin.put("/bucket/marks/logo.png", logo_png, "image/png");
+    let tmp = tempfile::tempdir().unwrap();
+    let mut e = env(tmp.path(), &Db::Sqlite);
+    e.insert("HTTPDNS_MIRROR_ADDR".into(), "127.0.0.1:0".into());
+    let server = crate::support::Server::start_with(e, None).await;
+    server
+        .put_ok(
+            "/admin/v1/mirror/rules/img",
+            json!({"path_prefix": "/img", "origin": format!("{}/bucket", origin.url())}),
+        )
+        .await;
+    let get = |path: String| {
+        let url = server.mirror_url(&path);
+        let http = server.http.clone();
+        async move { http.get(url).send().await.unwrap() }
+    };
+
+    // A style is an admin resource: validated (400 naming the field), stored, listed, used.
+    let (status, body) =
+        server.put("/admin/v1/mirror/styles/thumb", json!({"process": "image/resize,w_0"})).await;
+    assert_eq!((status.as_u16(), body["field"].as_str()), (400, Some("process")), "{body}");
+    let (status, body) =
+        server.put("/admin/v1/mirror/styles/bad%20name", json!({"process": "image/resize,w_10"})).await;
+    assert_eq!((status.as_u16(), body["field"].as_str()), (400, Some("name")), "{body}");
+    let (status, _) = server
+        .put("/admin/v1/mirror/styles/thumb", json!({"process": "image/resize,w_100/format,webp"}))
+        .await;
+    assert_eq!(status.as_u16(), 201);
+    let (_, list) = server.admin(reqwest::Method::GET, "/admin/v1/mirror/styles", None).await;
+    assert_eq!(list["items"][0]["name"], "thumb");
+    let styled = get("/img/photo.png?x-oss-process=style/thumb".into()).await;
+    assert_eq!(styled.status(), 200);
+    assert_eq!(styled.headers()["content-type"], "image/webp");
+    assert_eq!(dimensions(&styled.bytes().await.unwrap()), (100, 75));
+    // The style's variant is the chain's: the same chain spelled out is a stored hit.
+    let spelled = get("/img/photo.png?x-oss-process=image/format,webp/resize,w_100".into()).await;
+    assert_eq!(spelled.headers()["x-cache"], "HIT");
+    // Changing the style changes what it serves at once, never a variant of the old chain.
+    server.put_ok("/admin/v1/mirror/styles/thumb", json!({"process": "image/resize,w_50/format,png"})).await;
+    let restyled = get("/img/photo.png?x-oss-process=style/thumb".into()).await;
+    assert_eq!(restyled.headers()["content-type"], "image/png");
+    assert_eq!(dimensions(&restyled.bytes().await.unwrap()), (50, 38));
+    let unknown = get("/img/photo.png?x-oss-process=style/none".into()).await;
+    assert_eq!(unknown.status(), 400);
+    assert_eq!(unknown.json::<serde_json::Value>().await.unwrap()["field"], "style");
+    let (status, _) = server.admin(reqwest::Method::DELETE, "/admin/v1/mirror/styles/thumb", None).await;
+    assert_eq!(status.as_u16(), 204);
+    assert_eq!(get("/img/photo.png?x-oss-process=style/thumb".into()).await.status(), 400);
+
+    // An image watermark from the same bucket (fetched through the rule), bottom-right.
+    let marked = get(format!(
+        "/img/photo.png?x-oss-process=image/watermark,image_{},x_0,y_0/format,png",
+        b64("marks/logo.png")
+    ))
+    .await;
+    assert_eq!(marked.status(), 200);
+    let img = image::load_from_memory(&marked.bytes().await.unwrap()).unwrap().to_rgb8();
+    assert_eq!(img.get_pixel(390, 290), &image::Rgb([0, 0, 255]));
+    assert_ne!(img.get_pixel(370, 270), &image::Rgb([0, 0, 255]));
+    assert_eq!(origin.origin.requests("/bucket/marks/logo.png"), 1);
+    let missing =
+        get(format!("/img/photo.png?x-oss-process=image/watermark,image_{}", b64("marks/none.png"))).await;
+    assert_eq!(missing.status(), 400);
+    assert_eq!(missing.json::<serde_json::Value>().await.unwrap()["field"], "image");
+    // A text watermark.
+    let text =
+        get(format!("/img/photo.png?x-oss-process=image/watermark,text_{},size_30", b64("水印 mark"))).await;
+    assert_eq!(text.status(), 200);
+
+    // Reports are JSON.
+    let info = get("/img/photo.png?x-oss-process=image/info".into()).await;
+    assert_eq!(info.headers()["content-type"], "application/json");
+    let v: serde_json::Value = info.json().await.unwrap();
+    assert_eq!(
+        (v["ImageWidth"]["value"].as_str(), v["Format"]["value"].as_str()),
+        (Some("400"), Some("png"))
+    );
+    let hue = get("/img/photo.png?x-oss-process=image/average-hue".into()).await;
+    assert!(hue.json::<serde_json::Value>().await.unwrap()["RGB"].as_str().unwrap().starts_with("0x"));
+
+    // Bad parameters name themselves; errors from the render name theirs.
+    for (query, field) in [
+        ("image/blur,r_51,s_1", "r"),
+        ("image/crop,x_400", "x"),
+        ("image/rotate,361", "rotate"),
+        ("image/format,avif", "format"),
+        ("image/bright,-101", "bright"),
+    ] {
+        let r = get(format!("/img/photo.png?x-oss-process={query}")).await;
+        assert_eq!(r.status(), 400, "{query}");
+        assert_eq!(r.json::<serde_json::Value>().await.unwrap()["field"], field, "{query}");
+    }
+    // A long chain (watermark text) is stored under a hash of its canonical form.
+    let long = format!("image/watermark,text_{}/resize,w_120", b64(&"长".repeat(60)));
+    assert_eq!(get(format!("/img/photo.png?x-oss-process={long}")).await.status(), 200);
+    assert_eq!(get(format!("/img/photo.png?x-oss-process={long}")).await.headers()["x-cache"], "HIT");
+    // The original is still the original.
+    let bare = get("/img/photo.png".into()).await;
+    assert_eq!(dimensions(&bare.bytes().await.unwrap()), (400, 300));
+}
