@@ -261,7 +261,14 @@ impl Job {
             self.mirror.objects.read_all(&original).await.map_err(|e| VariantError::Store(e.to_string()))?;
         let watermarks = self.watermarks(&limits).await?;
         let rendered = {
-            let _cpu = images.cpu.acquire().await.map_err(|_| VariantError::Store("shutting down".into()))?;
+            // Bounded like the memory wait: renders ahead of this one each end within their
+            // own time budget, so a longer wait means the gateway is overloaded.
+            let cpu_wait = images.settings.memory_wait + images.settings.limits.max_render_time;
+            let _cpu = match tokio::time::timeout(cpu_wait, images.cpu.acquire()).await {
+                Ok(Ok(permit)) => permit,
+                Ok(Err(_)) => return Err(VariantError::Store("shutting down".into())),
+                Err(_) => return Err(VariantError::Busy),
+            };
             let ops = self.ops.clone();
             tokio::task::spawn_blocking(move || {
                 httpdns_image::render_with(&bytes, &ops, &limits, &watermarks)
