@@ -310,3 +310,91 @@ async fn mirror_styles_watermarks_and_reports_end_to_end() {
     let bare = get("/img/photo.png".into()).await;
     assert_eq!(dimensions(&bare.bytes().await.unwrap()), (400, 300));
 }
+
+/// A gateway in this process with these image settings, and a rule `/img` on `origin`.
+async fn image_gateway(
+    origin: &RunningOrigin,
+    settings: &[(&str, &str)],
+) -> (crate::support::Server, tempfile::TempDir) {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut e = env(tmp.path(), &Db::Sqlite);
+    e.insert("HTTPDNS_MIRROR_ADDR".into(), "127.0.0.1:0".into());
+    for (k, v) in settings {
+        e.insert((*k).into(), (*v).into());
+    }
+    let server = crate::support::Server::start_with(e, None).await;
+    server
+        .put_ok(
+            "/admin/v1/mirror/rules/img",
+            json!({"path_prefix": "/img", "origin": format!("{}/bucket", origin.url())}),
+        )
+        .await;
+    (server, tmp)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn mirror_renders_refused_when_memory_is_short_and_kept_when_a_client_hangs_up() {
+    let origin = RunningOrigin::start().await;
+    // 1500×1500 random RGBA: 9 MB stored, 9 MB decoded.
+    origin.origin.put("/bucket/big.png", noise_png(1500, 1500), "image/png");
+    let renders = |server: &crate::support::Server| {
+        let url = server.url("/metrics");
+        let http = server.http.clone();
+        async move {
+            let text = http.get(url).send().await.unwrap().text().await.unwrap();
+            text.lines()
+                .find_map(|l| l.strip_prefix("httpdns_mirror_renders_total{rule=\"img\"} "))
+                .map_or(0, |v| v.parse::<u64>().unwrap())
+        }
+    };
+
+    // A render that needs more than the whole budget is refused, not run.
+    let (server, _tmp) = image_gateway(&origin, &[("HTTPDNS_MIRROR_IMAGE_MEMORY_MB", "16")]).await;
+    let r = server
+        .http
+        .get(server.mirror_url("/img/big.png?x-oss-process=image/resize,w_100"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 422);
+    let body: serde_json::Value = r.json().await.unwrap();
+    assert!(body["error"].as_str().unwrap().contains("image memory budget"), "{body}");
+    assert_eq!(renders(&server).await, 0);
+    drop(server);
+
+    // Room for one render (each of these estimates about 63 MB) and no wait: of two different
+    // variants asked at once, one renders and the other is told to come back.
+    let (server, _tmp) = image_gateway(
+        &origin,
+        &[("HTTPDNS_MIRROR_IMAGE_MEMORY_MB", "100"), ("HTTPDNS_MIRROR_IMAGE_WAIT_MS", "0")],
+    )
+    .await;
+    assert_eq!(server.http.get(server.mirror_url("/img/big.png")).send().await.unwrap().status(), 200);
+    let ask = |w: u32| {
+        let url = server.mirror_url(&format!("/img/big.png?x-oss-process=image/blur,r_2,s_2/resize,w_{w}"));
+        let http = server.http.clone();
+        async move {
+            let r = http.get(url).send().await.unwrap();
+            (r.status().as_u16(), r.headers().get("retry-after").map(|v| v.to_str().unwrap().to_owned()))
+        }
+    };
+    let (a, b) = tokio::join!(ask(100), ask(101));
+    let mut statuses = [a.clone(), b.clone()];
+    statuses.sort();
+    assert_eq!(statuses, [(200, None), (503, Some("1".to_owned()))], "{a:?} {b:?}");
+    assert_eq!(renders(&server).await, 1);
+    drop(server);
+
+    // A client that hangs up does not cancel the render the others wait for.
+    let (server, _tmp) = image_gateway(&origin, &[]).await;
+    let url = server.mirror_url("/img/big.png?x-oss-process=image/blur,r_3,s_2/resize,w_120");
+    let hung_up = server.http.get(&url).timeout(Duration::from_millis(150)).send().await;
+    assert!(hung_up.is_err(), "the first client gave up before the render ended");
+    let second = server.http.get(&url).send().await.unwrap();
+    assert_eq!(second.status(), 200);
+    let coalesced = second.headers().contains_key("x-cache-coalesced");
+    let cache = second.headers()["x-cache"].to_str().unwrap().to_owned();
+    assert_eq!(dimensions(&second.bytes().await.unwrap()).0, 120);
+    assert!(coalesced || cache == "HIT", "joined the running render or read what it stored");
+    assert_eq!(renders(&server).await, 1, "the abandoned render was not started again");
+}
