@@ -1,5 +1,5 @@
 //! Image variants (`x-oss-process=image/...` or `style/<name>`): served from the store, or
-//! rendered once from the stored original and stored under `v/<path>/<canonical chain>`.
+//! rendered once from the stored original and stored under `v/<path>/r2,<canonical chain>`.
 //!
 //! Memory is budgeted before anything is read: a render first reads the original's header
 //! (its first 64 KiB, or 1 MiB when that is not enough), estimates what it will hold at its
@@ -153,17 +153,22 @@ impl Images {
     }
 }
 
-/// The store path of a variant. A canonical chain longer than a file name may be (watermark
-/// texts) is stored under its SHA-256 instead.
+/// The renderer's generation in variant store paths. Variants stored by an earlier renderer
+/// (orientation always applied, lossless WebP, another JPEG encoder) sit under names without
+/// it and are never served for the same chain: a stored variant always means what a render
+/// now would. Raise it whenever the same chain would render differently.
+const RENDER_GENERATION: &str = "r2";
+
+/// The store path of a variant: `v/<path>/[<query>/]r2,<canonical chain>`. A canonical chain
+/// longer than a file name may be (watermark texts) is stored under its SHA-256 instead.
 fn variant_location(req: &Request, canonical: &str) -> Path {
     use sha2::Digest as _;
-    let hashed;
     let name = if canonical.len() <= 200 {
-        canonical
+        format!("{RENDER_GENERATION},{canonical}")
     } else {
-        hashed = format!("sha256-{}", hex::encode(sha2::Sha256::digest(canonical.as_bytes())));
-        &hashed
+        format!("{RENDER_GENERATION},sha256-{}", hex::encode(sha2::Sha256::digest(canonical.as_bytes())))
     };
+    let name = name.as_str();
     let segs = req.segments.iter().map(String::as_str);
     let tail = match &req.query_key {
         Some(q) => vec![q.as_str(), name],
