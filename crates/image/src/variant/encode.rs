@@ -11,6 +11,9 @@ use super::pixels::flatten;
 use super::RenderError;
 use crate::process::OutputFormat;
 
+/// The longest side libwebp encodes.
+const MAX_WEBP_SIDE: u32 = 16383;
+
 /// The quality to encode at, 1..=100, and whether it was asked as `Q_` (absolute).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Quality {
@@ -63,23 +66,24 @@ pub(crate) fn encode(
         }
         OutputFormat::WebP => {
             let (w, h) = (image.width(), image.height());
+            // libwebp's limit (WEBP_MAX_DIMENSION), one pixel below the other formats'.
+            if w > MAX_WEBP_SIDE || h > MAX_WEBP_SIDE {
+                return Err(RenderError::BadParameter {
+                    param: "format",
+                    message: "WebP images are at most 16383 px a side",
+                });
+            }
+            let lossless = quality.lossless_webp();
+            let q = f32::from(quality.value);
+            // `encode_simple`, not `encode`: the latter unwraps libwebp's errors.
             let memory = if image.color().has_alpha() {
                 let rgba = image.into_rgba8();
-                let encoder = webp::Encoder::from_rgba(rgba.as_raw(), w, h);
-                if quality.lossless_webp() {
-                    encoder.encode_lossless()
-                } else {
-                    encoder.encode(f32::from(quality.value))
-                }
+                webp::Encoder::from_rgba(rgba.as_raw(), w, h).encode_simple(lossless, q)
             } else {
                 let rgb = image.into_rgb8();
-                let encoder = webp::Encoder::from_rgb(rgb.as_raw(), w, h);
-                if quality.lossless_webp() {
-                    encoder.encode_lossless()
-                } else {
-                    encoder.encode(f32::from(quality.value))
-                }
-            };
+                webp::Encoder::from_rgb(rgb.as_raw(), w, h).encode_simple(lossless, q)
+            }
+            .map_err(|e| RenderError::Encode(format!("libwebp: {e:?}")))?;
             if memory.is_empty() {
                 return Err(RenderError::Encode("libwebp refused the image".into()));
             }

@@ -527,6 +527,24 @@ fn gif_and_bmp_originals_and_outputs() {
 }
 
 #[test]
+fn webp_refuses_sides_over_libwebps_limit_without_panicking() {
+    let strip = png(16384, 1);
+    assert_eq!(
+        run(&strip, "image/format,webp"),
+        Err(RenderError::BadParameter {
+            param: "format",
+            message: "WebP images are at most 16383 px a side"
+        })
+    );
+    assert_eq!(
+        run(&strip, "image/format,webp/quality,Q_100").unwrap_err(),
+        run(&strip, "image/format,webp").unwrap_err()
+    );
+    assert_eq!(run(&png(16383, 1), "image/format,webp").unwrap().width, 16383);
+    assert_eq!(run(&strip, "image/format,png").unwrap().width, 16384, "other formats take 16384");
+}
+
+#[test]
 fn interlace_makes_progressive_jpeg() {
     let original = png(64, 64);
     let baseline = run(&original, "image/format,jpg").unwrap().bytes;
