@@ -51,6 +51,7 @@ async fn export_apply_round_trip_diff_and_idempotence() {
         json!({"path_prefix": "/image", "origin": "http://127.0.0.1:9/bucket"}),
     )
     .await;
+    put("/admin/v1/mirror/styles/thumb", json!({"process": "image/resize,w_200/format,webp"})).await;
     put(
         "/admin/v1/config/cdn",
         json!({"mergeHostConfigs": [{"host": "image.xxx.com", "pathPrefix": "/image", "rate": 0.5}],
@@ -73,16 +74,20 @@ async fn export_apply_round_trip_diff_and_idempotence() {
     }
     let text = std::fs::read_to_string(&yaml).unwrap();
     assert!(
-        text.contains("1.0.1.0/24") && text.contains("www.example.com") && text.contains("hostListConfig"),
+        text.contains("1.0.1.0/24")
+            && text.contains("www.example.com")
+            && text.contains("hostListConfig")
+            && text.contains("image/resize,w_200/format,webp"),
         "{text}"
     );
 
-    // Change the file: one update, one create, one delete, one config edit.
+    // Change the file: one update, two creates, one delete, one config edit.
     let mut state: serde_norway::Value = serde_norway::from_str(&text).unwrap();
     state["domains"]["www.example.com"]["ttl"] = 120.into();
     state["nodes"]["n3"] =
         serde_norway::from_str("{ip: 3.3.3.3, pool: edge, isp: mobile, region: beijing}").unwrap();
     state["networks"].as_mapping_mut().unwrap().remove("1.0.2.0/24");
+    state["image_styles"]["small"] = serde_norway::from_str("{process: \"image/resize,w_50\"}").unwrap();
     state["config"]["cdn"]["reviveProbeInterval"] = 300000.into();
     std::fs::write(&yaml, serde_norway::to_string(&state).unwrap()).unwrap();
     let (ok, out, err) =
@@ -94,9 +99,10 @@ async fn export_apply_round_trip_diff_and_idempotence() {
         [
             "+ nodes/n3",
             "~ domains/www.example.com: ttl: 60 -> 120;",
+            "+ image_styles/small",
             "~ config/cdn: reviveProbeInterval: 600000 -> 300000;",
             "- networks/1.0.2.0/24",
-            "4 change(s) (dry run: nothing written)",
+            "5 change(s) (dry run: nothing written)",
         ],
         "{out}"
     );
@@ -117,7 +123,7 @@ async fn export_apply_round_trip_diff_and_idempotence() {
     assert!(ok && !out.contains("- networks"), "{out}");
     let (ok, out, err) = httpdns(&[&["apply", "-f", yaml.to_str().unwrap(), "--prune"][..], &admin].concat());
     assert!(ok, "{err}");
-    assert!(out.ends_with("4 change(s) applied\n"), "{out}");
+    assert!(out.ends_with("5 change(s) applied\n"), "{out}");
     let get = |path: String| {
         let req = http.get(format!("{}{path}", p.base)).bearer_auth(TOKEN);
         async move { req.send().await.unwrap() }
@@ -128,6 +134,11 @@ async fn export_apply_round_trip_diff_and_idempotence() {
         120
     );
     assert_eq!(get("/admin/v1/nodes/n3".into()).await.status(), 200);
+    assert_eq!(
+        get("/admin/v1/mirror/styles/small".into()).await.json::<serde_json::Value>().await.unwrap()
+            ["process"],
+        "image/resize,w_50"
+    );
     assert_eq!(get("/admin/v1/networks/1.0.2.0%2F24".into()).await.status(), 404);
     let cfg = get("/admin/v1/config/cdn".into()).await;
     assert_eq!(cfg.headers()["etag"], "\"2\"", "one new config version");
@@ -145,4 +156,7 @@ async fn export_apply_round_trip_diff_and_idempotence() {
     std::fs::write(&yaml, "domains:\n  www.example.com: {pool: edge, ttl: 0}\n").unwrap();
     let (ok, _, err) = httpdns(&[&["apply", "-f", yaml.to_str().unwrap()][..], &admin].concat());
     assert!(!ok && err.contains("domains.www.example.com.ttl"), "{err}");
+    std::fs::write(&yaml, "image_styles:\n  x: {process: \"image/resize,w_0\"}\n").unwrap();
+    let (ok, _, err) = httpdns(&[&["apply", "-f", yaml.to_str().unwrap()][..], &admin].concat());
+    assert!(!ok && err.contains("image_styles.x.process"), "{err}");
 }

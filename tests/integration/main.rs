@@ -16,6 +16,7 @@ mod live;
 mod logs;
 mod metrics;
 mod mirror;
+mod mirror_images;
 mod openapi;
 mod origin;
 mod persistence;

@@ -22,7 +22,7 @@ use httpdns_core::snapshot::{Model, Policy};
 use httpdns_core::{DomainName, Snapshot, Token};
 use httpdns_live::checker::Target;
 use httpdns_live::health::{HealthRegistry, HealthView};
-use httpdns_mirror::{Mirror, RuleSpec};
+use httpdns_mirror::{Mirror, RuleSpec, StyleSpec};
 use httpdns_store::{Change, Kind, Store, StoreError};
 use ipnet::IpNet;
 use tokio::sync::watch;
@@ -52,6 +52,7 @@ struct ModelState {
     domains: BTreeMap<String, (DomainName, DomainSpec)>,
     accounts: BTreeMap<u32, AccountSpec>,
     mirror_rules: BTreeMap<String, RuleSpec>,
+    image_styles: BTreeMap<String, StyleSpec>,
 }
 
 /// A published snapshot with the health of its nodes.
@@ -149,6 +150,7 @@ impl Catalog {
     pub async fn attach_mirror(&self, mirror: Arc<Mirror>) {
         let state = self.state.lock().await;
         mirror.set_rules(mirror_specs(&state));
+        mirror.set_styles(style_specs(&state));
         let _ = self.mirror.set(mirror);
     }
 
@@ -192,6 +194,11 @@ impl Catalog {
         if changes.iter().any(|c| c.kind == Kind::MirrorRule) {
             if let Some(mirror) = self.mirror.get() {
                 mirror.set_rules(mirror_specs(&state));
+            }
+        }
+        if changes.iter().any(|c| c.kind == Kind::ImageStyle) {
+            if let Some(mirror) = self.mirror.get() {
+                mirror.set_styles(style_specs(&state));
             }
         }
         state.revision = revision;
@@ -252,6 +259,10 @@ fn mirror_specs(state: &ModelState) -> Vec<(String, RuleSpec)> {
     state.mirror_rules.iter().map(|(k, v)| (k.clone(), v.clone())).collect()
 }
 
+fn style_specs(state: &ModelState) -> Vec<(String, StyleSpec)> {
+    state.image_styles.iter().map(|(k, v)| (k.clone(), v.clone())).collect()
+}
+
 /// Every usable node of a pool that has a health check.
 fn check_targets(snapshot: &Snapshot) -> Vec<Target> {
     snapshot
@@ -283,6 +294,7 @@ fn apply(state: &mut ModelState, change: &Change, metrics: &Metrics) {
                 }
             }
             Kind::MirrorRule => drop(state.mirror_rules.remove(&name)),
+            Kind::ImageStyle => drop(state.image_styles.remove(&name)),
             _ => {}
         }
         return;
@@ -318,6 +330,10 @@ fn apply(state: &mut ModelState, change: &Change, metrics: &Metrics) {
             Kind::MirrorRule => {
                 let spec: RuleSpec = serde_json::from_str(body).map_err(|e| e.to_string())?;
                 state.mirror_rules.insert(name.clone(), spec);
+            }
+            Kind::ImageStyle => {
+                let spec: StyleSpec = serde_json::from_str(body).map_err(|e| e.to_string())?;
+                state.image_styles.insert(name.clone(), spec);
             }
             _ => {}
         }

@@ -1,54 +1,53 @@
-//! Rendering a variant: decode the original, resize, encode.
+//! Rendering a variant: decode the original, run the chain, encode.
 //!
 //! Defence against decompression bombs comes first: the byte size is checked, then the
 //! header alone is read and the pixel count refused over budget before any pixel buffer is
-//! allocated, and the decoder also gets `image::Limits` as a second line. The output size is
-//! computed from the header too and refused over budget before the resize.
+//! allocated, and the decoder also gets `image::Limits` as a second line. The size after
+//! every action is computed from the header too ([`plan`]) and refused over budget before
+//! any pixel work, and a deadline ([`Limits::max_render_time`]) is checked between actions
+//! and once a row inside the slow ones.
 //!
 //! Choices the gateway should know about:
 //!
-//! * Output format: the `format` action, else the original's (JPEG, PNG or WebP). Other
-//!   originals (GIF, BMP, ...) are [`RenderError::UnsupportedFormat`].
-//! * WebP output is **lossless** (the `image` crate only encodes lossless WebP), so it can be
-//!   larger than the JPEG it replaces. Quality is ignored for PNG and WebP, as OSS does for PNG.
-//! * JPEG quality: `Q_` is used as is. OSS defines `q_` relative to the original's quality,
-//!   which is not recoverable from the file, so `q_` is applied as an absolute quality too.
-//!   Without a `quality` action the quality is [`DEFAULT_JPEG_QUALITY`].
+//! * Output format: the `format` action, else the original's (JPEG, PNG, WebP, GIF or BMP;
+//!   a GIF's first frame). Other originals are [`RenderError::UnsupportedFormat`].
+//! * JPEG and WebP take `quality` (default [`DEFAULT_QUALITY`]); `Q_100` WebP is lossless,
+//!   every other WebP lossy. `q_` is relative to a JPEG original's quality (estimated from its
+//!   quantisation tables, as ImageMagick's `identify` does), absolute otherwise.
 //! * Transparency is flattened onto white for JPEG output, and onto the pad colour for `pad`.
-//! * The EXIF orientation of the original is applied (OSS's `auto-orient,1`), because the
-//!   output carries no metadata at all: neither EXIF (which also drops GPS positions) nor
-//!   colour profiles. 16-bit originals are reduced to 8 bits per channel.
+//! * The EXIF orientation is applied only with `auto-orient,1` (OSS's default keeps the
+//!   stored pixel order). The output carries no metadata at all: neither EXIF (which also
+//!   drops GPS positions) nor colour profiles; `info` reports the EXIF basics as JSON.
+//!   16-bit originals are reduced to 8 bits per channel.
 //! * Every output is re-encoded, even when nothing changes size (`limit_1`), which is also
 //!   what strips the metadata.
 //!
-//! Memory: the decoded original (at most `max_input_pixels` × 4 bytes after 8-bit reduction),
-//! the output, and the resampler's `f32` RGBA intermediate of one pass (16 bytes per pixel,
-//! at most max(input, output) pixels thanks to choosing the cheaper pass order). With the
-//! defaults one render can peak around 1.2 GB: the gateway must bound concurrent renders and
-//! run them on blocking threads.
+//! Memory: [`memory_estimate`] bounds what one render holds from the header alone (input
+//! bytes, decoded pixels, the largest step's buffers, the encoded output), so the gateway can
+//! reserve it from a budget shared by all renders before it reads the original.
 
+use std::collections::HashMap;
 use std::io::Cursor;
+use std::time::{Duration, Instant};
 
-use image::codecs::jpeg::JpegEncoder;
-use image::codecs::png::PngEncoder;
-use image::codecs::webp::WebPEncoder;
-use image::imageops::FilterType;
 use image::metadata::Orientation;
-use image::{DynamicImage, GenericImageView, ImageDecoder, ImageFormat, ImageReader, RgbImage};
+use image::{DynamicImage, GenericImageView, ImageDecoder, ImageFormat, ImageReader};
 
-use crate::process::{ImageProcess, OutputFormat, Quality};
+use crate::process::{Action, ImageProcess, OutputFormat, Quality, Report, Resize, ResizeMode, Target};
 
+mod encode;
 mod geometry;
+mod mark;
+mod pixels;
+mod report;
 
-use geometry::Plan;
+#[cfg(test)]
+use pixels::{horizontal_pass_first, resample, FILTER};
 
-/// JPEG quality when the request has no `quality` action.
-pub const DEFAULT_JPEG_QUALITY: u8 = 85;
+pub use report::estimate_jpeg_quality;
 
-/// Triangle (bilinear, widened when shrinking so every source pixel counts) is the speed and
-/// quality middle ground; Lanczos3 is about three times slower for little visible gain at
-/// thumbnail sizes.
-const FILTER: FilterType = FilterType::Triangle;
+/// JPEG and WebP quality when the request has no `quality` action.
+pub const DEFAULT_QUALITY: u8 = 85;
 
 /// Budgets for one render.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -59,11 +58,16 @@ pub struct Limits {
     /// Default 50 000 000: OSS allows 250 M, but decoding that takes 1 GB per copy and more
     /// to resample; 50 M still covers 8K×6K photos.
     pub max_input_pixels: u64,
-    /// Longest output side. Default 16 384 (OSS's limit, also the largest lossless WebP).
+    /// Longest side of the image after any action. Default 16 384 (OSS's limit).
     pub max_output_side: u32,
-    /// Largest output, in pixels. Default 50 000 000: a `pad` or `fixed` of 16 384 × 16 384
-    /// would otherwise allocate a 268 M-pixel canvas for a one-pixel original.
+    /// Largest image after any action, in pixels. Default 50 000 000: a `pad` or `fixed` of
+    /// 16 384 × 16 384 would otherwise allocate a 268 M-pixel canvas for a one-pixel original.
     pub max_output_pixels: u64,
+    /// Longest a render may take; checked between actions and once a row in slow loops.
+    pub max_render_time: Duration,
+    /// Largest watermark image, in bytes and in pixels.
+    pub max_watermark_bytes: usize,
+    pub max_watermark_pixels: u64,
 }
 
 impl Default for Limits {
@@ -73,77 +77,324 @@ impl Default for Limits {
             max_input_pixels: 50_000_000,
             max_output_side: 16_384,
             max_output_pixels: 50_000_000,
+            max_render_time: Duration::from_secs(20),
+            max_watermark_bytes: 4 * 1024 * 1024,
+            max_watermark_pixels: 4_000_000,
         }
     }
 }
 
-/// A rendered variant.
+/// A rendered variant, or the JSON answer of `info` / `average-hue`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Rendered {
     pub bytes: Vec<u8>,
-    /// `image/jpeg`, `image/png` or `image/webp`.
+    /// `image/jpeg`, `image/png`, `image/webp`, `image/gif`, `image/bmp` or `application/json`.
     pub content_type: &'static str,
+    /// The image's size (for a report: the size the chain before it produced).
     pub width: u32,
     pub height: u32,
 }
 
 /// Why a variant could not be rendered. Suggested HTTP statuses: `UnsupportedFormat` 415;
 /// `InputTooLarge`, `TooLarge`, `Decode` 422 (the stored original is the problem);
-/// `OutputTooLarge` 400 (the request is); `Encode` 500.
+/// `OutputTooLarge`, `BadParameter`, `WatermarkMissing` 400 (the request is); `TimedOut` 503;
+/// `Encode` 500.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum RenderError {
     #[error("the original is {bytes} bytes, more than the limit of {limit}")]
     InputTooLarge { bytes: usize, limit: usize },
-    #[error("the original is not a JPEG, PNG or WebP image")]
+    #[error("the original is not a JPEG, PNG, WebP, GIF or BMP image")]
     UnsupportedFormat,
     #[error("the original has {pixels} pixels, more than the limit of {limit}")]
     TooLarge { pixels: u64, limit: u64 },
     #[error("the variant would be {width}x{height} pixels, more than the limits allow")]
     OutputTooLarge { width: u64, height: u64 },
+    #[error("invalid x-oss-process parameter {param}: {message}")]
+    BadParameter { param: &'static str, message: &'static str },
+    #[error("the watermark image {0:?} does not exist or is not an image within the limits")]
+    WatermarkMissing(String),
+    #[error("the render took longer than its time budget")]
+    TimedOut,
     #[error("the original could not be decoded: {0}")]
     Decode(String),
     #[error("the variant could not be encoded: {0}")]
     Encode(String),
 }
 
-/// Renders the variant `ops` of the image `original`.
+/// The render's deadline.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Deadline(Instant);
+
+impl Deadline {
+    pub(crate) fn check(&self) -> Result<(), RenderError> {
+        if Instant::now() > self.0 {
+            Err(RenderError::TimedOut)
+        } else {
+            Ok(())
+        }
+    }
+}
+
+/// What the header of an original says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Header {
+    pub format: OutputFormat,
+    pub width: u32,
+    pub height: u32,
+    /// Bytes per pixel of the decoded buffer (8 for 16-bit RGBA).
+    pub bytes_per_pixel: u8,
+}
+
+/// Watermark images by object name, as the gateway read them for one render.
+pub type WatermarkImages = HashMap<String, Vec<u8>>;
+
+fn image_format(format: Option<ImageFormat>) -> Result<OutputFormat, RenderError> {
+    match format {
+        Some(ImageFormat::Jpeg) => Ok(OutputFormat::Jpeg),
+        Some(ImageFormat::Png) => Ok(OutputFormat::Png),
+        Some(ImageFormat::WebP) => Ok(OutputFormat::WebP),
+        Some(ImageFormat::Gif) => Ok(OutputFormat::Gif),
+        Some(ImageFormat::Bmp) => Ok(OutputFormat::Bmp),
+        _ => Err(RenderError::UnsupportedFormat),
+    }
+}
+
+/// Reads the header of `bytes` (which may be only the start of the file).
+pub fn probe(bytes: &[u8]) -> Result<Header, RenderError> {
+    let reader = ImageReader::new(Cursor::new(bytes))
+        .with_guessed_format()
+        .map_err(|e| RenderError::Decode(e.to_string()))?;
+    let format = image_format(reader.format())?;
+    let decoder = reader.into_decoder().map_err(|e| RenderError::Decode(e.to_string()))?;
+    let (width, height) = decoder.dimensions();
+    Ok(Header { format, width, height, bytes_per_pixel: decoder.color_type().bytes_per_pixel() })
+}
+
+/// The chain's sizes from a source size: the size after each action (the last is the output),
+/// each checked against the budgets. `main` is the main image's size, for `P_` of a watermark
+/// image's own chain.
+pub(crate) fn plan(
+    actions: &[Action],
+    src: (u64, u64),
+    main: Option<(u64, u64)>,
+    limits: &Limits,
+) -> Result<Vec<(u64, u64)>, RenderError> {
+    let mut size = src;
+    let mut sizes = Vec::with_capacity(actions.len());
+    for action in actions {
+        size = match action {
+            Action::Resize(r) => {
+                let r = resolve_main_percent(r, main);
+                let s = (size.0.min(u64::from(u32::MAX)) as u32, size.1.min(u64::from(u32::MAX)) as u32);
+                geometry::plan(s, &r).output_size(s)
+            }
+            Action::Crop(c) => {
+                let (_, _, w, h) = pixels::crop_rect(size, c)?;
+                (w, h)
+            }
+            Action::IndexCrop(c) => pixels::index_rect(size, c).map_or(size, |(_, _, w, h)| (w, h)),
+            Action::Circle(r) => {
+                let side = 2 * pixels::circle_radius(size, *r) + 1;
+                (side, side)
+            }
+            Action::Rotate(d) if d % 90 == 0 => {
+                if d % 180 == 0 {
+                    size
+                } else {
+                    (size.1, size.0)
+                }
+            }
+            Action::Rotate(d) => {
+                if size.0 > 4096 || size.1 > 4096 {
+                    return Err(RenderError::BadParameter {
+                        param: "rotate",
+                        message: "rotates images of at most 4096 px a side (OSS's limit)",
+                    });
+                }
+                pixels::rotated_size(size, *d)
+            }
+            Action::RoundedCorners(_)
+            | Action::Blur { .. }
+            | Action::Bright(_)
+            | Action::Contrast(_)
+            | Action::Sharpen(_)
+            | Action::Watermark(_) => size,
+        };
+        let side = u64::from(limits.max_output_side);
+        if size.0 > side || size.1 > side || size.0.saturating_mul(size.1) > limits.max_output_pixels {
+            return Err(RenderError::OutputTooLarge { width: size.0, height: size.1 });
+        }
+        sizes.push(size);
+    }
+    Ok(sizes)
+}
+
+/// `P_` of a watermark image: fit into that percentage of the main image, enlarging if needed.
+fn resolve_main_percent(r: &Resize, main: Option<(u64, u64)>) -> Resize {
+    match (r.target, main) {
+        (Target::MainPercent(p), Some((mw, mh))) => {
+            let side = |v: u64| {
+                let v = ((v * u64::from(p) + 50) / 100).clamp(1, 16384);
+                crate::process::Side::new(v as u32).expect("clamped")
+            };
+            Resize { mode: ResizeMode::Lfit, target: Target::WidthHeight(side(mw), side(mh)), enlarge: true }
+        }
+        _ => *r,
+    }
+}
+
+/// Bytes one render of `ops` holds at its peak, from the original's header: its bytes, the
+/// decoded pixels (and their 8-bit copy), the largest step's input, output and work buffers,
+/// watermark images at their budget, and the encoded output. Refuses, as [`render_with`]
+/// would, what is over the pixel budgets.
+pub fn memory_estimate(
+    ops: &ImageProcess,
+    header: &Header,
+    input_len: u64,
+    limits: &Limits,
+) -> Result<u64, RenderError> {
+    let (w, h) = (u64::from(header.width), u64::from(header.height));
+    let pixels = w * h;
+    if pixels > limits.max_input_pixels {
+        return Err(RenderError::TooLarge { pixels, limit: limits.max_input_pixels });
+    }
+    let decoded = pixels * u64::from(header.bytes_per_pixel.max(1));
+    let eight_bit = if header.bytes_per_pixel > 4 { pixels * 4 } else { 0 };
+    // Orientation may swap the sides; plan both ways and take the larger.
+    let mut peak = 0u64;
+    let mut out_px = pixels;
+    let orders: &[(u64, u64)] = if ops.auto_orient() { &[(w, h), (h, w)] } else { &[(w, h)] };
+    for &src in orders {
+        let sizes = plan(ops.actions(), src, None, limits)?;
+        let mut before = src;
+        for (action, &after) in ops.actions().iter().zip(&sizes) {
+            let (i, o) = (before.0 * before.1, after.0 * after.1);
+            let work = match action {
+                Action::Resize(_) => 16 * (before.0 * after.1).min(before.1 * after.0) + i * 4 + o * 4,
+                Action::Blur { .. } | Action::Sharpen(_) => 3 * i * 4,
+                Action::Rotate(_) | Action::Circle(_) | Action::RoundedCorners(_) => i * 4 + o * 4,
+                Action::Watermark(m) => {
+                    let image = if m.image.is_some() { limits.max_watermark_pixels * 16 } else { 0 };
+                    let text = m.text.as_ref().map_or(0, |t| {
+                        let size = u64::from(t.size);
+                        (t.text.chars().count() as u64 * size * size * 2).min(limits.max_output_pixels) * 8
+                    });
+                    i * 4 + image + text
+                }
+                _ => i * 4 + o * 4,
+            };
+            peak = peak.max(i * 4 + work);
+            before = after;
+        }
+        out_px = out_px.max(before.0 * before.1);
+    }
+    let encoded = out_px * 4 + 64 * 1024;
+    Ok(input_len + decoded + eight_bit + peak + encoded)
+}
+
+/// Renders the variant `ops` of the image `original` (no watermark images).
 pub fn render(original: &[u8], ops: &ImageProcess, limits: &Limits) -> Result<Rendered, RenderError> {
+    render_with(original, ops, limits, &WatermarkImages::new())
+}
+
+/// Renders the variant `ops` of the image `original`, with the watermark images it names.
+pub fn render_with(
+    original: &[u8],
+    ops: &ImageProcess,
+    limits: &Limits,
+    watermarks: &WatermarkImages,
+) -> Result<Rendered, RenderError> {
+    let deadline = Deadline(Instant::now() + limits.max_render_time);
     if original.len() > limits.max_input_bytes {
         return Err(RenderError::InputTooLarge { bytes: original.len(), limit: limits.max_input_bytes });
     }
-    let (image, source_format) = decode(original, limits)?;
-
-    let src = image.dimensions();
-    let plan = ops.resize().map_or(Plan::Keep, |r| geometry::plan(src, r));
-    let (out_w, out_h) = plan.output_size(src);
-    let side = u64::from(limits.max_output_side);
-    if out_w > side || out_h > side || out_w.saturating_mul(out_h) > limits.max_output_pixels {
-        return Err(RenderError::OutputTooLarge { width: out_w, height: out_h });
+    let decoded = decode(original, limits, ops.auto_orient())?;
+    let src = decoded.image.dimensions();
+    let sizes = plan(ops.actions(), (src.0.into(), src.1.into()), None, limits)?;
+    if ops.report() == Some(Report::Info) {
+        // Sizes come from the plan: no pixel work is needed to report them.
+        let (w, h) = sizes.last().copied().unwrap_or((src.0.into(), src.1.into()));
+        let json = report::info(original.len(), decoded.format, (w, h), decoded.exif.as_deref());
+        return Ok(Rendered {
+            bytes: json,
+            content_type: "application/json",
+            width: w as u32,
+            height: h as u32,
+        });
     }
-    let image = apply(image, plan);
-
-    let format = ops.format().unwrap_or(source_format);
-    let quality = match ops.quality() {
-        Some(Quality::Absolute(q) | Quality::Relative(q)) => q.get(),
-        None => DEFAULT_JPEG_QUALITY,
-    };
+    let image = run(decoded.image, ops.actions(), limits, watermarks, &deadline)?;
     let (width, height) = image.dimensions();
-    let bytes = encode(image, format, quality)?;
+    if ops.report() == Some(Report::AverageHue) {
+        let json = report::average_hue(&image);
+        return Ok(Rendered { bytes: json, content_type: "application/json", width, height });
+    }
+    let format = ops.format().unwrap_or(decoded.format);
+    let relative_to =
+        (decoded.format == OutputFormat::Jpeg).then(|| estimate_jpeg_quality(original)).flatten();
+    let quality = match ops.quality() {
+        Some(Quality::Absolute(q)) => encode::Quality::of(q.get(), true),
+        Some(Quality::Relative(q)) => match relative_to {
+            Some(source) => {
+                encode::Quality::of(((u32::from(q.get()) * u32::from(source) + 50) / 100).max(1) as u8, false)
+            }
+            None => encode::Quality::of(q.get(), false),
+        },
+        None => encode::Quality::of(DEFAULT_QUALITY, false),
+    };
+    deadline.check()?;
+    let bytes = encode::encode(image, format, quality, ops.output().interlace)?;
     Ok(Rendered { bytes, content_type: format.content_type(), width, height })
 }
 
+/// Runs pixel actions in order. Sizes were planned and checked already.
+pub(crate) fn run(
+    mut image: DynamicImage,
+    actions: &[Action],
+    limits: &Limits,
+    watermarks: &WatermarkImages,
+    deadline: &Deadline,
+) -> Result<DynamicImage, RenderError> {
+    for action in actions {
+        deadline.check()?;
+        let (w, h) = image.dimensions();
+        let size = (u64::from(w), u64::from(h));
+        image = match action {
+            Action::Resize(r) => {
+                let plan = geometry::plan((w, h), r);
+                pixels::apply_resize(image, plan)
+            }
+            Action::Crop(c) => pixels::crop(image, pixels::crop_rect(size, c)?),
+            Action::IndexCrop(c) => match pixels::index_rect(size, c) {
+                Some(rect) => pixels::crop(image, rect),
+                None => image,
+            },
+            Action::Circle(r) => pixels::circle(image, *r),
+            Action::RoundedCorners(r) => pixels::rounded_corners(image, *r),
+            Action::Rotate(d) => pixels::rotate(image, *d, deadline)?,
+            Action::Blur { radius, sigma } => pixels::blur(image, *radius, *sigma, deadline)?,
+            Action::Bright(v) => pixels::brightness_contrast(image, *v, 0),
+            Action::Contrast(v) => pixels::brightness_contrast(image, 0, *v),
+            Action::Sharpen(v) => pixels::sharpen(image, *v, deadline)?,
+            Action::Watermark(m) => mark::apply(image, m, limits, watermarks, deadline)?,
+        };
+    }
+    Ok(image)
+}
+
+/// A decoded original.
+pub(crate) struct Decoded {
+    pub(crate) image: DynamicImage,
+    pub(crate) format: OutputFormat,
+    pub(crate) exif: Option<Vec<u8>>,
+}
+
 /// Decodes within the budgets: header first, pixels only when the header fits.
-fn decode(original: &[u8], limits: &Limits) -> Result<(DynamicImage, OutputFormat), RenderError> {
+pub(crate) fn decode(original: &[u8], limits: &Limits, auto_orient: bool) -> Result<Decoded, RenderError> {
     let decode_error = |e: image::ImageError| RenderError::Decode(e.to_string());
     let mut reader = ImageReader::new(Cursor::new(original))
         .with_guessed_format()
         .map_err(|e| RenderError::Decode(e.to_string()))?;
-    let format = match reader.format() {
-        Some(ImageFormat::Jpeg) => OutputFormat::Jpeg,
-        Some(ImageFormat::Png) => OutputFormat::Png,
-        Some(ImageFormat::WebP) => OutputFormat::WebP,
-        _ => return Err(RenderError::UnsupportedFormat),
-    };
+    let format = image_format(reader.format())?;
 
     // Up to 8 bytes a pixel (16-bit RGBA) for the decoded buffer, plus room for the decoder's
     // own state (zlib window, metadata chunks).
@@ -169,10 +420,15 @@ fn decode(original: &[u8], limits: &Limits) -> Result<(DynamicImage, OutputForma
     decoder_limits.reserve(decoder.total_bytes()).map_err(decode_error)?;
     decoder.set_limits(decoder_limits).map_err(decode_error)?;
     // A broken EXIF block is not worth failing the render: show the image as stored.
-    let orientation = decoder.orientation().unwrap_or(Orientation::NoTransforms);
+    let exif = decoder.exif_metadata().ok().flatten();
+    let orientation = if auto_orient {
+        decoder.orientation().unwrap_or(Orientation::NoTransforms)
+    } else {
+        Orientation::NoTransforms
+    };
     let mut image = to_8bit(DynamicImage::from_decoder(decoder).map_err(decode_error)?);
     image.apply_orientation(orientation);
-    Ok((image, format))
+    Ok(Decoded { image, format, exif })
 }
 
 /// 8 bits per channel, keeping grey and alpha: every encoder takes these, and they halve the
@@ -195,91 +451,7 @@ fn to_8bit(image: DynamicImage) -> DynamicImage {
     }
 }
 
-fn apply(image: DynamicImage, plan: Plan) -> DynamicImage {
-    // The plan was checked against the output budget, so every size fits in u32.
-    let px = |n: u64| u32::try_from(n).expect("sizes are checked against the output budget");
-    match plan {
-        Plan::Keep => image,
-        Plan::Scale { w, h } => resample(image, px(w), px(h)),
-        Plan::Fill { crop, w, h } => {
-            let cropped = if (crop.w, crop.h) == (u64::from(image.width()), u64::from(image.height())) {
-                image
-            } else {
-                image.crop_imm(px(crop.x), px(crop.y), px(crop.w), px(crop.h))
-            };
-            resample(cropped, px(w), px(h))
-        }
-        Plan::Pad { inner_w, inner_h, w, h, color } => {
-            let inner = flatten(resample(image, px(inner_w), px(inner_h)), color);
-            let mut canvas = RgbImage::from_pixel(px(w), px(h), image::Rgb(color));
-            let x = (w - inner_w) / 2;
-            let y = (h - inner_h) / 2;
-            image::imageops::replace(&mut canvas, &inner, x as i64, y as i64);
-            canvas.into()
-        }
-    }
-}
-
-/// Resizes to exactly `w`×`h`.
-///
-/// `image`'s resize runs a vertical pass first into an `f32` RGBA buffer of (source width) ×
-/// (new height), 16 bytes a pixel. For a wide source made tall (a 50 000-px-wide strip to
-/// 1×16 384) that would be terabytes, and a failed allocation aborts the process. Rotating
-/// the image makes the horizontal pass go first when that needs less; the smaller of the two
-/// intermediates is at most √(input × output) pixels, within the budgets.
-fn resample(image: DynamicImage, w: u32, h: u32) -> DynamicImage {
-    let (sw, sh) = image.dimensions();
-    if (sw, sh) == (w, h) {
-        return image;
-    }
-    if horizontal_pass_first((sw, sh), (w, h)) {
-        image.rotate90().resize_exact(h, w, FILTER).rotate270()
-    } else {
-        image.resize_exact(w, h, FILTER)
-    }
-}
-
-/// Whether resizing `src` to `dst` needs a smaller intermediate when the horizontal pass goes
-/// first: (source height × new width) rather than (source width × new height).
-fn horizontal_pass_first(src: (u32, u32), dst: (u32, u32)) -> bool {
-    let vertical_first = u64::from(src.0) * u64::from(dst.1);
-    let horizontal_first = u64::from(src.1) * u64::from(dst.0);
-    horizontal_first < vertical_first
-}
-
-/// Composes an image with alpha onto an opaque `background`; images without alpha pass.
-fn flatten(image: DynamicImage, background: [u8; 3]) -> RgbImage {
-    if !image.color().has_alpha() {
-        return image.into_rgb8();
-    }
-    let rgba = image.into_rgba8();
-    let mut out = RgbImage::new(rgba.width(), rgba.height());
-    for (dst, src) in out.pixels_mut().zip(rgba.pixels()) {
-        let alpha = u32::from(src[3]);
-        for c in 0..3 {
-            let blended = (u32::from(src[c]) * alpha + u32::from(background[c]) * (255 - alpha) + 127) / 255;
-            dst[c] = blended as u8;
-        }
-    }
-    out
-}
-
-fn encode(image: DynamicImage, format: OutputFormat, quality: u8) -> Result<Vec<u8>, RenderError> {
-    let mut out = Vec::new();
-    let result = match format {
-        OutputFormat::Jpeg => {
-            let image = match image {
-                DynamicImage::ImageLuma8(_) | DynamicImage::ImageRgb8(_) => image,
-                other => DynamicImage::ImageRgb8(flatten(other, [255; 3])),
-            };
-            image.write_with_encoder(JpegEncoder::new_with_quality(&mut out, quality))
-        }
-        OutputFormat::Png => image.write_with_encoder(PngEncoder::new(&mut out)),
-        OutputFormat::WebP => image.write_with_encoder(WebPEncoder::new_lossless(&mut out)),
-    };
-    result.map_err(|e| RenderError::Encode(e.to_string()))?;
-    Ok(out)
-}
-
+#[cfg(test)]
+mod reference_tests;
 #[cfg(test)]
 mod tests;

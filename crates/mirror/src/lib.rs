@@ -24,6 +24,8 @@ pub mod objects;
 pub mod origin;
 pub mod rule;
 mod serve;
+pub mod style;
+mod variant;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -37,6 +39,8 @@ pub use metrics::{MirrorMetrics, RuleReport};
 pub use objects::{Objects, ObjectsError, StoredMeta};
 pub use rule::{Rule, RuleSpec, RuleTable};
 pub use serve::router;
+pub use style::StyleSpec;
+pub use variant::ImageSettings;
 
 use fill::Fill;
 use origin::OriginClient;
@@ -67,9 +71,8 @@ pub struct Mirror {
     missing: Mutex<HashMap<String, Instant>>,
     /// When each copy was last known current (unix ms), for rules with a TTL.
     validated: Mutex<HashMap<String, u64>>,
-    /// Image rendering is CPU-bound: at most this many at once.
-    render_permits: tokio::sync::Semaphore,
-    pub image_limits: httpdns_image::variant::Limits,
+    /// Image variants: settings, memory budget, renders in flight, styles.
+    images: variant::Images,
     /// Origins on this host or its link are allowed (`HTTPDNS_ALLOW_LOCAL_ORIGINS`).
     allow_local_origins: bool,
 }
@@ -84,7 +87,6 @@ const MAX_REMEMBERED: usize = 100_000;
 
 impl Mirror {
     pub fn new(objects: Objects, metrics: MirrorMetrics) -> Self {
-        let cpus = std::thread::available_parallelism().map_or(2, |n| n.get());
         Self {
             table: ArcSwap::from_pointee(Table::default()),
             objects: Arc::new(objects),
@@ -92,8 +94,7 @@ impl Mirror {
             fills: Mutex::default(),
             missing: Mutex::default(),
             validated: Mutex::default(),
-            render_permits: tokio::sync::Semaphore::new(cpus.max(1)),
-            image_limits: httpdns_image::variant::Limits::default(),
+            images: variant::Images::new(ImageSettings::default()),
             allow_local_origins: false,
         }
     }
@@ -107,6 +108,17 @@ impl Mirror {
 
     pub fn allows_local_origins(&self) -> bool {
         self.allow_local_origins
+    }
+
+    /// The same gateway with these image settings (budgets, store limit).
+    pub fn with_images(mut self, settings: ImageSettings) -> Self {
+        self.images = variant::Images::new(settings);
+        self
+    }
+
+    /// Replaces the image styles (`x-oss-process=style/<name>`).
+    pub fn set_styles(&self, specs: Vec<(String, StyleSpec)>) {
+        self.images.set_styles(specs);
     }
 
     /// Replaces the rule table. Rules whose spec did not change keep their origin client

@@ -56,6 +56,8 @@ pub struct MirrorMetrics {
     bytes_from_origin: IntCounterVec,
     fill_seconds: HistogramVec,
     fills_failed: IntCounterVec,
+    renders: IntCounterVec,
+    variants_not_stored: IntCounterVec,
 }
 
 impl MirrorMetrics {
@@ -83,6 +85,16 @@ impl MirrorMetrics {
             counter("mirror_bytes_from_origin_total", "Body bytes read from origins, by rule.", &["rule"]);
         let fills_failed =
             counter("mirror_fills_failed_total", "Fills thrown away (nothing stored), by rule.", &["rule"]);
+        let renders = counter(
+            "mirror_renders_total",
+            "Image variants rendered (one per shared render), by rule.",
+            &["rule"],
+        );
+        let variants_not_stored = counter(
+            "mirror_variants_not_stored_total",
+            "Image variants served but not stored (larger than the store limit), by rule.",
+            &["rule"],
+        );
         let fill_seconds = HistogramVec::new(
             HistogramOpts::new("mirror_fill_seconds", "Time from fill start to committed copy, by rule.")
                 .buckets(vec![0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0]),
@@ -98,6 +110,8 @@ impl MirrorMetrics {
             bytes_from_origin,
             fill_seconds,
             fills_failed,
+            renders,
+            variants_not_stored,
         }
     }
 
@@ -114,6 +128,8 @@ impl MirrorMetrics {
         self.bytes_from_origin.with_label_values(&[rule]);
         self.fills_failed.with_label_values(&[rule]);
         self.fill_seconds.with_label_values(&[rule]);
+        self.renders.with_label_values(&[rule]);
+        self.variants_not_stored.with_label_values(&[rule]);
     }
 
     pub fn request(&self, rule: &str, outcome: Outcome) {
@@ -133,6 +149,12 @@ impl MirrorMetrics {
     }
     pub(crate) fn fill_done(&self, rule: &Rule, took: Duration) {
         self.fill_seconds.with_label_values(&[&rule.name]).observe(took.as_secs_f64());
+    }
+    pub(crate) fn render(&self, rule: &str) {
+        self.renders.with_label_values(&[rule]).inc();
+    }
+    pub(crate) fn variant_not_stored(&self, rule: &str) {
+        self.variants_not_stored.with_label_values(&[rule]).inc();
     }
     pub(crate) fn fill_failed(&self, rule: &Rule) {
         self.fills_failed.with_label_values(&[&rule.name]).inc();

@@ -8,7 +8,7 @@ use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use axum::Router;
 use futures_util::StreamExt;
-use httpdns_image::{ImageProcess, RenderError};
+use httpdns_image::ImageProcess;
 use object_store::path::Path;
 
 use crate::conditional::{decide, Decision, Preconditions};
@@ -26,16 +26,16 @@ pub fn router(mirror: Arc<Mirror>) -> Router {
 }
 
 /// A request after routing and validation.
-struct Request {
-    runtime: Arc<RuleRuntime>,
+pub(crate) struct Request {
+    pub(crate) runtime: Arc<RuleRuntime>,
     /// Prefix and key segments: the store namespace of this URL.
-    segments: Vec<String>,
+    pub(crate) segments: Vec<String>,
     /// The origin path with forwarded query, encoded, no leading `/`.
-    origin_path: String,
+    pub(crate) origin_path: String,
     /// Canonical forwarded query, when the rule lets the query select the object.
-    query_key: Option<String>,
+    pub(crate) query_key: Option<String>,
     process: Option<ImageProcess>,
-    head_only: bool,
+    pub(crate) head_only: bool,
 }
 
 // The whole request, taken apart: the `Uri` and `HeaderMap` extractors would clone both.
@@ -62,7 +62,7 @@ async fn handle(State(mirror): State<Arc<Mirror>>, request: axum::extract::Reque
     };
     let rule = req.runtime.rule.name.clone();
     let (outcome, resp) = match &req.process {
-        Some(ops) => variant(&mirror, &req, ops, &headers).await,
+        Some(ops) => crate::variant::serve(&mirror, &req, ops, &headers).await,
         None => original(&mirror, &req, &headers).await,
     };
     mirror.metrics.request(&rule, outcome);
@@ -91,7 +91,7 @@ fn parse(mirror: &Mirror, uri: &Uri, head_only: bool) -> Result<Request, Box<Res
                 return Err(bad("x-oss-process", "given more than once".into()));
             }
             if rule.spec.image_process {
-                let ops = httpdns_image::parse(&v).map_err(|e| bad(&e.param, e.to_string()))?;
+                let ops = mirror.images.process(&v).map_err(|e| bad(&e.param, e.to_string()))?;
                 process = Some(ops);
             }
         } else if rule.spec.pass_query
@@ -118,21 +118,12 @@ fn parse(mirror: &Mirror, uri: &Uri, head_only: bool) -> Result<Request, Box<Res
 }
 
 impl Request {
-    fn original_location(&self) -> Path {
+    pub(crate) fn original_location(&self) -> Path {
         let segs = self.segments.iter().map(String::as_str);
         match &self.query_key {
             Some(q) => store_path("q", segs.chain(std::iter::once(q.as_str()))),
             None => store_path("o", segs),
         }
-    }
-
-    fn variant_location(&self, canonical: &str) -> Path {
-        let segs = self.segments.iter().map(String::as_str);
-        let tail = match &self.query_key {
-            Some(q) => vec![q.as_str(), canonical],
-            None => vec![canonical],
-        };
-        store_path("v", segs.chain(tail))
     }
 }
 
@@ -210,96 +201,8 @@ async fn original(mirror: &Arc<Mirror>, req: &Request, headers: &HeaderMap) -> (
     (outcome, resp)
 }
 
-/// Serves an image variant: stored, or rendered from the stored original (filled first if
-/// needed) and stored under its own key.
-async fn variant(
-    mirror: &Arc<Mirror>,
-    req: &Request,
-    ops: &ImageProcess,
-    headers: &HeaderMap,
-) -> (Outcome, Response) {
-    let canonical = ops.canonical();
-    let location = req.variant_location(&canonical);
-    match mirror.objects.find(&location).await {
-        Ok(Some(found)) => return (Outcome::Variant, serve_found(mirror, &found, req, headers, "HIT").await),
-        Ok(None) => {}
-        Err(e) => return (Outcome::Error, store_error(&e.to_string())),
-    }
-    let original_location = req.original_location();
-    let mut original = match mirror.objects.find(&original_location).await {
-        Ok(f) => f,
-        Err(e) => return (Outcome::Error, store_error(&e.to_string())),
-    };
-    if original.is_none() {
-        if mirror.known_missing(&original_location) {
-            return (Outcome::NotFound, fill_error(&FillError::Fetch(FetchError::NotFound)));
-        }
-        let fill = match fill::join_or_start(
-            mirror,
-            &req.runtime,
-            &original_location,
-            req.origin_path.clone(),
-            None,
-        ) {
-            Ok((f, _)) => f,
-            Err(e) => return (Outcome::Error, fill_error(&e)),
-        };
-        match fill.finished().await {
-            FillState::Done { .. } => {}
-            FillState::Failed(e) => {
-                let outcome = if matches!(e, FillError::Fetch(FetchError::NotFound)) {
-                    Outcome::NotFound
-                } else {
-                    Outcome::Error
-                };
-                return (outcome, fill_error(&e));
-            }
-            _ => return (Outcome::Error, fill_error(&FillError::Store("fill ended early".into()))),
-        }
-        original = match mirror.objects.find(&original_location).await {
-            Ok(f) => f,
-            Err(e) => return (Outcome::Error, store_error(&e.to_string())),
-        };
-    }
-    let Some(original) = original else {
-        return (Outcome::Error, store_error("the original vanished after its fill"));
-    };
-    if original.meta.length > mirror.image_limits.max_input_bytes as u64 {
-        let e = RenderError::InputTooLarge {
-            bytes: original.meta.length as usize,
-            limit: mirror.image_limits.max_input_bytes,
-        };
-        return (Outcome::Error, render_error(&e));
-    }
-    let bytes = match mirror.objects.read_all(&original).await {
-        Ok(b) => b,
-        Err(e) => return (Outcome::Error, store_error(&e.to_string())),
-    };
-    let Ok(_permit) = mirror.render_permits.acquire().await else {
-        return (Outcome::Error, store_error("shutting down"));
-    };
-    let (ops2, limits) = (*ops, mirror.image_limits.clone());
-    let rendered = tokio::task::spawn_blocking(move || httpdns_image::render(&bytes, &ops2, &limits)).await;
-    let rendered = match rendered {
-        Ok(Ok(r)) => r,
-        Ok(Err(e)) => return (Outcome::Error, render_error(&e)),
-        Err(e) => return (Outcome::Error, store_error(&e.to_string())),
-    };
-    let meta = StoredMeta::for_body(rendered.content_type, &rendered.bytes);
-    let body = bytes::Bytes::from(rendered.bytes);
-    if !req.head_only {
-        mirror.metrics.served(&req.runtime.rule.name, body.len() as u64);
-    }
-    if let Err(e) = mirror.objects.put_bytes(&location, body.clone(), &meta).await {
-        tracing::warn!(error = %e, key = %location, "Could not store an image variant; serving it anyway.");
-    }
-    let mut resp = full_response(&meta, req.head_only, body, "MISS");
-    resp.headers_mut().insert("x-image-size", value(&format!("{}x{}", rendered.width, rendered.height)));
-    (Outcome::Variant, resp)
-}
-
 /// The response for a stored copy, honouring conditionals and ranges.
-async fn serve_found(
+pub(crate) async fn serve_found(
     mirror: &Arc<Mirror>,
     found: &Found,
     req: &Request,
@@ -410,7 +313,12 @@ fn serve_fill(
     r
 }
 
-fn full_response(meta: &StoredMeta, head_only: bool, body: bytes::Bytes, cache: &'static str) -> Response {
+pub(crate) fn full_response(
+    meta: &StoredMeta,
+    head_only: bool,
+    body: bytes::Bytes,
+    cache: &'static str,
+) -> Response {
     let mut r = Response::new(if head_only { Body::empty() } else { Body::from(body) });
     let hm = r.headers_mut();
     let copy = CopyHeaders::new(meta);
@@ -453,7 +361,7 @@ fn counted_body(
     }))
 }
 
-fn error(status: StatusCode, code: &str, field: Option<&str>, message: &str) -> Response {
+pub(crate) fn error(status: StatusCode, code: &str, field: Option<&str>, message: &str) -> Response {
     let mut body = serde_json::json!({ "error": message, "code": code });
     if let Some(f) = field {
         body["field"] = f.into();
@@ -464,12 +372,12 @@ fn error(status: StatusCode, code: &str, field: Option<&str>, message: &str) -> 
     r
 }
 
-fn store_error(message: &str) -> Response {
+pub(crate) fn store_error(message: &str) -> Response {
     tracing::error!(error = %message, "Mirror store error.");
     error(StatusCode::SERVICE_UNAVAILABLE, "StoreUnavailable", None, "the object store failed; try again")
 }
 
-fn fill_error(e: &FillError) -> Response {
+pub(crate) fn fill_error(e: &FillError) -> Response {
     let (status, code) = match e {
         FillError::Fetch(FetchError::NotFound) => (StatusCode::NOT_FOUND, "NoSuchKey"),
         FillError::Fetch(FetchError::Timeout) => (StatusCode::GATEWAY_TIMEOUT, "OriginTimeout"),
@@ -479,15 +387,4 @@ fn fill_error(e: &FillError) -> Response {
         _ => (StatusCode::BAD_GATEWAY, "MirrorFailed"),
     };
     error(status, code, None, &e.to_string())
-}
-
-fn render_error(e: &RenderError) -> Response {
-    let (status, code) = match e {
-        RenderError::UnsupportedFormat => (StatusCode::UNSUPPORTED_MEDIA_TYPE, "ImageFormatUnsupported"),
-        RenderError::OutputTooLarge { .. } => (StatusCode::BAD_REQUEST, "InvalidArgument"),
-        RenderError::Encode(_) => (StatusCode::INTERNAL_SERVER_ERROR, "ImageEncodeFailed"),
-        _ => (StatusCode::UNPROCESSABLE_ENTITY, "ImageTooLargeOrInvalid"),
-    };
-    let field = matches!(e, RenderError::OutputTooLarge { .. }).then_some("x-oss-process");
-    error(status, code, field, &e.to_string())
 }

@@ -80,6 +80,15 @@ pub const ENV_VARS: &[(&str, &str)] = &[
         "HTTPDNS_ALLOW_DEMO_SECRETS",
         "start even with the placeholder secrets shipped in deploy/ (true/false; local demos only)",
     ),
+    (
+        "HTTPDNS_MIRROR_IMAGE_MEMORY_MB",
+        "MiB all image renders in flight may hold together (original, pixels, output), reserved before the original is read",
+    ),
+    ("HTTPDNS_MIRROR_IMAGE_WAIT_MS", "how long a render waits for image memory before its request gets a 503"),
+    (
+        "HTTPDNS_MIRROR_VARIANT_MAX_STORE_BYTES",
+        "image variants larger than this are served but not stored",
+    ),
 ];
 
 /// The secrets checked against the shipped placeholders (see [`crate::demo_secrets`]), besides
@@ -153,6 +162,8 @@ pub struct Config {
     pub mirror_store: MirrorStore,
     /// Bytes of small bodies the mirror keeps in memory (0: none).
     pub mirror_memory: u64,
+    /// Image variants: memory budget, its wait, the store limit (and the render budgets).
+    pub mirror_images: httpdns_mirror::ImageSettings,
     /// Per-address limit of unauthenticated calls: requests per second and burst.
     pub client_rate_limit: Option<(f64, f64)>,
     /// Mirror origins on loopback, link-local or unspecified addresses are accepted.
@@ -286,6 +297,9 @@ struct MirrorFile {
     s3_endpoint: Option<String>,
     s3_region: Option<String>,
     memory_mb: Option<u64>,
+    image_memory_mb: Option<u64>,
+    image_wait_ms: Option<u64>,
+    variant_max_store_bytes: Option<u64>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -575,6 +589,13 @@ impl Config {
             None => file.auth_required.unwrap_or(false),
         };
 
+        let mirror_images = mirror_images(
+            &file.mirror,
+            env("HTTPDNS_MIRROR_IMAGE_MEMORY_MB"),
+            env("HTTPDNS_MIRROR_IMAGE_WAIT_MS"),
+            env("HTTPDNS_MIRROR_VARIANT_MAX_STORE_BYTES"),
+        )?;
+
         let mirror_store = mirror_store(
             env("HTTPDNS_MIRROR_STORE").or(file.mirror.store),
             env("HTTPDNS_MIRROR_S3_ENDPOINT").or(file.mirror.s3_endpoint),
@@ -718,6 +739,7 @@ impl Config {
             client_rate_limit,
             mirror_store,
             mirror_memory: mirror_memory_mb << 20,
+            mirror_images,
             api_addr,
             mirror_addr,
             dns_addr,
@@ -779,6 +801,47 @@ fn placeholder_secrets(
         found.push("AWS_SECRET_ACCESS_KEY");
     }
     found
+}
+
+/// The image settings of the mirror: `HTTPDNS_MIRROR_IMAGE_MEMORY_MB` (default 1024, 16 to
+/// 1048576), `HTTPDNS_MIRROR_IMAGE_WAIT_MS` (default 5000, 0 to 60000) and
+/// `HTTPDNS_MIRROR_VARIANT_MAX_STORE_BYTES` (default 8 MiB, 0 stores none), or their
+/// `[mirror]` keys. One render needs its estimated peak within the budget, so the budget also
+/// bounds the largest image that can be processed (about 650 MiB for a 50 M-pixel original).
+fn mirror_images(
+    file: &MirrorFile,
+    memory_mb: Option<String>,
+    wait_ms: Option<String>,
+    max_store: Option<String>,
+) -> Result<httpdns_mirror::ImageSettings, ConfigError> {
+    let number = |setting: &str, v: Option<String>, file: Option<u64>, default: u64, min: u64, max: u64| {
+        let n = match v {
+            Some(v) => v.trim().parse::<u64>().map_err(|_| err(setting, "must be a whole number"))?,
+            None => file.unwrap_or(default),
+        };
+        if !(min..=max).contains(&n) {
+            return Err(err(setting, format!("must be {min} to {max}")));
+        }
+        Ok(n)
+    };
+    let defaults = httpdns_mirror::ImageSettings::default();
+    let memory_mb =
+        number("HTTPDNS_MIRROR_IMAGE_MEMORY_MB", memory_mb, file.image_memory_mb, 1024, 16, 1 << 20)?;
+    let wait_ms = number("HTTPDNS_MIRROR_IMAGE_WAIT_MS", wait_ms, file.image_wait_ms, 5000, 0, 60_000)?;
+    let max_store = number(
+        "HTTPDNS_MIRROR_VARIANT_MAX_STORE_BYTES",
+        max_store,
+        file.variant_max_store_bytes,
+        defaults.max_store_bytes,
+        0,
+        1 << 40,
+    )?;
+    Ok(httpdns_mirror::ImageSettings {
+        memory_bytes: memory_mb << 20,
+        memory_wait: Duration::from_millis(wait_ms),
+        max_store_bytes: max_store,
+        ..defaults
+    })
 }
 
 fn live_settings(f: &LiveFile) -> Result<LiveSettings, ConfigError> {

@@ -149,7 +149,8 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
             mirror_objects(&config).context("opening the mirror's object store")?,
             httpdns_mirror::MirrorMetrics::new(&metrics.registry),
         )
-        .allowing_local_origins(config.allow_local_origins),
+        .allowing_local_origins(config.allow_local_origins)
+        .with_images(config.mirror_images.clone()),
     );
     tracing::info!(store = mirror.objects.backend_name(), "Mirror store ready.");
     catalog.attach_mirror(mirror.clone()).await;

@@ -17,11 +17,20 @@ pub enum Kind {
     Domain,
     MirrorRule,
     Account,
+    /// Image styles of the mirror (`x-oss-process=style/<name>`).
+    ImageStyle,
 }
 
 impl Kind {
-    pub const ALL: [Kind; 6] =
-        [Kind::Network, Kind::Node, Kind::Pool, Kind::Domain, Kind::MirrorRule, Kind::Account];
+    pub const ALL: [Kind; 7] = [
+        Kind::Network,
+        Kind::Node,
+        Kind::Pool,
+        Kind::Domain,
+        Kind::MirrorRule,
+        Kind::Account,
+        Kind::ImageStyle,
+    ];
 
     pub fn as_str(self) -> &'static str {
         match self {
@@ -31,6 +40,7 @@ impl Kind {
             Kind::Domain => "domain",
             Kind::MirrorRule => "mirror_rule",
             Kind::Account => "account",
+            Kind::ImageStyle => "image_style",
         }
     }
 }

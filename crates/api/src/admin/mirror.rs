@@ -1,5 +1,5 @@
-//! Admin endpoints of the mirroring gateway: rules (through the generic resource handlers),
-//! purge, direct writes and the per-prefix report.
+//! Admin endpoints of the mirroring gateway: rules and image styles (through the generic
+//! resource handlers), purge, direct writes and the per-prefix report.
 
 use axum::body::Bytes;
 use axum::extract::State;
@@ -7,7 +7,7 @@ use axum::http::{header, HeaderMap, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use httpdns_core::model::{validate_resource_id, FieldError};
-use httpdns_mirror::{PurgeError, RuleSpec};
+use httpdns_mirror::{PurgeError, RuleSpec, StyleSpec};
 use httpdns_store::Kind;
 use serde::Deserialize;
 
@@ -29,6 +29,23 @@ impl AdminResource for MirrorRules {
 
     fn validate(spec: &RuleSpec, settings: &ApiSettings) -> Result<(), FieldError> {
         spec.validate_with(settings.allow_local_origins)
+    }
+}
+
+/// `/admin/v1/mirror/styles/{name}`: named chains for `x-oss-process=style/<name>`.
+pub struct ImageStyles;
+
+impl AdminResource for ImageStyles {
+    const KIND: Kind = Kind::ImageStyle;
+    const NAME_FIELD: &'static str = "name";
+    type Spec = StyleSpec;
+
+    fn canonical_name(raw: &str) -> Result<String, FieldError> {
+        httpdns_mirror::style::validate_style_name(raw).map(|()| raw.to_owned())
+    }
+
+    fn validate(spec: &StyleSpec, _: &ApiSettings) -> Result<(), FieldError> {
+        spec.validate()
     }
 }
 

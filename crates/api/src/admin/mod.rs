@@ -19,7 +19,7 @@ use crate::state::AppState;
 
 pub use auth::require_token;
 pub(crate) use body::parse as parse_body;
-pub use mirror::MirrorRules;
+pub use mirror::{ImageStyles, MirrorRules};
 pub use resources::{Accounts, AdminResource, Domains, Networks, Nodes, Pools};
 
 /// Largest object the admin API writes into the mirror store in one request.
@@ -44,6 +44,7 @@ pub fn routes() -> Router<AppState> {
     let router = resource::<Pools>(router, "/admin/v1/pools", "{name}");
     let router = resource::<Accounts>(router, "/admin/v1/accounts", "{name}");
     let router = resource::<MirrorRules>(router, "/admin/v1/mirror/rules", "{name}");
+    let router = resource::<ImageStyles>(router, "/admin/v1/mirror/styles", "{name}");
     resource::<Domains>(router, "/admin/v1/domains", "{name}")
 }
 

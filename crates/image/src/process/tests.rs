@@ -10,7 +10,8 @@ fn pct(n: u32) -> Percent {
 }
 
 fn ops(resize: Option<Resize>, quality: Option<Quality>, format: Option<OutputFormat>) -> ImageProcess {
-    ImageProcess::new(resize, quality, format).unwrap()
+    let actions = resize.map(Action::Resize).into_iter().collect();
+    ImageProcess::new(false, actions, Output { format, quality, interlace: false }, None).unwrap()
 }
 
 #[test]
@@ -138,7 +139,7 @@ fn canonical_ignores_order_spelling_and_ignored_parameters() {
 
 #[test]
 fn refuses_bad_input_naming_the_parameter() {
-    let long = format!("image/resize,w_1{}", ",limit_1".repeat(70));
+    let long = format!("image/resize,w_1{}", ",limit_1".repeat(260));
     let cases: &[(&str, &str)] = &[
         // Structure.
         ("", "x-oss-process"),
@@ -152,9 +153,9 @@ fn refuses_bad_input_naming_the_parameter() {
         ("image/,w_1", "x-oss-process"),
         (&long, "x-oss-process"),
         // Actions.
-        ("image/crop,w_1", "crop"),
+        ("image/crop,w_1,w_2", "w"),
         ("image/Resize,w_1", "Resize"),
-        ("image/resize,w_1/resize,w_2", "resize"),
+        ("image/quality,Q_1/quality,Q_2", "quality"),
         ("image/format,png/format,png", "format"),
         ("image/resize", "resize"),
         ("image/resize,limit_0", "resize"),
@@ -164,12 +165,12 @@ fn refuses_bad_input_naming_the_parameter() {
         ("image/quality", "quality"),
         ("image/quality,lossless", "lossless"),
         ("image/format", "format"),
-        ("image/format,gif", "format"),
+        ("image/format,tiff", "format"),
         ("image/format,JPG", "format"),
         ("image/format,png,jpg", "format"),
         ("image/format,", "format"),
         // Parameters.
-        ("image/resize,p_50", "p"),
+        ("image/resize,p_1001", "p"),
         ("image/resize,W_50", "W"),
         ("image/resize,w50", "w50"),
         ("image/resize,w_1,w_2", "w"),
@@ -227,7 +228,7 @@ fn error_messages_are_clear_and_bounded() {
 }
 
 #[test]
-fn the_length_cap_is_exactly_512_bytes() {
+fn the_length_cap_is_exactly_2048_bytes() {
     // Build a 512-byte value that fails only on grammar, and a 513-byte one that fails on
     // length: the error parameter tells which check fired.
     let at = format!("image/{}", "a".repeat(MAX_PROCESS_LEN - 6));
@@ -269,7 +270,10 @@ fn arb_ops() -> impl Strategy<Value = ImageProcess> {
     ];
     let format = prop_oneof![Just(OutputFormat::Jpeg), Just(OutputFormat::Png), Just(OutputFormat::WebP)];
     (proptest::option::of(arb_resize()), proptest::option::of(quality), proptest::option::of(format))
-        .prop_filter_map("at least one action", |(r, q, f)| ImageProcess::new(r, q, f))
+        .prop_filter_map("at least one action", |(r, q, f)| {
+            let actions = r.map(Action::Resize).into_iter().collect();
+            ImageProcess::new(false, actions, Output { format: f, quality: q, interlace: false }, None)
+        })
 }
 
 /// Another spelling of `ops` with the same meaning: parameters and actions shuffled, defaults
@@ -306,6 +310,8 @@ fn respell(ops: &ImageProcess, seed: u64) -> String {
             Target::Longest(l) => vec![format!("l_{}", l.get())],
             Target::Shortest(s) => vec![format!("s_{}", s.get())],
             Target::LongestShortest(l, s) => vec![format!("l_{}", l.get()), format!("s_{}", s.get())],
+            Target::Percent(p) => vec![format!("p_{p}")],
+            Target::MainPercent(p) => vec![format!("P_{p}")],
         };
         let has_wh = matches!(r.target, Target::Width(_) | Target::Height(_) | Target::WidthHeight(..));
         p.extend(wh);
@@ -375,6 +381,38 @@ fn grammar_soup() -> impl Strategy<Value = String> {
         Just("ff00FF"),
         Just("é"),
         Just("\u{0}"),
+        Just("crop"),
+        Just("indexcrop"),
+        Just("circle"),
+        Just("rounded-corners"),
+        Just("rotate"),
+        Just("auto-orient"),
+        Just("blur"),
+        Just("bright"),
+        Just("contrast"),
+        Just("sharpen"),
+        Just("watermark"),
+        Just("interlace"),
+        Just("info"),
+        Just("average-hue"),
+        Just("style"),
+        Just("text"),
+        Just("image"),
+        Just("SGk"),
+        Just("YS5wbmc="),
+        Just("g"),
+        Just("se"),
+        Just("x"),
+        Just("y"),
+        Just("i"),
+        Just("r"),
+        Just("p"),
+        Just("P"),
+        Just("t"),
+        Just("voffset"),
+        Just("-100"),
+        Just("360"),
+        Just("gif"),
     ];
     proptest::collection::vec(token, 0..40).prop_map(|tokens| format!("image/{}", tokens.concat()))
 }
@@ -390,7 +428,7 @@ proptest! {
     fn never_panics_on_grammar_soup(raw in grammar_soup()) {
         if let Ok(ops) = parse(&raw) {
             // Whatever parses has a canonical form that parses back to it.
-            prop_assert_eq!(parse(&ops.canonical()), Ok(ops));
+            prop_assert_eq!(parse(&ops.canonical()), Ok(ops.clone()));
         }
     }
 
@@ -403,7 +441,7 @@ proptest! {
             "alphabet: {}", canonical
         );
         let reparsed = parse(&canonical);
-        prop_assert_eq!(reparsed.clone(), Ok(ops));
+        prop_assert_eq!(reparsed.clone(), Ok(ops.clone()));
         prop_assert_eq!(reparsed.unwrap().canonical(), canonical);
     }
 
@@ -411,7 +449,184 @@ proptest! {
     fn every_spelling_has_the_same_canonical(ops in arb_ops(), seed in any::<u64>()) {
         let raw = respell(&ops, seed);
         let parsed = parse(&raw);
-        prop_assert_eq!(parsed.clone(), Ok(ops), "{}", raw);
+        prop_assert_eq!(parsed.clone(), Ok(ops.clone()), "{}", raw);
         prop_assert_eq!(parsed.unwrap().canonical(), ops.canonical());
     }
+}
+
+// --- every action and parameter: minimums, maximums, defaults ---
+
+/// `(value, parameter named in the error)` for the first out-of-range value below and above.
+fn refused(raw: &str) -> String {
+    match parse(raw) {
+        Ok(ok) => panic!("{raw:?} parsed as {ok:?}"),
+        Err(e) => e.param,
+    }
+}
+
+#[test]
+fn numeric_parameters_accept_their_range_and_refuse_past_it() {
+    // (template with {} for the value, parameter, minimum, maximum)
+    let cases: &[(&str, &str, i64, i64)] = &[
+        ("image/resize,w_{}", "w", 1, 16384),
+        ("image/resize,h_{}", "h", 1, 16384),
+        ("image/resize,l_{}", "l", 1, 16384),
+        ("image/resize,s_{}", "s", 1, 16384),
+        ("image/resize,p_{}", "p", 1, 1000),
+        ("image/crop,w_{}", "w", 0, 16384),
+        ("image/crop,h_{}", "h", 0, 16384),
+        ("image/crop,x_{}", "x", 0, 16384),
+        ("image/crop,y_{}", "y", 0, 16384),
+        ("image/indexcrop,x_{}", "x", 1, 16384),
+        ("image/indexcrop,y_{}", "y", 1, 16384),
+        ("image/indexcrop,x_10,i_{}", "i", 0, 16384),
+        ("image/circle,r_{}", "r", 1, 4096),
+        ("image/rounded-corners,r_{}", "r", 1, 4096),
+        ("image/rotate,{}", "rotate", 0, 360),
+        ("image/blur,r_{},s_1", "r", 1, 50),
+        ("image/blur,r_1,s_{}", "s", 1, 50),
+        ("image/bright,{}", "bright", -100, 100),
+        ("image/contrast,{}", "contrast", -100, 100),
+        ("image/sharpen,{}", "sharpen", 50, 399),
+        ("image/quality,q_{}", "q", 1, 100),
+        ("image/quality,Q_{}", "Q", 1, 100),
+        ("image/auto-orient,{}", "auto-orient", 0, 1),
+        ("image/interlace,{}", "interlace", 0, 1),
+        ("image/watermark,text_SGk,t_{}", "t", 0, 100),
+        ("image/watermark,text_SGk,x_{}", "x", 0, 4096),
+        ("image/watermark,text_SGk,y_{}", "y", 0, 4096),
+        ("image/watermark,text_SGk,voffset_{}", "voffset", -1000, 1000),
+        ("image/watermark,text_SGk,padx_{}", "padx", 0, 4096),
+        ("image/watermark,text_SGk,pady_{}", "pady", 0, 4096),
+        ("image/watermark,text_SGk,size_{}", "size", 1, 1000),
+        ("image/watermark,text_SGk,shadow_{}", "shadow", 0, 100),
+        ("image/watermark,text_SGk,rotate_{}", "rotate", 0, 360),
+        ("image/watermark,text_SGk,fill_{}", "fill", 0, 1),
+        ("image/watermark,text_SGk,image_YS5wbmc,interval_{}", "interval", 0, 1000),
+        ("image/watermark,text_SGk,image_YS5wbmc,align_{}", "align", 0, 2),
+        ("image/watermark,text_SGk,image_YS5wbmc,order_{}", "order", 0, 1),
+    ];
+    for &(template, param, min, max) in cases {
+        let at = |v: i64| template.replace("{}", &v.to_string());
+        for v in [min, max, (min + max) / 2] {
+            assert!(parse(&at(v)).is_ok(), "{} is accepted", at(v));
+        }
+        assert_eq!(refused(&at(min - 1)), param, "{}", at(min - 1));
+        assert_eq!(refused(&at(max + 1)), param, "{}", at(max + 1));
+        assert_eq!(refused(&template.replace("{}", "x")), param, "non-numbers");
+        assert_eq!(
+            refused(&template.replace("{}", "")),
+            if template.contains("_{}") {
+                param
+            } else {
+                template.split('/').nth(1).unwrap().split(',').next().unwrap()
+            }
+        );
+    }
+}
+
+#[test]
+fn defaults_are_written_in_the_canonical_form() {
+    let cases = [
+        ("image/crop,w_10", "image/crop,w_10,x_0,y_0,g_nw"),
+        ("image/crop,w_0,h_0,g_se", "image/crop,x_0,y_0,g_se"),
+        ("image/indexcrop,x_10", "image/indexcrop,x_10,i_0"),
+        ("image/resize,p_50", "image/resize,m_lfit,p_50,limit_1"),
+        // p above 100 enlarges unless told otherwise; p with sides multiplies them.
+        ("image/resize,p_200", "image/resize,m_lfit,p_200,limit_0"),
+        ("image/resize,p_200,limit_1", "image/resize,m_lfit,p_200,limit_1"),
+        ("image/resize,w_100,h_100,p_200", "image/resize,m_lfit,w_200,h_200,limit_1"),
+        ("image/rotate,360", "image/auto-orient,0"),
+        ("image/rotate,0/bright,0", "image/auto-orient,0"),
+        ("image/auto-orient,0/format,png", "image/format,png"),
+        ("image/interlace,0/format,jpg", "image/format,jpg"),
+        ("image/format,jpg/interlace,1/auto-orient,1", "image/auto-orient,1/format,jpg/interlace,1"),
+        ("image/blur,s_2,r_3", "image/blur,r_3,s_2"),
+        ("image/watermark,text_SGk", "image/watermark,text_SGk,type_d3F5LXplbmhlaQ,color_000000,size_40,shadow_0,rotate_0,t_100,g_se,x_10,y_10,voffset_0,fill_0,padx_0,pady_0"),
+        ("image/watermark,image_YS5wbmc=", "image/watermark,image_YS5wbmc,t_100,g_se,x_10,y_10,voffset_0,fill_0,padx_0,pady_0"),
+        ("image/info", "image/info"),
+        ("image/resize,w_10/average-hue", "image/resize,m_lfit,w_10,limit_1/average-hue"),
+        ("image/format,gif", "image/format,gif"),
+        ("image/format,bmp", "image/format,bmp"),
+    ];
+    for (raw, canonical) in cases {
+        let ops = parse(raw).unwrap();
+        assert_eq!(ops.canonical(), canonical, "{raw}");
+        assert_eq!(parse(canonical).unwrap(), ops, "{canonical} parses back");
+    }
+}
+
+#[test]
+fn chains_keep_their_order_and_settings_are_position_free() {
+    let a = parse("image/crop,w_100/resize,w_50").unwrap();
+    let b = parse("image/resize,w_50/crop,w_100").unwrap();
+    assert_ne!(a.canonical(), b.canonical(), "pixel actions keep their order");
+    assert_eq!(a.actions().len(), 2);
+    let c = parse("image/format,webp/resize,w_50/quality,Q_70").unwrap();
+    let d = parse("image/resize,w_50/quality,Q_70/format,webp").unwrap();
+    assert_eq!(c, d, "settings apply wherever they stand");
+    // Pixel actions may repeat; settings may not.
+    assert_eq!(parse("image/resize,w_50/resize,w_20").unwrap().actions().len(), 2);
+    for (raw, param) in [
+        ("image/format,png/format,jpg", "format"),
+        ("image/auto-orient,1/auto-orient,0", "auto-orient"),
+        ("image/interlace,1/interlace,1", "interlace"),
+        ("image/info/resize,w_1", "resize"),
+        ("image/info/info", "info"),
+        ("image/info,1", "info"),
+    ] {
+        assert_eq!(refused(raw), param, "{raw}");
+    }
+    let long = format!("image/{}", "rotate,90/".repeat(16) + "rotate,90");
+    assert_eq!(refused(&long), "x-oss-process", "at most 16 actions");
+}
+
+#[test]
+fn watermark_parameters_are_checked() {
+    for (raw, param) in [
+        ("image/watermark", "watermark"),
+        ("image/watermark,t_50", "watermark"),
+        ("image/watermark,text_!!!", "text"),
+        ("image/watermark,text_", "text"),
+        // 65 characters.
+        (&format!("image/watermark,text_{}", base64_of(&"a".repeat(65))), "text"),
+        (&format!("image/watermark,text_{}", base64_of("a\nb")), "text"),
+        (&format!("image/watermark,text_SGk,type_{}", base64_of("comic-sans")), "type"),
+        ("image/watermark,text_SGk,color_red", "color"),
+        ("image/watermark,text_SGk,g_middle", "g"),
+        ("image/watermark,image_YS5wbmc,size_10", "size"),
+        ("image/watermark,text_SGk,order_1", "order"),
+        (
+            &format!("image/watermark,image_{}", base64_of("a.png?x-oss-process=image/watermark,text_SGk")),
+            "watermark",
+        ),
+        (&format!("image/watermark,image_{}", base64_of("a.png?x-oss-process=image/format,png")), "format"),
+        (&format!("image/watermark,image_{}", base64_of("a.png?x-oss-process=image/resize,P_101")), "P"),
+        (&format!("image/watermark,image_{}", base64_of("a.png?other=1")), "image"),
+        (&format!("image/watermark,image_{}", base64_of("")), "image"),
+        ("image/resize,P_50", "P"),
+    ] {
+        assert_eq!(refused(raw), param, "{raw}");
+    }
+    let ops = parse(&format!(
+        "image/watermark,image_{}",
+        base64_of("/logos/a.png?x-oss-process=image/resize,P_30")
+    ))
+    .unwrap();
+    assert_eq!(ops.watermark_objects(), vec!["logos/a.png"]);
+    let Action::Watermark(w) = &ops.actions()[0] else { panic!() };
+    let image = w.image.as_ref().unwrap();
+    assert_eq!(
+        image.process.as_ref().unwrap().actions()[0],
+        Action::Resize(Resize { mode: ResizeMode::Lfit, target: Target::MainPercent(30), enlarge: false })
+    );
+    // Every OSS font name is accepted.
+    for font in watermark::FONTS {
+        assert!(parse(&format!("image/watermark,text_SGk,type_{}", base64_of(font))).is_ok(), "{font}");
+    }
+}
+
+fn base64_of(text: &str) -> String {
+    use base64::Engine as _;
+    base64::engine::general_purpose::URL_SAFE.encode(text)
 }

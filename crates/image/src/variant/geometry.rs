@@ -93,6 +93,13 @@ fn frame(src: (u64, u64), mode: ResizeMode, target: Target) -> Frame {
         Target::Longest(l) => by_height(l.get().into()),
         Target::Shortest(s) if landscape => by_height(s.get().into()),
         Target::Shortest(s) => by_width(s.get().into()),
+        // `p_` scales both sides, whatever the mode (OSS: a percentage has no box).
+        Target::Percent(p) => {
+            let p = u64::from(p);
+            Frame::Proportional(div_round(sw * p, 100), div_round(sh * p, 100))
+        }
+        // Resolved by the renderer against the main image before planning; as given, a no-op.
+        Target::MainPercent(_) => Frame::Proportional(sw, sh),
     }
 }
 

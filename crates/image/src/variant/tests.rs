@@ -1,6 +1,9 @@
 use super::*;
 use crate::process::parse;
-use image::{ImageBuffer, ImageEncoder, Luma, LumaA, Rgb, Rgba, RgbaImage};
+use image::codecs::jpeg::JpegEncoder;
+use image::codecs::png::PngEncoder;
+use image::codecs::webp::WebPEncoder;
+use image::{ImageBuffer, ImageEncoder, Luma, LumaA, Rgb, RgbImage, Rgba, RgbaImage};
 use proptest::prelude::*;
 
 fn encode_as(image: impl Into<DynamicImage>, format: ImageFormat) -> Vec<u8> {
@@ -19,6 +22,17 @@ fn encode_as(image: impl Into<DynamicImage>, format: ImageFormat) -> Vec<u8> {
 /// A smooth colour gradient, so that resampling has something to chew on.
 fn gradient(w: u32, h: u32) -> RgbImage {
     RgbImage::from_fn(w, h, |x, y| Rgb([(x * 255 / w.max(1)) as u8, (y * 255 / h.max(1)) as u8, 128]))
+}
+
+/// Pixels that do not compress: lossy encoders have to throw detail away.
+fn noise(w: u32, h: u32) -> RgbImage {
+    let mut state = 0x2545_f491_4f6c_dd1du64;
+    RgbImage::from_fn(w, h, |_, _| {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        Rgb([state as u8, (state >> 8) as u8, (state >> 16) as u8])
+    })
 }
 
 fn png(w: u32, h: u32) -> Vec<u8> {
@@ -116,10 +130,22 @@ fn output_format_follows_the_source_or_the_format_action() {
 }
 
 #[test]
-fn webp_output_is_lossless() {
+fn webp_is_lossy_unless_absolute_quality_100() {
     let source = gradient(40, 30);
-    let out = run(&encode_as(source.clone(), ImageFormat::Png), "image/format,webp/quality,Q_1").unwrap();
-    assert_eq!(open(&out).to_rgb8(), source);
+    let original = encode_as(source.clone(), ImageFormat::Png);
+    let lossless = run(&original, "image/format,webp/quality,Q_100").unwrap();
+    assert_eq!(open(&lossless).to_rgb8(), source, "Q_100 is lossless");
+    let lossy = run(&original, "image/format,webp/quality,Q_30").unwrap();
+    assert_ne!(open(&lossy).to_rgb8(), source, "Q_30 is lossy");
+    let noisy = encode_as(noise(96, 96), ImageFormat::Png);
+    let size = |ops: &str| run(&noisy, ops).unwrap().bytes.len();
+    let (lossy_len, lossless_len) =
+        (size("image/format,webp/quality,Q_30"), size("image/format,webp/quality,Q_100"));
+    assert!(lossy_len * 2 < lossless_len, "{lossy_len} {lossless_len}");
+    // The WebP header says which: VP8 (lossy) or VP8L (lossless).
+    assert_eq!(&lossy.bytes[12..16], b"VP8 ");
+    assert_eq!(&lossless.bytes[12..16], b"VP8L");
+    assert_eq!(&run(&original, "image/format,webp").unwrap().bytes[12..16], b"VP8 ", "the default is lossy");
 }
 
 #[test]
@@ -214,13 +240,13 @@ fn bomb(w: u32, h: u32) -> Vec<u8> {
 fn decompression_bombs_are_refused_from_the_header() {
     let bomb = bomb(60_000, 60_000);
     assert!(bomb.len() < 100);
-    let started = std::time::Instant::now();
+    let started = Instant::now();
     assert_eq!(
         run(&bomb, "image/resize,w_10"),
         Err(RenderError::TooLarge { pixels: 3_600_000_000, limit: 50_000_000 })
     );
     // Refused without decoding: 10.8 GB of pixels cannot be allocated and filled this fast.
-    assert!(started.elapsed() < std::time::Duration::from_secs(2));
+    assert!(started.elapsed() < Duration::from_secs(2));
     // The budget is exact.
     let original = png(200, 100);
     let ops = parse("image/format,png").unwrap();
@@ -261,8 +287,12 @@ fn the_output_budget_is_checked_before_resizing() {
 
 #[test]
 fn garbage_is_refused_without_panicking() {
-    for bytes in [&b""[..], b"hello world", b"GIF89a\x01\x00\x01\x00\x00\x00\x00;", b"BM\x00\x00\x00\x00"] {
+    for bytes in [&b""[..], b"hello world", b"II*\x00\x08\x00\x00\x00", b"\x00\x00\x01\x00\x01\x00"] {
         assert_eq!(run(bytes, "image/format,png"), Err(RenderError::UnsupportedFormat), "{bytes:?}");
+    }
+    // GIF and BMP are originals now: broken ones are decode errors.
+    for bytes in [&b"GIF89a\x01\x00\x01\x00\x00\x00\x00;"[..], b"BM\x00\x00\x00\x00"] {
+        assert!(matches!(run(bytes, "image/format,png"), Err(RenderError::Decode(_))), "{bytes:?}");
     }
     let mut broken = b"\x89PNG\r\n\x1a\n".to_vec();
     broken.extend_from_slice(b"definitely not chunks");
@@ -294,14 +324,19 @@ fn exif_orientation_is_applied() {
     let mut encoder = JpegEncoder::new_with_quality(&mut jpeg, 95);
     encoder.set_exif_metadata(exif_orientation(6)).unwrap();
     encoder.write_image(stored.as_raw(), 40, 20, image::ExtendedColorType::Rgb8).unwrap();
+    // Without auto-orient,1 the stored pixel order is kept (OSS's default).
     let out = run(&jpeg, "image/format,png").unwrap();
+    assert_eq!((out.width, out.height), (40, 20));
+    let out = run(&jpeg, "image/auto-orient,1/format,png").unwrap();
     assert_eq!((out.width, out.height), (20, 40));
     let img = open(&out).to_rgb8();
     assert!(img.get_pixel(10, 5)[0] > 200 && img.get_pixel(10, 5)[2] < 60);
     assert!(img.get_pixel(10, 35)[2] > 200 && img.get_pixel(10, 35)[0] < 60);
     // And the resize sees the oriented size.
-    let out = run(&jpeg, "image/resize,h_20").unwrap();
+    let out = run(&jpeg, "image/resize,h_20/auto-orient,1").unwrap();
     assert_eq!((out.width, out.height), (10, 20));
+    let out = run(&jpeg, "image/resize,h_20").unwrap();
+    assert_eq!((out.width, out.height), (40, 20));
 }
 
 #[test]
@@ -365,5 +400,246 @@ proptest! {
         let out = render(&original, &ops, &Limits::default()).unwrap();
         prop_assert_eq!((u64::from(out.width), u64::from(out.height)), expected, "{}", raw);
         prop_assert_eq!(open(&out).dimensions(), (out.width, out.height));
+    }
+}
+
+// --- the other actions: documented edges ---
+
+#[test]
+fn crop_edges() {
+    let original = png(200, 100);
+    let size = |ops: &str| {
+        let out = run(&original, ops).unwrap();
+        (out.width, out.height)
+    };
+    // Defaults reach the edges; too large a box is cut at the edges (OSS).
+    assert_eq!(size("image/crop,x_150,y_50"), (50, 50));
+    assert_eq!(size("image/crop,x_10,y_10,w_1000,h_1000"), (190, 90));
+    assert_eq!(size("image/crop,w_0,h_0"), (200, 100));
+    assert_eq!(size("image/crop,x_199,y_99"), (1, 1));
+    // OSS's example: g_se moves the origin to the bottom-right cell; x/y go on from there.
+    assert_eq!(size("image/crop,x_10,y_10,w_50,h_50,g_se"), (40, 40));
+    // An origin outside the image is a bad request naming the coordinate.
+    assert_eq!(
+        run(&original, "image/crop,x_200"),
+        Err(RenderError::BadParameter { param: "x", message: "the crop starts outside the image" })
+    );
+    assert!(matches!(run(&original, "image/crop,y_100"), Err(RenderError::BadParameter { param: "y", .. })));
+}
+
+#[test]
+fn indexcrop_circle_and_rounded_corners_edges() {
+    let original = png(200, 100);
+    let size = |ops: &str| {
+        let out = run(&original, ops).unwrap();
+        (out.width, out.height)
+    };
+    assert_eq!(size("image/indexcrop,x_60,i_0"), (60, 100));
+    assert_eq!(size("image/indexcrop,x_60,i_3"), (20, 100), "the last slice is what is left");
+    assert_eq!(size("image/indexcrop,x_60,i_4"), (200, 100), "no such slice: the whole image (OSS)");
+    assert_eq!(size("image/indexcrop,y_1,i_99"), (200, 1));
+    assert_eq!(size("image/indexcrop,y_16384"), (200, 100));
+    // circle: 2r+1 a side; r over half the short side becomes (short - 1) / 2 (OSS).
+    assert_eq!(size("image/circle,r_10"), (21, 21));
+    assert_eq!(size("image/circle,r_4096"), (99, 99));
+    assert_eq!(size("image/circle,r_1"), (3, 3));
+    let out = open(&run(&original, "image/circle,r_10").unwrap()).to_rgba8();
+    assert_eq!(out.get_pixel(0, 0)[3], 0, "outside is transparent in PNG");
+    assert_eq!(out.get_pixel(10, 10)[3], 255);
+    let jpeg = open(&run(&original, "image/circle,r_10/format,jpg").unwrap()).to_rgb8();
+    assert!(jpeg.get_pixel(0, 0).0.iter().all(|&c| c > 240), "outside is white in JPEG");
+    // rounded-corners: the size stays; a radius over half the short side is clamped.
+    assert_eq!(size("image/rounded-corners,r_4096"), (200, 100));
+    let out = open(&run(&original, "image/rounded-corners,r_4096").unwrap()).to_rgba8();
+    assert_eq!(out.get_pixel(0, 0)[3], 0);
+    assert_eq!(out.get_pixel(100, 50)[3], 255);
+}
+
+#[test]
+fn rotate_edges() {
+    let original = png(200, 100);
+    let out = run(&original, "image/rotate,90").unwrap();
+    assert_eq!((out.width, out.height), (100, 200));
+    let out = run(&original, "image/rotate,45").unwrap();
+    // 200·cos45 + 100·sin45 = 212.13 → 213.
+    assert_eq!((out.width, out.height), (213, 213));
+    // Arbitrary angles of images over 4096 px a side are refused, as OSS does.
+    let wide = png(4097, 1);
+    assert!(matches!(run(&wide, "image/rotate,30"), Err(RenderError::BadParameter { param: "rotate", .. })));
+    assert_eq!(run(&wide, "image/rotate,90").unwrap().height, 4097, "right angles are free");
+}
+
+#[test]
+fn budgets_apply_after_every_action() {
+    let tiny = png(10, 10);
+    let limits = Limits { max_output_pixels: 10_000, ..Limits::default() };
+    // The enlargement itself is over budget, although the crop after it would be small.
+    let ops = parse("image/resize,w_1000,limit_0/crop,w_10,h_10").unwrap();
+    assert_eq!(render(&tiny, &ops, &limits), Err(RenderError::OutputTooLarge { width: 1000, height: 1000 }));
+    // Within budget step by step, the chain renders.
+    let ops = parse("image/resize,w_100,limit_0/crop,w_10,h_10").unwrap();
+    assert_eq!(render(&tiny, &ops, &limits).map(|r| (r.width, r.height)), Ok((10, 10)));
+    // A rotation's bounding box counts too.
+    let limits = Limits { max_output_pixels: 120, ..Limits::default() };
+    assert!(matches!(
+        render(&tiny, &parse("image/rotate,45").unwrap(), &limits),
+        Err(RenderError::OutputTooLarge { .. })
+    ));
+    // Time: a render past its deadline stops.
+    let limits = Limits { max_render_time: Duration::ZERO, ..Limits::default() };
+    assert_eq!(
+        render(&png(50, 50), &parse("image/blur,r_50,s_50").unwrap(), &limits),
+        Err(RenderError::TimedOut)
+    );
+    // Memory is estimated from the header, before decoding, and grows with the work.
+    let header = probe(&png(2000, 1000)).unwrap();
+    assert_eq!((header.width, header.height, header.bytes_per_pixel), (2000, 1000, 3));
+    let small =
+        memory_estimate(&parse("image/resize,w_100").unwrap(), &header, 1000, &Limits::default()).unwrap();
+    let large =
+        memory_estimate(&parse("image/resize,w_4000,limit_0").unwrap(), &header, 1000, &Limits::default())
+            .unwrap();
+    assert!(small >= 2000 * 1000 * 3, "at least the decoded pixels: {small}");
+    assert!(large > small * 4, "{large} vs {small}");
+    assert_eq!(
+        memory_estimate(
+            &parse("image/resize,w_100").unwrap(),
+            &header,
+            1000,
+            &Limits { max_input_pixels: 10, ..Limits::default() }
+        ),
+        Err(RenderError::TooLarge { pixels: 2_000_000, limit: 10 })
+    );
+}
+
+#[test]
+fn gif_and_bmp_originals_and_outputs() {
+    let source = gradient(30, 20);
+    let gif = run(&encode_as(source.clone(), ImageFormat::Png), "image/format,gif").unwrap();
+    assert_eq!(gif.content_type, "image/gif");
+    // A GIF original renders from its first frame and keeps its format.
+    let out = run(&gif.bytes, "image/resize,w_15").unwrap();
+    assert_eq!((out.content_type, out.width, out.height), ("image/gif", 15, 10));
+    let bmp = run(&encode_as(source, ImageFormat::Png), "image/format,bmp").unwrap();
+    assert_eq!(open(&bmp).dimensions(), (30, 20));
+    let out = run(&bmp.bytes, "image/rotate,90/format,png").unwrap();
+    assert_eq!((out.content_type, out.width, out.height), ("image/png", 20, 30));
+}
+
+#[test]
+fn webp_refuses_sides_over_libwebps_limit_without_panicking() {
+    let strip = png(16384, 1);
+    assert_eq!(
+        run(&strip, "image/format,webp"),
+        Err(RenderError::BadParameter {
+            param: "format",
+            message: "WebP images are at most 16383 px a side"
+        })
+    );
+    assert_eq!(
+        run(&strip, "image/format,webp/quality,Q_100").unwrap_err(),
+        run(&strip, "image/format,webp").unwrap_err()
+    );
+    assert_eq!(run(&png(16383, 1), "image/format,webp").unwrap().width, 16383);
+    assert_eq!(run(&strip, "image/format,png").unwrap().width, 16384, "other formats take 16384");
+}
+
+#[test]
+fn interlace_makes_progressive_jpeg() {
+    let original = png(64, 64);
+    let baseline = run(&original, "image/format,jpg").unwrap().bytes;
+    let progressive = run(&original, "image/format,jpg/interlace,1").unwrap().bytes;
+    let has_marker = |b: &[u8], m: u8| b.windows(2).any(|w| w == [0xff, m]);
+    assert!(has_marker(&baseline, 0xc0) && !has_marker(&baseline, 0xc2), "SOF0: baseline");
+    assert!(has_marker(&progressive, 0xc2), "SOF2: progressive");
+    // PNG ignores it, as OSS does.
+    assert_eq!(
+        run(&original, "image/interlace,1/format,png").unwrap().bytes,
+        run(&original, "image/format,png").unwrap().bytes
+    );
+}
+
+#[test]
+fn outputs_carry_no_metadata() {
+    let stored = gradient(40, 20);
+    let mut jpeg = Vec::new();
+    let mut encoder = JpegEncoder::new_with_quality(&mut jpeg, 95);
+    encoder.set_exif_metadata(exif_orientation(6)).unwrap();
+    encoder.write_image(stored.as_raw(), 40, 20, image::ExtendedColorType::Rgb8).unwrap();
+    for ops in ["image/resize,w_20", "image/auto-orient,1", "image/format,png", "image/format,webp"] {
+        let out = run(&jpeg, ops).unwrap();
+        assert!(!out.bytes.windows(4).any(|w| w == b"Exif"), "{ops}: no EXIF block");
+        let mut reader =
+            ImageReader::new(Cursor::new(&out.bytes)).with_guessed_format().unwrap().into_decoder().unwrap();
+        assert_eq!(reader.exif_metadata().unwrap(), None, "{ops}");
+    }
+}
+
+/// Chains over every action with values in and out of range: whatever parses renders within
+/// its budgets or is refused, and never panics.
+fn chain_soup() -> impl Strategy<Value = String> {
+    let value = prop_oneof![
+        Just(0i64),
+        Just(1),
+        Just(50),
+        Just(100),
+        Just(361),
+        Just(5000),
+        Just(16384),
+        Just(-5),
+        0i64..400
+    ];
+    let action = (0usize..18, value.clone(), value.clone(), value).prop_map(|(a, x, y, z)| match a {
+        0 => format!("resize,w_{x},h_{y}"),
+        1 => format!("resize,m_pad,l_{x},limit_0"),
+        2 => format!("resize,p_{x}"),
+        3 => format!("crop,x_{x},y_{y},w_{z},g_center"),
+        4 => format!("indexcrop,y_{x},i_{y}"),
+        5 => format!("circle,r_{x}"),
+        6 => format!("rounded-corners,r_{x}"),
+        7 => format!("rotate,{x}"),
+        8 => format!("blur,r_{},s_{}", x.rem_euclid(60), y.rem_euclid(60)),
+        9 => format!("bright,{x}"),
+        10 => format!("contrast,{y}"),
+        11 => format!("sharpen,{x}"),
+        12 => {
+            format!("watermark,text_SGk,size_{},rotate_{y},g_sw,fill_{}", x.rem_euclid(200), z.rem_euclid(2))
+        }
+        13 => format!("quality,q_{x}"),
+        14 => format!("format,{}", ["jpg", "png", "webp", "gif", "bmp"][x.rem_euclid(5) as usize]),
+        15 => format!("auto-orient,{x}"),
+        16 => format!("resize,m_fixed,w_{x},h_{z},limit_0"),
+        _ => "average-hue".to_owned(),
+    });
+    proptest::collection::vec(action, 1..5).prop_map(|a| format!("image/{}", a.join("/")))
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 96, ..ProptestConfig::default() })]
+
+    #[test]
+    fn no_chain_panics_or_exceeds_its_budgets(raw in chain_soup(), w in 1u32..40, h in 1u32..40) {
+        let Ok(ops) = parse(&raw) else { return Ok(()) };
+        let limits = Limits {
+            max_output_pixels: 40_000,
+            max_output_side: 400,
+            max_render_time: Duration::from_secs(5),
+            ..Limits::default()
+        };
+        let original = png(w, h);
+        let header = probe(&original).unwrap();
+        let estimate = memory_estimate(&ops, &header, original.len() as u64, &limits);
+        match render(&original, &ops, &limits) {
+            Ok(out) => {
+                prop_assert!(estimate.is_ok(), "{}: rendered although the estimate refused", raw);
+                if out.content_type != "application/json" {
+                    prop_assert!(u64::from(out.width) * u64::from(out.height) <= limits.max_output_pixels, "{}", raw);
+                    prop_assert!(out.width <= limits.max_output_side && out.height <= limits.max_output_side, "{}", raw);
+                    prop_assert_eq!(open(&out).dimensions(), (out.width, out.height));
+                }
+            }
+            Err(RenderError::Encode(e)) => prop_assert!(false, "{}: encoder failed: {}", raw, e),
+            Err(_) => {}
+        }
     }
 }

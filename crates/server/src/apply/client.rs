@@ -37,6 +37,7 @@ impl AdminClient {
             Kind::Nodes => format!("/admin/v1/nodes/{name}"),
             Kind::Domains => format!("/admin/v1/domains/{name}"),
             Kind::MirrorRules => format!("/admin/v1/mirror/rules/{name}"),
+            Kind::ImageStyles => format!("/admin/v1/mirror/styles/{name}"),
             Kind::Config => format!("/admin/v1/config/{name}"),
         }
     }
@@ -48,6 +49,7 @@ impl AdminClient {
             Kind::Nodes => "/admin/v1/nodes",
             Kind::Domains => "/admin/v1/domains",
             Kind::MirrorRules => "/admin/v1/mirror/rules",
+            Kind::ImageStyles => "/admin/v1/mirror/styles",
             Kind::Config => "/admin/v1/config",
         }
     }
@@ -129,6 +131,7 @@ impl AdminClient {
             nodes: self.list(Kind::Nodes).await?,
             domains: self.list(Kind::Domains).await?,
             mirror_rules: self.list(Kind::MirrorRules).await?,
+            image_styles: self.list(Kind::ImageStyles).await?,
             config: BTreeMap::new(),
         };
         let mut config_versions = BTreeMap::new();

@@ -1,12 +1,12 @@
 //! `httpdns apply -f FILE` and `httpdns export`: the admin state (networks, pools, nodes,
-//! domains, mirror rules, config modules) as one declarative YAML, TOML or JSON file,
+//! domains, mirror rules, image styles, config modules) as one declarative YAML, TOML or JSON file,
 //! reconciled through the admin API.
 //!
 //! The file is parsed into the same spec types the server stores, so it is validated (unknown
 //! fields refused, types checked) before anything is sent, and both sides are compared with
 //! their defaults filled in: a file that omits a default and a server that filled it in agree.
 //! [`plan`] is pure; [`client`] does the HTTP. Creates and updates go in dependency order
-//! (networks, pools, nodes, domains, mirror rules, config), deletes (only with `--prune`) in
+//! (networks, pools, nodes, domains, mirror rules, image styles, config), deletes (only with `--prune`) in
 //! the reverse order. Config modules are published with `If-Match` on the version read, so a
 //! publish that raced the plan fails instead of overwriting it.
 
@@ -17,7 +17,7 @@ use std::collections::BTreeMap;
 
 use httpdns_config::ConfigDocument;
 use httpdns_core::model::{DomainSpec, NetworkSpec, NodeSpec, PoolSpec};
-use httpdns_mirror::RuleSpec;
+use httpdns_mirror::{RuleSpec, StyleSpec};
 use serde::{Deserialize, Serialize};
 
 pub use plan::{plan, Change, Kind};
@@ -31,6 +31,7 @@ pub struct StateFile {
     pub nodes: BTreeMap<String, NodeSpec>,
     pub domains: BTreeMap<String, DomainSpec>,
     pub mirror_rules: BTreeMap<String, RuleSpec>,
+    pub image_styles: BTreeMap<String, StyleSpec>,
     pub config: BTreeMap<String, ConfigDocument>,
 }
 
@@ -71,7 +72,7 @@ impl StateFile {
     /// compressed), so the plan compares like with like; two keys naming one resource are an
     /// error.
     fn canonicalize(&mut self) -> Result<(), String> {
-        use httpdns_api::admin::{AdminResource, Domains, MirrorRules, Networks, Nodes, Pools};
+        use httpdns_api::admin::{AdminResource, Domains, ImageStyles, MirrorRules, Networks, Nodes, Pools};
         fn keys<T, R: AdminResource>(section: &str, m: &mut BTreeMap<String, T>) -> Result<(), String> {
             let mut out = BTreeMap::new();
             for (raw, v) in std::mem::take(m) {
@@ -88,6 +89,7 @@ impl StateFile {
         keys::<_, Nodes>("nodes", &mut self.nodes)?;
         keys::<_, Domains>("domains", &mut self.domains)?;
         keys::<_, MirrorRules>("mirror_rules", &mut self.mirror_rules)?;
+        keys::<_, ImageStyles>("image_styles", &mut self.image_styles)?;
         for module in self.config.keys() {
             httpdns_config::validate_module(module).map_err(|e| format!("config.{module}: {}", e.message))?;
         }
@@ -110,6 +112,9 @@ impl StateFile {
         }
         for (n, s) in &self.mirror_rules {
             s.validate().map_err(|e| at("mirror_rules", n, e))?;
+        }
+        for (n, s) in &self.image_styles {
+            s.validate().map_err(|e| at("image_styles", n, e))?;
         }
         for (n, s) in &self.config {
             s.validate().map_err(|e| at("config", n, e))?;

@@ -16,12 +16,20 @@ pub enum Kind {
     Nodes,
     Domains,
     MirrorRules,
+    ImageStyles,
     Config,
 }
 
 impl Kind {
-    pub const ALL: [Kind; 6] =
-        [Kind::Networks, Kind::Pools, Kind::Nodes, Kind::Domains, Kind::MirrorRules, Kind::Config];
+    pub const ALL: [Kind; 7] = [
+        Kind::Networks,
+        Kind::Pools,
+        Kind::Nodes,
+        Kind::Domains,
+        Kind::MirrorRules,
+        Kind::ImageStyles,
+        Kind::Config,
+    ];
 
     /// The section of the file.
     pub fn section(self) -> &'static str {
@@ -31,6 +39,7 @@ impl Kind {
             Kind::Nodes => "nodes",
             Kind::Domains => "domains",
             Kind::MirrorRules => "mirror_rules",
+            Kind::ImageStyles => "image_styles",
             Kind::Config => "config",
         }
     }
@@ -89,13 +98,14 @@ fn values<T: Serialize>(m: &BTreeMap<String, T>) -> BTreeMap<String, Value> {
     m.iter().map(|(k, v)| (k.clone(), serde_json::to_value(v).expect("specs serialise"))).collect()
 }
 
-fn sections(s: &StateFile) -> [(Kind, BTreeMap<String, Value>); 6] {
+fn sections(s: &StateFile) -> [(Kind, BTreeMap<String, Value>); 7] {
     [
         (Kind::Networks, values(&s.networks)),
         (Kind::Pools, values(&s.pools)),
         (Kind::Nodes, values(&s.nodes)),
         (Kind::Domains, values(&s.domains)),
         (Kind::MirrorRules, values(&s.mirror_rules)),
+        (Kind::ImageStyles, values(&s.image_styles)),
         (Kind::Config, values(&s.config)),
     ]
 }
