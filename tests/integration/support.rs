@@ -188,11 +188,21 @@ impl Process {
     }
 
     /// As [`Process::spawn`], with these command-line arguments.
-    #[allow(clippy::zombie_processes)]
     pub(crate) fn spawn_with_args(env: &HashMap<String, String>, log_dir: &Path, args: &[&str]) -> Self {
+        Self::spawn_binary(Path::new(env!("CARGO_BIN_EXE_httpdns")), env, log_dir, args)
+    }
+
+    /// As [`Process::spawn_with_args`], running `binary` (a release build, say).
+    #[allow(clippy::zombie_processes)]
+    pub(crate) fn spawn_binary(
+        binary: &Path,
+        env: &HashMap<String, String>,
+        log_dir: &Path,
+        args: &[&str],
+    ) -> Self {
         let stderr_log = log_dir.join(format!("httpdns-{}.log", std::process::id() ^ rand_u32()));
         let stderr = std::fs::File::create(&stderr_log).unwrap();
-        let mut child = Command::new(env!("CARGO_BIN_EXE_httpdns"))
+        let mut child = Command::new(binary)
             .args(args)
             .envs(env)
             .env("RUST_LOG", "info")

@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
 """A slowloris flood for the reliability tests: holds many TCP connections to a target, each
-sending half a request line (or nothing), and re-creates the ones the server closed once a
-round, as the original slowloris does.
+sending half a request line (or nothing), and re-creates the ones the server closed, as the
+original slowloris does, at most RATE a second (an attacker's budget of new connections; the
+first CONNECTIONS are opened at once).
 
     slowloris.py HOST:PORT CONNECTIONS SECONDS [--sources 127.0.1.1-127.0.1.100] [--silent]
-                 [--round SECONDS]
+                 [--rate RATE]
 
 Connections are spread over the source addresses (all of 127.0.0.0/8 is local), so a per-address
 cap alone cannot stop it. Prints one JSON line at the end: how many connections were opened, how
@@ -36,7 +37,8 @@ def main():
     if "--sources" in sys.argv:
         src = sources(sys.argv[sys.argv.index("--sources") + 1])
     payload = b"" if silent else b"GET /healthz HTTP/1.1\r\nHost: flood\r\nX-Slow: "
-    round_s = float(sys.argv[sys.argv.index("--round") + 1]) if "--round" in sys.argv else 1.0
+    rate = float(sys.argv[sys.argv.index("--rate") + 1]) if "--rate" in sys.argv else 5000.0
+    round_s = 0.1
     sel = selectors.DefaultSelector()
     stats = {"opened": 0, "closed_by_server": 0, "failed": 0, "most_open": 0}
     live = 0
@@ -90,8 +92,10 @@ def main():
         stats["most_open"] = max(stats["most_open"], live)
         if time.monotonic() >= next_round:
             next_round += round_s
-            while live < count and time.monotonic() < deadline:
+            budget = int(rate * round_s)
+            while live < count and budget > 0 and time.monotonic() < deadline:
                 open_one()
+                budget -= 1
     for key in list(sel.get_map().values()):
         key.fileobj.close()
     print(json.dumps(stats))

@@ -39,6 +39,12 @@ impl ProxiedStream {
     }
 }
 
+impl crate::tracked::OverTcp for ProxiedStream {
+    fn tcp(&self) -> &TcpStream {
+        &self.inner
+    }
+}
+
 /// The client's address for a connection from `peer`, and the stream to serve. `None`: close
 /// it (a bad or missing-in-time header from a trusted proxy).
 pub async fn accept(

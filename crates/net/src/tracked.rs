@@ -1,4 +1,6 @@
-//! A stream that tells its connection's [`ConnState`] when bytes move, for the reaper.
+//! A stream that tells its connection's [`ConnState`] when bytes move, for the reaper, and
+//! resets (rather than closes) a connection the server dropped for taking too long or to
+//! make room.
 
 use std::io;
 use std::pin::Pin;
@@ -7,16 +9,28 @@ use std::task::{Context, Poll};
 
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
+use crate::metrics::CloseReason;
 use crate::registry::ConnState;
+
+/// A stream over a TCP socket, whose socket options can be set.
+pub trait OverTcp {
+    fn tcp(&self) -> &tokio::net::TcpStream;
+}
+
+impl OverTcp for tokio::net::TcpStream {
+    fn tcp(&self) -> &tokio::net::TcpStream {
+        self
+    }
+}
 
 /// `S` with every successful read and write noted (two relaxed stores, no clock read).
 #[derive(Debug)]
-pub struct Tracked<S> {
+pub struct Tracked<S: OverTcp> {
     inner: S,
     state: Arc<ConnState>,
 }
 
-impl<S> Tracked<S> {
+impl<S: OverTcp> Tracked<S> {
     pub fn new(inner: S, state: Arc<ConnState>) -> Self {
         Self { inner, state }
     }
@@ -26,7 +40,22 @@ impl<S> Tracked<S> {
     }
 }
 
-impl<S: AsyncRead + Unpin> AsyncRead for Tracked<S> {
+impl<S: OverTcp> Drop for Tracked<S> {
+    /// A connection closed for a header timeout, a stall or to make room is reset (SO_LINGER 0,
+    /// as nginx's `reset_timedout_connection`): neither side keeps it in TIME_WAIT, which a
+    /// flood would otherwise fill with tens of thousands of sockets. Idle keep-alive ones and
+    /// everything else close normally.
+    fn drop(&mut self) {
+        if matches!(
+            self.state.close_reason(),
+            Some(CloseReason::HeaderTimeout | CloseReason::Stalled | CloseReason::Evicted)
+        ) {
+            let _ = socket2::SockRef::from(self.inner.tcp()).set_linger(Some(std::time::Duration::ZERO));
+        }
+    }
+}
+
+impl<S: OverTcp + AsyncRead + Unpin> AsyncRead for Tracked<S> {
     fn poll_read(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
@@ -41,7 +70,7 @@ impl<S: AsyncRead + Unpin> AsyncRead for Tracked<S> {
     }
 }
 
-impl<S: AsyncWrite + Unpin> AsyncWrite for Tracked<S> {
+impl<S: OverTcp + AsyncWrite + Unpin> AsyncWrite for Tracked<S> {
     fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
         let r = Pin::new(&mut self.inner).poll_write(cx, buf);
         if matches!(r, Poll::Ready(Ok(n)) if n > 0) {
