@@ -7,6 +7,7 @@ mod apply;
 mod auth;
 mod backup;
 mod cli;
+mod clients;
 mod config_center;
 mod deploy;
 mod dns;

@@ -5,7 +5,9 @@
 //! * [`router`]: builds the axum `Router` from an [`AppState`].
 //! * [`catalog`]: follows the store and publishes answering snapshots; the only bridge
 //!   between the database and the answer path.
-//! * [`dnspod`]: `/d`, the DNSPod text format; [`resolve`]: `/resolve`, Alibaba JSON.
+//! * [`dnspod`]: `/d`, the DNSPod text format; [`resolve`]: `/resolve`, Alibaba JSON;
+//!   `v2`: `/v2/d`, Alibaba's v2 API; [`service_ips`]: `/ss`, `/{account}/ss` and `/conf`,
+//!   the service-IP lists clients bootstrap from.
 //! * [`admin`]: `/admin/v1/...` resources over one generic set of handlers.
 //! * [`metrics`], [`health`]: Prometheus metrics, `/healthz`, `/readyz`.
 //! * [`error`]: [`ApiError`], the JSON error of this layer.
@@ -29,7 +31,9 @@ pub mod openapi;
 pub mod ratelimit;
 pub mod request_id;
 pub mod resolve;
+pub mod service_ips;
 pub mod state;
+mod v2;
 
 use std::time::Instant;
 
@@ -79,6 +83,9 @@ pub fn router_with(state: AppState, public_metrics: bool) -> Router {
         .route("/d", any(dnspod::handle))
         .route("/resolve", any(resolve::handle))
         .route("/dns-query", any(doh::handle))
+        .route("/v2/d", any(v2::handle))
+        .route("/ss", any(service_ips::plain))
+        .route("/conf", any(service_ips::conf))
         .route("/{account}/{api}", any(resolve::account))
         .merge(config_center::app_routes())
         .merge(tracked)

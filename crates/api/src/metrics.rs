@@ -15,13 +15,17 @@ use prometheus::{
 pub enum Endpoint {
     D,
     Resolve,
+    V2,
 }
 
 impl Endpoint {
+    pub const ALL: [Endpoint; 3] = [Endpoint::D, Endpoint::Resolve, Endpoint::V2];
+
     fn label(self) -> &'static str {
         match self {
             Endpoint::D => "d",
             Endpoint::Resolve => "resolve",
+            Endpoint::V2 => "v2",
         }
     }
 }
@@ -31,6 +35,10 @@ impl Endpoint {
 pub enum Route {
     D,
     Resolve,
+    /// `/v2/d`.
+    V2,
+    /// `/ss` and `/{account}/ss`.
+    ServiceIps,
     Healthz,
     Readyz,
     Metrics,
@@ -41,9 +49,11 @@ pub enum Route {
 }
 
 impl Route {
-    pub const ALL: [Route; 9] = [
+    pub const ALL: [Route; 11] = [
         Route::D,
         Route::Resolve,
+        Route::V2,
+        Route::ServiceIps,
         Route::Healthz,
         Route::Readyz,
         Route::Metrics,
@@ -57,6 +67,8 @@ impl Route {
         match self {
             Route::D => "/d",
             Route::Resolve => "/resolve",
+            Route::V2 => "/v2/d",
+            Route::ServiceIps => "/ss",
             Route::Healthz => "/healthz",
             Route::Readyz => "/readyz",
             Route::Metrics => "/metrics",
@@ -72,6 +84,8 @@ impl Route {
         match path {
             "/d" => Route::D,
             "/resolve" => Route::Resolve,
+            "/v2/d" => Route::V2,
+            "/ss" => Route::ServiceIps,
             "/healthz" => Route::Healthz,
             "/readyz" => Route::Readyz,
             "/metrics" => Route::Metrics,
@@ -169,11 +183,11 @@ impl Outcome {
 pub struct Metrics {
     pub registry: Registry,
     /// Pre-resolved children by [`Route`] and status class: the hot path does no label hashing.
-    http_requests: [[IntCounter; 4]; 9],
-    http_duration: [Histogram; 9],
+    http_requests: [[IntCounter; 4]; Route::ALL.len()],
+    http_duration: [Histogram; Route::ALL.len()],
     /// Pre-resolved children of `answers`, so the hot path does no label hashing.
-    answers_fast: [[IntCounter; 8]; 2],
-    answer_duration: [Histogram; 2],
+    answers_fast: [[IntCounter; 8]; Endpoint::ALL.len()],
+    answer_duration: [Histogram; Endpoint::ALL.len()],
     pub snapshot_revision: IntGauge,
     pub snapshot_built: IntGauge,
     pub snapshot_age: prometheus::Gauge,
@@ -235,8 +249,8 @@ impl Metrics {
             &["endpoint", "outcome"],
         )
         .unwrap();
-        let answers_fast = [Endpoint::D, Endpoint::Resolve]
-            .map(|e| Outcome::ALL.map(|o| answers.with_label_values(&[e.label(), o.as_str()])));
+        let answers_fast =
+            Endpoint::ALL.map(|e| Outcome::ALL.map(|o| answers.with_label_values(&[e.label(), o.as_str()])));
         let answer_hist = HistogramVec::new(
             HistogramOpts::new(
                 "answer_duration_seconds",
@@ -246,8 +260,7 @@ impl Metrics {
             &["endpoint"],
         )
         .unwrap();
-        let answer_duration =
-            [Endpoint::D, Endpoint::Resolve].map(|e| answer_hist.with_label_values(&[e.label()]));
+        let answer_duration = Endpoint::ALL.map(|e| answer_hist.with_label_values(&[e.label()]));
         let snapshot_revision =
             IntGauge::new("snapshot_revision", "Store revision of the answering snapshot.").unwrap();
         let snapshot_built = IntGauge::new(

@@ -280,6 +280,7 @@ pub(crate) async fn account(
         "resolve" => AccountApi::Resolve,
         "sign_d" => AccountApi::SignD,
         "sign_resolve" => AccountApi::SignResolve,
+        "ss" => return crate::service_ips::account(&app, peer, &method, &account),
         _ => return ApiError::not_found("no such endpoint").into_response(),
     };
     let resp = if method != Method::GET && method != Method::HEAD {

@@ -55,6 +55,8 @@ pub struct Shared {
     pub settings: ApiSettings,
     /// The mirroring gateway (its admin endpoints live here).
     pub mirror: Arc<httpdns_mirror::Mirror>,
+    /// The replicas' public entry points (`/ss`, `/conf`).
+    pub service_ips: Arc<crate::service_ips::ServiceIps>,
     /// Per-account request limits (`rate_limit_qps`).
     pub account_limits: RateLimiter<u32>,
     /// Per-address limits of unauthenticated calls ([`ApiSettings::client_rate_limit`]).

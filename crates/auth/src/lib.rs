@@ -16,6 +16,8 @@ use cipher::{BlockDecrypt, BlockDecryptMut, BlockEncrypt, BlockEncryptMut, KeyIn
 use des::Des;
 use md5::{Digest, Md5};
 
+pub mod aliyun_v2;
+
 /// The cipher of a DNSPod request (`alg=des|aes`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Alg {

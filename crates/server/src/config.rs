@@ -77,6 +77,10 @@ pub const ENV_VARS: &[(&str, &str)] = &[
     ),
     ("HTTPDNS_IDLE_TIMEOUT_MS", "how long an HTTP connection is kept alive between requests"),
     (
+        "HTTPDNS_PUBLIC_ADDRS",
+        "this replica's public entry points (`ip` or `ip:port`, comma-separated) announced in /ss and /conf",
+    ),
+    (
         "HTTPDNS_ALLOW_DEMO_SECRETS",
         "start even with the placeholder secrets shipped in deploy/ (true/false; local demos only)",
     ),
@@ -168,6 +172,8 @@ pub struct Config {
     pub client_rate_limit: Option<(f64, f64)>,
     /// Mirror origins on loopback, link-local or unspecified addresses are accepted.
     pub allow_local_origins: bool,
+    /// This replica's public entry points, announced in `/ss` and `/conf`.
+    pub public_addrs: Vec<httpdns_api::service_ips::ServiceAddr>,
     pub api_tls_addr: Listen,
     pub mirror_tls_addr: Listen,
     pub dot_addr: Listen,
@@ -241,6 +247,7 @@ pub struct FileConfig {
     #[serde(default)]
     rate_limit: RateLimitFile,
     allow_local_origins: Option<bool>,
+    public_addrs: Option<Vec<String>>,
     api_tls_addr: Option<String>,
     mirror_tls_addr: Option<String>,
     dot_addr: Option<String>,
@@ -640,6 +647,18 @@ impl Config {
             Some(v) => parse_bool("HTTPDNS_ALLOW_LOCAL_ORIGINS", &v)?,
             None => file.allow_local_origins.unwrap_or(false),
         };
+        let public_addrs = match env("HTTPDNS_PUBLIC_ADDRS") {
+            Some(v) => v.split(',').map(str::trim).filter(|a| !a.is_empty()).map(str::to_owned).collect(),
+            None => file.public_addrs.unwrap_or_default(),
+        };
+        let public_addrs = public_addrs
+            .iter()
+            .map(|a| {
+                a.parse().map_err(|e: httpdns_api::service_ips::BadServiceAddr| {
+                    err("HTTPDNS_PUBLIC_ADDRS", e.to_string())
+                })
+            })
+            .collect::<Result<Vec<_>, _>>()?;
         let api_tls_addr = listen("HTTPDNS_API_TLS_ADDR", file.api_tls_addr, "off")?;
         let mirror_tls_addr = listen("HTTPDNS_MIRROR_TLS_ADDR", file.mirror_tls_addr, "off")?;
         let dot_addr = listen("HTTPDNS_DOT_ADDR", file.dot_addr, "off")?;
@@ -726,6 +745,7 @@ impl Config {
 
         Ok(Self {
             allow_local_origins,
+            public_addrs,
             api_tls_addr,
             mirror_tls_addr,
             dot_addr,

@@ -157,6 +157,10 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
 
     let trusted_proxies =
         Arc::new(httpdns_core::cidr::CidrTable::new(config.trusted_proxies.iter().map(|n| (*n, ()))));
+    if !config.public_addrs.is_empty() {
+        tracing::info!(addrs = ?config.public_addrs.iter().map(ToString::to_string).collect::<Vec<_>>(), "Announcing public entry points in /ss.");
+    }
+    let service_ips = Arc::new(httpdns_api::service_ips::ServiceIps::new(config.public_addrs.clone()));
     let state = AppState::new(Shared {
         catalog: catalog.clone(),
         config: config_cache.clone(),
@@ -165,6 +169,7 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
         upstream: upstream.clone(),
         mirror: mirror.clone(),
         metrics: metrics.clone(),
+        service_ips: service_ips.clone(),
         settings: ApiSettings {
             admin_token: admin_token.clone(),
             allow_private_node_ips: config.allow_private_node_ips,
@@ -299,6 +304,7 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
         shutdown.clone(),
     ));
     tasks.spawn(follow::follow_live(live, catalog.clone(), shutdown.clone()));
+    tasks.spawn(service_ips.run(store.clone(), shutdown.clone()));
     tasks.spawn(follow_geo(geo, metrics, config.geo.reload_interval, shutdown.clone()));
 
     Ok(Running {

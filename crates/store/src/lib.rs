@@ -22,6 +22,7 @@ pub mod backup;
 pub mod config;
 mod error;
 pub mod live;
+pub mod replicas;
 mod resources;
 
 pub use error::StoreError;

@@ -155,7 +155,7 @@ const EXPIRY_SKEW_S: u64 = 600;
 
 /// Whether the request reached us over TLS: on a TLS listener, or from a trusted proxy that
 /// says it terminated TLS (`X-Forwarded-Proto: https`).
-fn is_secure(app: &AppState, request: &Request) -> bool {
+pub(crate) fn is_secure(app: &AppState, request: &Request) -> bool {
     if request.extensions().get::<httpdns_net::http::Secure>().is_some() {
         return true;
     }
@@ -175,7 +175,7 @@ fn is_secure(app: &AppState, request: &Request) -> bool {
 }
 
 /// How a `/d` request authenticated.
-enum Auth {
+pub(crate) enum Auth {
     None,
     /// `id=`: `dn` came encrypted, the answer goes back encrypted the same way.
     Encrypted(httpdns_auth::Alg, String),
@@ -183,13 +183,13 @@ enum Auth {
     Token,
 }
 
-type Pairs<'a> = Vec<(std::borrow::Cow<'a, str>, std::borrow::Cow<'a, str>)>;
+pub(crate) type Pairs<'a> = Vec<(std::borrow::Cow<'a, str>, std::borrow::Cow<'a, str>)>;
 
 /// For a request with `id=`: checks the account and replaces `dn` (and `ip`, when it is
 /// encrypted: the SDKs send it in plain text) by their decrypted values, returning the cipher
 /// and key to encrypt the answer with. With `token=` (HTTPS only): checks the account. Without
 /// either, passes when unauthenticated requests are allowed.
-fn authenticate(app: &AppState, pairs: &mut Pairs<'_>, secure: bool) -> Result<Auth, ApiError> {
+pub(crate) fn authenticate(app: &AppState, pairs: &mut Pairs<'_>, secure: bool) -> Result<Auth, ApiError> {
     let first = |pairs: &Pairs<'_>, k: &str| pairs.iter().find(|(n, _)| n == k).map(|(_, v)| v.to_string());
     if let Some(token) = first(pairs, "token").filter(|t| !t.is_empty()) {
         if !secure {

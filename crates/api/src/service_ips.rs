@@ -1,0 +1,406 @@
+//! The service-IP lists clients bootstrap from: Alibaba's `/{account}/ss` (and `/ss`) and
+//! Tencent's `/conf`.
+//!
+//! Every replica that announces public entry points (`HTTPDNS_PUBLIC_ADDRS`) rewrites its row
+//! in the store every [`HEARTBEAT`]; every replica reads all rows as often and keeps the ones
+//! that are alive. A row is alive while its `seen_at` keeps changing, as observed by the
+//! reader's own clock, so replicas with skewed clocks neither vanish nor linger: a replica
+//! that stops (crash, partition, kill -9) leaves the lists within [`EXPIRE`] plus one read, and
+//! one that stops cleanly deletes its row at once.
+//!
+//! The handlers read the kept list from memory; they never wait for the store.
+//!
+//! Order: the replicas on the client's carrier and in its region first, then its carrier,
+//! then its region, then the rest (each classified like a client: operator networks, then
+//! GeoIP), rotated within each group by the client's address so that clients spread over
+//! equals while one client sees a stable order.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::net::{IpAddr, SocketAddr};
+use std::str::FromStr;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use arc_swap::ArcSwap;
+use axum::extract::{Request, State};
+use axum::http::{header, HeaderValue, Method, StatusCode};
+use axum::response::{IntoResponse, Response};
+use httpdns_core::snapshot::client_seed;
+use httpdns_store::replicas::ReplicaRow;
+use httpdns_store::Store;
+use serde::Serialize;
+use tokio_util::sync::CancellationToken;
+
+use crate::error::ApiError;
+use crate::resolve::forbidden;
+use crate::state::{AppState, PeerAddr};
+
+/// How often a replica writes its row and reads the others'.
+pub const HEARTBEAT: Duration = Duration::from_secs(2);
+/// A row unchanged for this long is a replica that is gone.
+pub const EXPIRE: Duration = Duration::from_secs(6);
+
+/// A public entry point: an address, and a port unless it is the scheme's default.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct ServiceAddr {
+    pub ip: IpAddr,
+    /// `None`: the default port of the scheme the client uses (80 or 443).
+    pub port: Option<u16>,
+}
+
+/// Why an announced address does not parse.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0:?} is not an address: write ip, ip:port or [ipv6]:port")]
+pub struct BadServiceAddr(String);
+
+impl FromStr for ServiceAddr {
+    type Err = BadServiceAddr;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let s = s.trim();
+        let bad = || BadServiceAddr(s.to_owned());
+        if let Ok(ip) = s.parse::<IpAddr>() {
+            return Ok(Self { ip: ip.to_canonical(), port: None });
+        }
+        if let Some(inner) = s.strip_prefix('[').and_then(|r| r.strip_suffix(']')) {
+            let ip = inner.parse::<std::net::Ipv6Addr>().map_err(|_| bad())?;
+            return Ok(Self { ip: IpAddr::V6(ip), port: None });
+        }
+        let sa = s.parse::<SocketAddr>().map_err(|_| bad())?;
+        if sa.port() == 0 {
+            return Err(bad());
+        }
+        Ok(Self { ip: sa.ip().to_canonical(), port: Some(sa.port()) })
+    }
+}
+
+impl fmt::Display for ServiceAddr {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.port {
+            None => write!(f, "{}", self.ip),
+            Some(p) => write!(f, "{}", SocketAddr::new(self.ip, p)),
+        }
+    }
+}
+
+/// The replicas' announced addresses, kept alive by the heartbeat loop.
+#[derive(Debug)]
+pub struct ServiceIps {
+    id: String,
+    own: Vec<ServiceAddr>,
+    /// Every alive replica's addresses (this one's first), deduplicated.
+    alive: ArcSwap<Vec<ServiceAddr>>,
+    /// Per other replica: the last `seen_at` read and when it was read to change (`None`:
+    /// not yet, and stale at first sight).
+    seen: Mutex<HashMap<String, (i64, Option<Instant>)>>,
+}
+
+impl ServiceIps {
+    /// This replica's announcer; `own` may be empty (it then only lists the others).
+    pub fn new(own: Vec<ServiceAddr>) -> Self {
+        let mut id = [0u8; 8];
+        let _ = getrandom::fill(&mut id);
+        let host = std::env::var("HOSTNAME").unwrap_or_default();
+        let id = format!("{host}-{}-{}", std::process::id(), httpdns_auth::hex(&id));
+        Self { id, alive: ArcSwap::from_pointee(own.clone()), own, seen: Mutex::new(HashMap::new()) }
+    }
+
+    /// The addresses every alive replica announces.
+    pub fn alive(&self) -> Arc<Vec<ServiceAddr>> {
+        self.alive.load_full()
+    }
+
+    /// Folds one read of the rows into the alive list, at local time `now` with the wall
+    /// clock at `now_ms`.
+    fn observe(&self, rows: Vec<ReplicaRow>, now: Instant, now_ms: i64) {
+        let mut seen = self.seen.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut list = self.own.clone();
+        let mut present = Vec::with_capacity(rows.len());
+        for row in rows {
+            if row.id == self.id {
+                continue;
+            }
+            present.push(row.id.clone());
+            let changed_at = match seen.get(&row.id) {
+                Some((at, t)) if *at == row.seen_at => *t,
+                Some(_) => Some(now),
+                // First sight: the writer's clock is all there is to go by.
+                None if (now_ms - row.seen_at).unsigned_abs() <= EXPIRE.as_millis() as u64 => Some(now),
+                None => None,
+            };
+            seen.insert(row.id.clone(), (row.seen_at, changed_at));
+            if changed_at.is_none_or(|t| now.saturating_duration_since(t) > EXPIRE) {
+                continue;
+            }
+            for a in row.addrs.iter().filter_map(|a| a.parse::<ServiceAddr>().ok()) {
+                if !list.contains(&a) {
+                    list.push(a);
+                }
+            }
+        }
+        seen.retain(|id, _| present.contains(id));
+        self.alive.store(Arc::new(list));
+    }
+
+    /// Writes this replica's row and reads the others' every [`HEARTBEAT`] until `shutdown`,
+    /// then deletes the row. A store that fails keeps the last list (the other replicas then
+    /// expire: they cannot be seen to be alive).
+    pub async fn run(self: Arc<Self>, store: Store, shutdown: CancellationToken) {
+        let own: Vec<String> = self.own.iter().map(ToString::to_string).collect();
+        let mut tick = tokio::time::interval(HEARTBEAT);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                _ = shutdown.cancelled() => break,
+                _ = tick.tick() => {}
+            }
+            let beat = async {
+                if !own.is_empty() {
+                    store.replica_heartbeat(&self.id, &own).await?;
+                }
+                store.replicas().await
+            };
+            match tokio::time::timeout(HEARTBEAT * 2, beat).await {
+                Ok(Ok(rows)) => {
+                    let now_ms = std::time::SystemTime::now()
+                        .duration_since(std::time::UNIX_EPOCH)
+                        .map_or(0, |d| d.as_millis() as i64);
+                    self.observe(rows, Instant::now(), now_ms);
+                }
+                Ok(Err(e)) => tracing::warn!(error = %e, "Replica heartbeat failed."),
+                Err(_) => tracing::warn!("Replica heartbeat timed out."),
+            }
+        }
+        if !own.is_empty() {
+            if let Ok(Err(e)) = tokio::time::timeout(HEARTBEAT, store.remove_replica(&self.id)).await {
+                tracing::warn!(error = %e, "Could not remove this replica from the service-IP list.");
+            }
+        }
+    }
+}
+
+/// `addrs` ordered for the client at `client`.
+fn ordered(app: &AppState, addrs: &[ServiceAddr], client: IpAddr) -> Vec<ServiceAddr> {
+    let snapshot = app.catalog.snapshot();
+    let view = httpdns_geo::classify(&snapshot.snapshot, &app.geo, client);
+    let rank = |a: &ServiceAddr| {
+        let v = httpdns_geo::classify(&snapshot.snapshot, &app.geo, a.ip);
+        let same_isp = view.isp.is_some() && v.isp == view.isp;
+        let same_region = view.region.is_some() && v.region == view.region;
+        match (same_isp, same_region) {
+            (true, true) => 0,
+            (true, false) => 1,
+            (false, true) => 2,
+            (false, false) => 3,
+        }
+    };
+    let mut groups: [Vec<ServiceAddr>; 4] = Default::default();
+    for a in addrs {
+        groups[rank(a)].push(*a);
+    }
+    let seed = client_seed(client);
+    groups
+        .into_iter()
+        .flat_map(|mut g| {
+            if !g.is_empty() {
+                let n = g.len();
+                g.rotate_left((seed % n as u64) as usize);
+            }
+            g
+        })
+        .collect()
+}
+
+/// Alibaba's `/ss` answer. The port arrays always have the length of their address arrays
+/// (the Android SDK indexes them by the address's position), `0` meaning the default port.
+#[derive(Debug, Serialize, PartialEq, Eq)]
+struct ServiceIpList {
+    service_ip: Vec<String>,
+    service_ipv6: Vec<String>,
+    service_ip_port: Vec<u16>,
+    service_ipv6_port: Vec<u16>,
+}
+
+fn service_ip_list(addrs: &[ServiceAddr]) -> ServiceIpList {
+    let mut l = ServiceIpList {
+        service_ip: vec![],
+        service_ipv6: vec![],
+        service_ip_port: vec![],
+        service_ipv6_port: vec![],
+    };
+    for a in addrs {
+        let (ips, ports) = match a.ip {
+            IpAddr::V4(_) => (&mut l.service_ip, &mut l.service_ip_port),
+            IpAddr::V6(_) => (&mut l.service_ipv6, &mut l.service_ipv6_port),
+        };
+        ips.push(a.ip.to_string());
+        ports.push(a.port.unwrap_or(0));
+    }
+    l
+}
+
+fn json_response(body: &impl Serialize) -> Response {
+    let mut resp = (StatusCode::OK, serde_json::to_vec(body).unwrap_or_default()).into_response();
+    let h = resp.headers_mut();
+    h.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    // The order depends on the client's address.
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("private, no-store"));
+    resp
+}
+
+/// `GET /ss`: the service-IP list without an account (our own client, curl).
+pub(crate) async fn plain(State(app): State<AppState>, PeerAddr(peer): PeerAddr, method: Method) -> Response {
+    let resp = list(&app, peer, &method, None);
+    app.metrics.http_answer_request(crate::metrics::Route::ServiceIps, resp.status());
+    resp
+}
+
+/// `GET /{account}/ss`, Alibaba's SDKs' bootstrap. Any query parameters are accepted and
+/// ignored (`platform`, `sdk_version` or `sdkVersion`, `region`, `sid`, `net`, the C SDK's
+/// `s`/`t`/`n`): the list is the same for every SDK.
+pub(crate) fn account(app: &AppState, peer: IpAddr, method: &Method, account: &str) -> Response {
+    let resp = list(app, peer, method, Some(account));
+    app.metrics.http_answer_request(crate::metrics::Route::ServiceIps, resp.status());
+    resp
+}
+
+fn list(app: &AppState, peer: IpAddr, method: &Method, account: Option<&str>) -> Response {
+    if method != Method::GET && method != Method::HEAD {
+        return ApiError::new(StatusCode::METHOD_NOT_ALLOWED, "MethodNotAllowed", "use GET").into_response();
+    }
+    if let Some(account) = account {
+        let known = httpdns_core::model::parse_account_id(account)
+            .ok()
+            .and_then(|id| app.catalog.snapshot().account(id).map(|a| a.enabled))
+            .unwrap_or(false);
+        if !known {
+            return forbidden("InvalidAccount", "no such account").into_response();
+        }
+    }
+    if !crate::resolve::allow_client(app, peer) {
+        return crate::resolve::client_throttled().into_response();
+    }
+    json_response(&service_ip_list(&ordered(app, &app.service_ips.alive(), peer)))
+}
+
+/// Refresh period Tencent's SDKs are told in `/conf` (`ttl`, minutes).
+const CONF_TTL_MINUTES: u32 = 60;
+
+/// Tencent's `/conf` body: `log:0|domain:0|ip:a;b|ttl:<minutes>`. The SDKs connect on the
+/// default port and IPv4 only, so only IPv4 addresses announced without a port are listed.
+fn conf_body(addrs: &[ServiceAddr]) -> String {
+    let ips: Vec<String> =
+        addrs.iter().filter(|a| a.ip.is_ipv4() && a.port.is_none()).map(|a| a.ip.to_string()).collect();
+    format!("log:0|domain:0|ip:{}|ttl:{CONF_TTL_MINUTES}", ips.join(";"))
+}
+
+/// `GET /conf?id=<account>&alg=des|aes` (the body encrypted like `/d`'s) or
+/// `/conf?token=<token>` over HTTPS (plain): the service IPs of Tencent's SDKs.
+pub(crate) async fn conf(
+    State(app): State<AppState>,
+    PeerAddr(peer): PeerAddr,
+    request: Request,
+) -> Response {
+    let resp = conf_answer(&app, peer, request);
+    app.metrics.http_answer_request(crate::metrics::Route::ServiceIps, resp.status());
+    resp
+}
+
+fn conf_answer(app: &AppState, peer: IpAddr, request: Request) -> Response {
+    if request.method() != Method::GET && request.method() != Method::HEAD {
+        return ApiError::new(StatusCode::METHOD_NOT_ALLOWED, "MethodNotAllowed", "use GET").into_response();
+    }
+    let secure = crate::dnspod::is_secure(app, &request);
+    let mut pairs = crate::dnspod::pairs(request.uri().query(), &[]);
+    let auth = match crate::dnspod::authenticate(app, &mut pairs, secure) {
+        Ok(a) => a,
+        Err(e) => return e.into_response(),
+    };
+    if matches!(auth, crate::dnspod::Auth::None) && !crate::resolve::allow_client(app, peer) {
+        return crate::resolve::client_throttled().into_response();
+    }
+    let mut body = conf_body(&ordered(app, &app.service_ips.alive(), peer));
+    if let crate::dnspod::Auth::Encrypted(alg, secret) = &auth {
+        match httpdns_auth::encrypt(*alg, secret, body.as_bytes()) {
+            Ok(hex) => body = hex,
+            Err(_) => return ApiError::internal(&"cannot encrypt with the account key").into_response(),
+        }
+    }
+    let mut resp = body.into_response();
+    let h = resp.headers_mut();
+    h.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain; charset=utf-8"));
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("private, no-store"));
+    resp
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn a(s: &str) -> ServiceAddr {
+        s.parse().unwrap()
+    }
+
+    #[test]
+    fn parses_announced_addresses() {
+        assert_eq!(a("1.2.3.4"), ServiceAddr { ip: "1.2.3.4".parse().unwrap(), port: None });
+        assert_eq!(a("1.2.3.4:8080").port, Some(8080));
+        assert_eq!(a("[2001:db8::1]:443").port, Some(443));
+        assert_eq!(a("2001:db8::1").port, None);
+        assert_eq!(a("[2001:db8::1]").port, None);
+        assert_eq!(a("::ffff:1.2.3.4").ip, "1.2.3.4".parse::<IpAddr>().unwrap(), "mapped → v4");
+        for bad in ["", "host:80", "1.2.3.4:0", "1.2.3.4:99999", "1.2.3"] {
+            assert!(bad.parse::<ServiceAddr>().is_err(), "{bad}");
+        }
+        assert_eq!(a("[2001:db8::1]:443").to_string(), "[2001:db8::1]:443");
+        assert_eq!(a("1.2.3.4").to_string(), "1.2.3.4");
+    }
+
+    #[test]
+    fn lists_keep_port_arrays_as_long_as_address_arrays() {
+        let l = service_ip_list(&[a("1.1.1.1"), a("[2001:db8::1]:8443"), a("2.2.2.2:8080")]);
+        assert_eq!(l.service_ip, ["1.1.1.1", "2.2.2.2"]);
+        assert_eq!(l.service_ip_port, [0, 8080]);
+        assert_eq!(l.service_ipv6, ["2001:db8::1"]);
+        assert_eq!(l.service_ipv6_port, [8443]);
+    }
+
+    #[test]
+    fn conf_lists_default_port_ipv4_only() {
+        let body = conf_body(&[a("1.1.1.1"), a("2.2.2.2:8080"), a("2001:db8::1"), a("3.3.3.3")]);
+        assert_eq!(body, "log:0|domain:0|ip:1.1.1.1;3.3.3.3|ttl:60");
+    }
+
+    fn row(id: &str, addr: &str, seen_at: i64) -> ReplicaRow {
+        ReplicaRow { id: id.into(), addrs: vec![addr.into()], seen_at }
+    }
+
+    #[test]
+    fn replicas_leave_when_their_row_stops_changing() {
+        let ips = ServiceIps::new(vec![a("10.0.0.1")]);
+        let t0 = Instant::now();
+        let wall = 1_700_000_000_000;
+        ips.observe(vec![row("b", "10.0.0.2", wall), row("c", "10.0.0.3", wall - 3_600_000)], t0, wall);
+        assert_eq!(*ips.alive(), [a("10.0.0.1"), a("10.0.0.2")], "c's row is an hour old at first sight");
+        // b keeps beating, with a clock an hour slow: still alive, since its row changes.
+        ips.observe(
+            vec![row("b", "10.0.0.2", wall + 2000), row("c", "10.0.0.3", wall - 3_598_000)],
+            t0 + HEARTBEAT,
+            wall,
+        );
+        assert_eq!(ips.alive().len(), 3, "c changed its row: alive whatever its clock says");
+        // b stops; c goes on.
+        let later = t0 + HEARTBEAT + EXPIRE + Duration::from_millis(1);
+        ips.observe(
+            vec![row("b", "10.0.0.2", wall + 2000), row("c", "10.0.0.3", wall - 3_590_000)],
+            later,
+            wall,
+        );
+        assert_eq!(*ips.alive(), [a("10.0.0.1"), a("10.0.0.3")]);
+        // A deleted row is forgotten.
+        ips.observe(vec![], later, wall);
+        assert_eq!(*ips.alive(), [a("10.0.0.1")]);
+        assert!(ips.seen.lock().unwrap().is_empty());
+    }
+}
