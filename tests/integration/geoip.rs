@@ -18,6 +18,25 @@ fn write_dbs(dir: &std::path::Path, unicom_block_asn: u32) {
         .write_to(&dir.join("asn.mmdb"));
 }
 
+/// The client subnet scope of a DoH answer for `www.example.com` asked for `ip/prefix`.
+async fn ecs_scope(s: &Server, ip: &str, prefix: u8) -> u8 {
+    use base64::Engine;
+    use hickory_proto::rr::rdata::opt::{EdnsCode, EdnsOption};
+    let q = httpdns_dns::build_query(
+        1,
+        "www.example.com.",
+        hickory_proto::rr::RecordType::A,
+        Some((ip.parse().unwrap(), prefix)),
+    )
+    .unwrap();
+    let path = format!("/dns-query?dns={}", base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(&q));
+    let m = hickory_proto::op::Message::from_vec(&s.get(&path).await.bytes().await.unwrap()).unwrap();
+    match m.edns.as_ref().and_then(|e| e.option(EdnsCode::Subnet)) {
+        Some(EdnsOption::Subnet(ecs)) => ecs.scope_prefix(),
+        other => panic!("no client subnet in the answer: {other:?}"),
+    }
+}
+
 #[tokio::test]
 async fn classifies_by_geoip_and_reloads_without_restart() {
     let tmp = tempfile::tempdir().unwrap();
@@ -35,6 +54,12 @@ async fn classifies_by_geoip_and_reloads_without_restart() {
     // IPv6 client of China Unicom.
     assert_eq!(s.text("/d?dn=www.example.com&ip=2408:8001::1").await, "2.2.2.1;2.2.2.2");
 
+    // DNS answers carry the GeoIP network's prefix as their client subnet scope, so a
+    // resolver caches them for the whole /8 (or /20), not per client.
+    assert_eq!(ecs_scope(&s, "58.1.2.3", 32).await, 8);
+    assert_eq!(ecs_scope(&s, "2408:8001::1", 128).await, 20);
+    assert_eq!(ecs_scope(&s, "58.1.2.0", 24).await, 8);
+
     // An operator network overrides GeoIP.
     s.put_ok("/admin/v1/networks/58.1.0.0%2F16", json!({"isp": "telecom"})).await;
     assert_eq!(
@@ -42,6 +67,9 @@ async fn classifies_by_geoip_and_reloads_without_restart() {
         "1.1.1.2;1.1.1.1",
         "telecom, still Shanghai"
     );
+    assert_eq!(ecs_scope(&s, "58.1.2.3", 32).await, 16, "the operator network decided the carrier");
+    // Outside it but in the same /8, the block clear of it is what decided.
+    assert_eq!(ecs_scope(&s, "58.2.0.1", 32).await, 15);
 
     // The operator replaces the ASN database: 58/8 becomes China Telecom CN2 (AS4809).
     write_dbs(tmp.path(), 4809);

@@ -11,6 +11,7 @@ mod clients;
 mod config_center;
 mod deploy;
 mod dns;
+mod dns_rfcs;
 mod geoip;
 mod hostile;
 mod live;

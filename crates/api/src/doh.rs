@@ -12,7 +12,7 @@ use base64::engine::general_purpose::{URL_SAFE, URL_SAFE_NO_PAD};
 use base64::Engine;
 use hickory_proto::op::Message;
 use hickory_proto::rr::{RData, RecordType};
-use httpdns_dns::{Answer, Context, Reply, Transport};
+use httpdns_dns::{Answer, Context, Frontend, Reply, Transport};
 
 use crate::error::ApiError;
 use crate::state::{AppState, PeerAddr};
@@ -27,7 +27,7 @@ async fn answer(app: &AppState, wire: &[u8], client: IpAddr) -> Option<Reply> {
         let ctx = Context {
             snapshot: &published.snapshot,
             health: &published.health,
-            classify: |ip| httpdns_geo::classify(&published.snapshot, &app.geo, ip),
+            classify: |ip| httpdns_geo::classify_scoped(&published.snapshot, &app.geo, ip),
         };
         httpdns_dns::answer(wire, client, Transport::Encrypted, &ctx)?
     };
@@ -59,6 +59,7 @@ pub(crate) async fn handle(
 }
 
 async fn serve(app: &AppState, peer: IpAddr, request: Request) -> Result<Response, ApiError> {
+    let started = std::time::Instant::now();
     if !crate::resolve::allow_client(app, peer) {
         return Err(crate::resolve::client_throttled());
     }
@@ -74,7 +75,7 @@ async fn serve(app: &AppState, peer: IpAddr, request: Request) -> Result<Respons
                     .or_else(|_| URL_SAFE.decode(dns))
                     .map_err(|_| ApiError::bad_request("InvalidArgument", "dns", "dns must be base64url"))?
             } else if get("name").is_some() {
-                return json(app, peer, &JsonQuery::of(&get)).await;
+                return json(app, peer, &JsonQuery::of(&get), started).await;
             } else {
                 return Err(ApiError::bad_request(
                     "MissingArgument",
@@ -103,9 +104,10 @@ async fn serve(app: &AppState, peer: IpAddr, request: Request) -> Result<Respons
             return Err(ApiError::new(StatusCode::METHOD_NOT_ALLOWED, "MethodNotAllowed", "use GET or POST"))
         }
     };
-    let reply = answer(app, &wire, peer)
-        .await
-        .ok_or_else(|| ApiError::bad_request("InvalidArgument", "dns", "not a DNS query message"))?;
+    let reply = answer(app, &wire, peer).await;
+    app.metrics.dns.observe(Frontend::Doh, reply.as_ref().map(|r| r.rcode), started);
+    let reply =
+        reply.ok_or_else(|| ApiError::bad_request("InvalidArgument", "dns", "not a DNS query message"))?;
     let mut resp = (StatusCode::OK, reply.bytes.clone()).into_response();
     let h = resp.headers_mut();
     h.insert(header::CONTENT_TYPE, HeaderValue::from_static(DNS_MESSAGE));
@@ -174,13 +176,18 @@ pub(crate) async fn google_json(app: &AppState, peer: IpAddr, query: &str) -> Re
     }
     let pairs: Vec<(String, String)> = form_urlencoded::parse(query.as_bytes()).into_owned().collect();
     let get = |k: &str| pairs.iter().find(|(n, _)| n == k).map(|(_, v)| v.as_str());
-    match json(app, peer, &JsonQuery::of(&get)).await {
+    match json(app, peer, &JsonQuery::of(&get), std::time::Instant::now()).await {
         Ok(r) => r,
         Err(e) => e.into_response(),
     }
 }
 
-async fn json(app: &AppState, peer: IpAddr, q: &JsonQuery<'_>) -> Result<Response, ApiError> {
+async fn json(
+    app: &AppState,
+    peer: IpAddr,
+    q: &JsonQuery<'_>,
+    started: std::time::Instant,
+) -> Result<Response, ApiError> {
     let name = q
         .name
         .filter(|n| !n.is_empty())
@@ -190,7 +197,9 @@ async fn json(app: &AppState, peer: IpAddr, q: &JsonQuery<'_>) -> Result<Respons
     let flags = httpdns_dns::QueryFlags { dnssec_ok: q.dnssec_ok, checking_disabled: q.checking_disabled };
     let wire = httpdns_dns::build_query_with(0, &fqdn, qtype, subnet(q.ecs)?, flags)
         .ok_or_else(|| ApiError::bad_request("InvalidHost", "name", "not a domain name"))?;
-    let reply = answer(app, &wire, peer).await.ok_or_else(|| ApiError::internal(&"no DNS reply"))?;
+    let reply = answer(app, &wire, peer).await;
+    app.metrics.dns.observe(Frontend::DohJson, reply.as_ref().map(|r| r.rcode), started);
+    let reply = reply.ok_or_else(|| ApiError::internal(&"no DNS reply"))?;
     let msg = Message::from_vec(&reply.bytes).map_err(|e| ApiError::internal(&e))?;
     let rr = |r: &hickory_proto::rr::Record| {
         let data = match &r.data {

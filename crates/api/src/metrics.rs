@@ -214,6 +214,8 @@ pub struct Metrics {
     upstream_cache: IntCounterVec,
     /// `/d` and `/resolve` answers by the client's carrier and region.
     by_client: ByClient,
+    /// Every DNS front-end (UDP, TCP, DoT, DoH, the JSON API), shared with the listeners.
+    pub dns: std::sync::Arc<httpdns_dns::DnsMetrics>,
 }
 
 /// At most this many (ISP, region) label pairs; later ones count as `other`. Networks and
@@ -392,6 +394,7 @@ impl Metrics {
         ] {
             registry.register(c).expect("unique metric");
         }
+        let dns = std::sync::Arc::new(httpdns_dns::DnsMetrics::new(&registry));
         Self {
             registry,
             http_requests: http_requests_fast,
@@ -419,6 +422,7 @@ impl Metrics {
             config_client_refreshes,
             upstream_cache,
             by_client,
+            dns,
         }
     }
 

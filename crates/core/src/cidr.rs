@@ -15,12 +15,34 @@ use ipnet::IpNet;
 pub struct CidrTable<T> {
     v4: Vec<(u8, HashMap<u32, T>)>,
     v6: Vec<(u8, HashMap<u128, T>)>,
+    /// Every network's (masked) address, sorted: the neighbours of an address tell how long a
+    /// prefix of it avoids every network (see [`CidrTable::disjoint_prefix`]).
+    starts4: Vec<u32>,
+    starts6: Vec<u128>,
     len: usize,
 }
 
 impl<T> Default for CidrTable<T> {
     fn default() -> Self {
-        Self { v4: Vec::new(), v6: Vec::new(), len: 0 }
+        Self { v4: Vec::new(), v6: Vec::new(), starts4: Vec::new(), starts6: Vec::new(), len: 0 }
+    }
+}
+
+/// The shortest prefix length of `x` whose block holds none of the sorted `starts` (each the
+/// start of a network that does not contain `x`): one bit past the longest common prefix with
+/// a neighbour, since a network N that does not hold `x` shares fewer than its own length of
+/// leading bits with it, so the block of `x` at that length misses N.
+fn disjoint<B: Copy + Ord>(starts: &[B], x: B, common_bits: impl Fn(B, B) -> u32, full: u32) -> u8 {
+    let at = starts.partition_point(|s| *s < x);
+    let common = [at.checked_sub(1), Some(at)]
+        .into_iter()
+        .flatten()
+        .filter_map(|i| starts.get(i))
+        .map(|s| common_bits(*s, x))
+        .max();
+    match common {
+        None => 0,
+        Some(c) => (c + 1).min(full) as u8,
     }
 }
 
@@ -64,21 +86,40 @@ impl<T> CidrTable<T> {
         v6.sort_by_key(|e| std::cmp::Reverse(e.0));
         let len =
             v4.iter().map(|(_, m)| m.len()).sum::<usize>() + v6.iter().map(|(_, m)| m.len()).sum::<usize>();
-        Self { v4, v6, len }
+        let mut starts4: Vec<u32> = v4.iter().flat_map(|(_, m)| m.keys().copied()).collect();
+        let mut starts6: Vec<u128> = v6.iter().flat_map(|(_, m)| m.keys().copied()).collect();
+        starts4.sort_unstable();
+        starts6.sort_unstable();
+        Self { v4, v6, starts4, starts6, len }
     }
 
     /// The value of the longest prefix containing `ip`. IPv4-mapped IPv6 addresses are looked
     /// up as IPv4.
     pub fn lookup(&self, ip: IpAddr) -> Option<&T> {
+        self.lookup_prefix(ip).map(|(_, v)| v)
+    }
+
+    /// [`lookup`](Self::lookup) with the length of the prefix that matched.
+    pub fn lookup_prefix(&self, ip: IpAddr) -> Option<(u8, &T)> {
         match ip.to_canonical() {
             IpAddr::V4(a) => {
                 let bits = a.to_bits();
-                self.v4.iter().find_map(|(len, map)| map.get(&mask4(bits, *len)))
+                self.v4.iter().find_map(|(len, map)| map.get(&mask4(bits, *len)).map(|v| (*len, v)))
             }
             IpAddr::V6(a) => {
                 let bits = a.to_bits();
-                self.v6.iter().find_map(|(len, map)| map.get(&mask6(bits, *len)))
+                self.v6.iter().find_map(|(len, map)| map.get(&mask6(bits, *len)).map(|v| (*len, v)))
             }
+        }
+    }
+
+    /// For an address in no network of the table: the shortest prefix length at which its
+    /// block overlaps no network either, so every address of that block looks the same to
+    /// [`lookup`](Self::lookup) (0 when the table has no network of its family).
+    pub fn disjoint_prefix(&self, ip: IpAddr) -> u8 {
+        match ip.to_canonical() {
+            IpAddr::V4(a) => disjoint(&self.starts4, a.to_bits(), |s, x| (s ^ x).leading_zeros(), 32),
+            IpAddr::V6(a) => disjoint(&self.starts6, a.to_bits(), |s, x| (s ^ x).leading_zeros(), 128),
         }
     }
 
@@ -119,7 +160,53 @@ mod tests {
         assert_eq!(find(&t, "2400:3200::1"), Some("ali6"));
         assert_eq!(find(&t, "2401::1"), None);
         assert_eq!(find(&t, "::ffff:1.0.1.5"), Some("twentyfour"));
+        assert_eq!(t.lookup_prefix("1.0.1.200".parse().unwrap()), Some((25, &"twentyfive")));
+        assert_eq!(t.lookup_prefix("1.9.9.9".parse().unwrap()), Some((8, &"eight")));
         assert_eq!(t.len(), 5);
+    }
+
+    #[test]
+    fn disjoint_prefix_is_the_shortest_block_missing_every_network() {
+        let t = CidrTable::new([
+            ("1.0.1.0/24".parse().unwrap(), ()),
+            ("1.0.2.0/24".parse().unwrap(), ()),
+            ("2400:3200::/32".parse().unwrap(), ()),
+        ]);
+        let at = |ip: &str| t.disjoint_prefix(ip.parse().unwrap());
+        // 1.0.0.0/24 misses 1.0.1.0/24 and 1.0.2.0/24; 1.0.0.0/23 would hold 1.0.1.0/24.
+        assert_eq!(at("1.0.0.7"), 24);
+        assert_eq!(at("1.0.3.1"), 24);
+        // 1.0.4.0/22 is clear of both.
+        assert_eq!(at("1.0.5.1"), 22);
+        // 58.0.0.0 = 0b0011_1010..., 1.0.2.0 = 0b0000_0001...: two bits in common.
+        assert_eq!(at("58.1.2.3"), 3);
+        assert_eq!(at("2400:3201::1"), 32);
+        // No IPv6 network below 2400::/8 ... and none of a family: every block is clear.
+        assert_eq!(
+            CidrTable::<()>::new([("1.0.1.0/24".parse().unwrap(), ())])
+                .disjoint_prefix("::1".parse().unwrap()),
+            0
+        );
+        // Brute force: no block at the reported length holds a network, one bit shorter does.
+        for probe in ["1.0.0.7", "1.0.3.1", "1.0.5.1", "58.1.2.3", "0.0.0.1", "255.0.0.1"] {
+            let ip: std::net::Ipv4Addr = probe.parse().unwrap();
+            let len = at(probe);
+            let block = ipnet::Ipv4Net::new(ip, len).unwrap().trunc();
+            for net in ["1.0.1.0/24", "1.0.2.0/24"] {
+                let net: ipnet::Ipv4Net = net.parse().unwrap();
+                assert!(!block.contains(&net) && !net.contains(&block), "{probe}/{len} holds {net}");
+            }
+            if len > 0 {
+                let wider = ipnet::Ipv4Net::new(ip, len - 1).unwrap().trunc();
+                assert!(
+                    ["1.0.1.0/24", "1.0.2.0/24"]
+                        .iter()
+                        .any(|n| wider.contains(&n.parse::<ipnet::Ipv4Net>().unwrap())),
+                    "{probe}/{} is clear too",
+                    len - 1
+                );
+            }
+        }
     }
 
     #[test]

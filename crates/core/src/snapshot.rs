@@ -402,6 +402,17 @@ impl Snapshot {
         self.networks.lookup(ip)
     }
 
+    /// [`network`](Self::network) with the length of its prefix.
+    pub fn network_prefix(&self, ip: IpAddr) -> Option<(u8, &NetworkSpec)> {
+        self.networks.lookup_prefix(ip)
+    }
+
+    /// For an address in no operator network: how long a prefix of it is clear of all of
+    /// them (see [`CidrTable::disjoint_prefix`](crate::cidr::CidrTable::disjoint_prefix)).
+    pub fn networks_disjoint_prefix(&self, ip: IpAddr) -> u8 {
+        self.networks.disjoint_prefix(ip)
+    }
+
     /// A client account.
     pub fn account(&self, id: u32) -> Option<&AccountSpec> {
         self.accounts.get(&id)

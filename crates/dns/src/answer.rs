@@ -13,7 +13,7 @@ use std::net::IpAddr;
 
 use hickory_proto::op::{Edns, Message, MessageType, OpCode, Query, ResponseCode};
 use hickory_proto::rr::rdata::opt::{ClientSubnet, EdnsCode, EdnsOption};
-use hickory_proto::rr::rdata::{A, AAAA, NS, SOA};
+use hickory_proto::rr::rdata::{A, AAAA, HINFO, NS, SOA};
 use hickory_proto::rr::{DNSClass, Name, RData, Record, RecordType};
 use httpdns_core::snapshot::{client_seed, NodeHealth, Policy, Resolution};
 use httpdns_core::{ClientView, DomainName, Family, Snapshot};
@@ -41,6 +41,8 @@ pub const PADDING_BLOCK: usize = 468;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Reply {
     pub bytes: Vec<u8>,
+    /// The response code (with its EDNS extension), for the metrics.
+    pub rcode: ResponseCode,
     /// The smallest TTL in the answer and authority sections.
     pub min_ttl: Option<u32>,
     /// The answer depends on who asked (a managed name): shared caches must not keep it.
@@ -108,7 +110,12 @@ impl Forward {
             bytes = padded(&mut self.response, bytes);
         }
         // Upstream answers with a client subnet depend on it; without one they do not.
-        Reply { bytes, min_ttl, client_dependent: crate::upstream::client_subnet(self.client).is_some() }
+        Reply {
+            bytes,
+            rcode: self.response.metadata.response_code,
+            min_ttl,
+            client_dependent: crate::upstream::client_subnet(self.client).is_some(),
+        }
     }
 }
 
@@ -116,7 +123,8 @@ impl Forward {
 pub struct Context<'a, H, C> {
     pub snapshot: &'a Snapshot,
     pub health: &'a H,
-    /// Classifies a client address (operator networks, GeoIP).
+    /// Classifies a client address (operator networks, GeoIP): its view, and how many
+    /// leading bits of the address decided it (see `httpdns_geo::classify_scoped`).
     pub classify: C,
 }
 
@@ -126,7 +134,7 @@ fn error_reply(id: u16, op_code: OpCode, code: ResponseCode) -> Vec<u8> {
 
 /// Answers the DNS message in `query` from `peer`. Returns `None` only for input too short
 /// to carry a message id, which gets no answer at all.
-pub fn answer<H: NodeHealth, C: Fn(IpAddr) -> ClientView>(
+pub fn answer<H: NodeHealth, C: Fn(IpAddr) -> (ClientView, u8)>(
     query: &[u8],
     peer: IpAddr,
     transport: Transport,
@@ -139,6 +147,7 @@ pub fn answer<H: NodeHealth, C: Fn(IpAddr) -> ClientView>(
     let plain = |code| {
         Some(Answer::Reply(Reply {
             bytes: error_reply(id, OpCode::Query, code),
+            rcode: code,
             min_ttl: None,
             client_dependent: false,
         }))
@@ -150,6 +159,7 @@ pub fn answer<H: NodeHealth, C: Fn(IpAddr) -> ClientView>(
     if request.metadata.op_code != OpCode::Query {
         return Some(Answer::Reply(Reply {
             bytes: error_reply(id, request.metadata.op_code, ResponseCode::NotImp),
+            rcode: ResponseCode::NotImp,
             min_ttl: None,
             client_dependent: false,
         }));
@@ -158,26 +168,33 @@ pub fn answer<H: NodeHealth, C: Fn(IpAddr) -> ClientView>(
 
     let mut response = Message::response(id, OpCode::Query);
     response.metadata.recursion_desired = request.metadata.recursion_desired;
+    // CD is copied into the response (RFC 4035 §3.2.2).
+    response.metadata.checking_disabled = request.metadata.checking_disabled;
     response.add_query(question.clone());
 
-    // EDNS: answer with our own OPT when asked with one, echoing the client subnet with a
-    // scope equal to its source prefix (the answer was chosen for exactly that subnet).
+    // EDNS: answer with our own OPT when asked with one (version 0, RFC 6891 §6.1.3), echoing
+    // the DO bit (RFC 3225 §3) and the client subnet (RFC 7871 §7.2.1, scope set below).
     let subnet = request.edns.as_ref().and_then(|e| match e.option(EdnsCode::Subnet) {
         Some(EdnsOption::Subnet(s)) => Some(*s),
         _ => None,
     });
-    if request.edns.is_some() {
+    if let Some(asked) = &request.edns {
         let mut edns = Edns::new();
         edns.set_max_payload(MAX_UDP_PAYLOAD);
         edns.set_version(0);
-        if let Some(s) = subnet {
-            edns.options_mut().insert(EdnsOption::Subnet(ClientSubnet::new(
-                s.addr(),
-                s.source_prefix(),
-                s.source_prefix(),
-            )));
-        }
+        edns.set_dnssec_ok(asked.flags().dnssec_ok);
         response.set_edns(edns);
+        if asked.version() > 0 {
+            // A version this server does not speak: BADVERS, nothing else (RFC 6891 §6.1.3).
+            response.metadata.response_code = ResponseCode::BADVERS;
+            let bytes = response.to_vec().ok()?;
+            return Some(Answer::Reply(Reply {
+                bytes,
+                rcode: ResponseCode::BADVERS,
+                min_ttl: None,
+                client_dependent: false,
+            }));
+        }
     }
 
     let client = subnet.map_or(peer, |s| s.addr());
@@ -187,16 +204,37 @@ pub fn answer<H: NodeHealth, C: Fn(IpAddr) -> ClientView>(
             usize::from(request.edns.as_ref().map_or(512, |e| e.max_payload().clamp(512, MAX_UDP_PAYLOAD)))
         }
     };
-    let (code, client_dependent, min_ttl) = match fill(&mut response, question, client, ctx) {
-        Filled::Done(code, dependent, ttl) => (code, dependent, ttl),
+    // Zone transfers are not offered: the zones are computed per client (RFC 5936 §4.2).
+    if matches!(question.query_type(), RecordType::AXFR | RecordType::IXFR) {
+        return plain_refused(response, transport);
+    }
+    let (code, client_dependent, min_ttl, scope) = match fill(&mut response, question, client, ctx) {
+        Filled::Done { code, scope, ttl } => (code, scope.is_some(), ttl, scope.unwrap_or(0)),
         Filled::NotManaged(name) => {
             let qtype = question.query_type();
             if matches!(qtype, RecordType::A | RecordType::AAAA) {
+                if let (Some(s), Some(edns)) = (subnet, response.edns.as_mut()) {
+                    // The upstream answer was chosen for (at most) the source prefix.
+                    edns.options_mut().insert(EdnsOption::Subnet(ClientSubnet::new(
+                        s.addr(),
+                        s.source_prefix(),
+                        s.source_prefix(),
+                    )));
+                }
                 return Some(Answer::Forward(Forward { name, qtype, client, response, limit, transport }));
             }
-            (ResponseCode::Refused, false, None)
+            (ResponseCode::Refused, false, None, 0)
         }
     };
+    if let (Some(s), Some(edns)) = (subnet, response.edns.as_mut()) {
+        // The scope is the prefix that decided the answer, never longer than the client gave:
+        // 0 for answers that are the same for everyone (RFC 7871 §7.2.1).
+        edns.options_mut().insert(EdnsOption::Subnet(ClientSubnet::new(
+            s.addr(),
+            s.source_prefix(),
+            scope.min(s.source_prefix()),
+        )));
+    }
     response.metadata.response_code = code;
 
     let mut bytes = response.to_vec().ok()?;
@@ -210,28 +248,49 @@ pub fn answer<H: NodeHealth, C: Fn(IpAddr) -> ClientView>(
     if transport == Transport::Encrypted {
         bytes = padded(&mut response, bytes);
     }
-    Some(Answer::Reply(Reply { bytes, min_ttl, client_dependent }))
+    Some(Answer::Reply(Reply { bytes, rcode: code, min_ttl, client_dependent }))
 }
 
 enum Filled {
-    /// The response code, whether the answer depends on the client, and the smallest TTL.
-    Done(ResponseCode, bool, Option<u32>),
+    /// The response code, the smallest TTL, and for answers that depend on the client, how
+    /// many leading bits of its address decided them.
+    Done {
+        code: ResponseCode,
+        scope: Option<u8>,
+        ttl: Option<u32>,
+    },
     NotManaged(DomainName),
 }
 
+impl Filled {
+    fn same_for_all(code: ResponseCode, ttl: Option<u32>) -> Self {
+        Self::Done { code, scope: None, ttl }
+    }
+}
+
+/// REFUSED for the question in `response`, keeping its header and OPT.
+fn plain_refused(mut response: Message, transport: Transport) -> Option<Answer> {
+    response.metadata.response_code = ResponseCode::Refused;
+    let mut bytes = response.to_vec().ok()?;
+    if transport == Transport::Encrypted {
+        bytes = padded(&mut response, bytes);
+    }
+    Some(Answer::Reply(Reply { bytes, rcode: ResponseCode::Refused, min_ttl: None, client_dependent: false }))
+}
+
 /// Fills the answer for one question of a managed name.
-fn fill<H: NodeHealth, C: Fn(IpAddr) -> ClientView>(
+fn fill<H: NodeHealth, C: Fn(IpAddr) -> (ClientView, u8)>(
     response: &mut Message,
     question: &Query,
     client: IpAddr,
     ctx: &Context<'_, H, C>,
 ) -> Filled {
     if question.query_class() != DNSClass::IN {
-        return Filled::Done(ResponseCode::Refused, false, None);
+        return Filled::same_for_all(ResponseCode::Refused, None);
     }
     let qname = question.name().clone();
     let Ok(name) = DomainName::parse(&qname.to_ascii()) else {
-        return Filled::Done(ResponseCode::Refused, false, None);
+        return Filled::same_for_all(ResponseCode::Refused, None);
     };
     let Some(domain) = ctx.snapshot.domain(&name) else {
         // Below a managed name (its own zone apex here) this server is the authority: the
@@ -242,7 +301,7 @@ fn fill<H: NodeHealth, C: Fn(IpAddr) -> ClientView>(
         };
         response.metadata.authoritative = true;
         let Ok(apex) = Name::from_ascii(format!("{apex}.")) else {
-            return Filled::Done(ResponseCode::ServFail, false, None);
+            return Filled::same_for_all(ResponseCode::ServFail, None);
         };
         response.add_authority(soa(&apex, spec.ttl, ctx.snapshot.revision(), ctx.snapshot.policy()));
         let code = if ctx.snapshot.has_managed_below(&name) {
@@ -250,7 +309,7 @@ fn fill<H: NodeHealth, C: Fn(IpAddr) -> ClientView>(
         } else {
             ResponseCode::NXDomain
         };
-        return Filled::Done(code, false, Some(spec.ttl));
+        return Filled::same_for_all(code, Some(spec.ttl));
     };
     response.metadata.authoritative = true;
     let ttl = domain.ttl;
@@ -263,19 +322,27 @@ fn fill<H: NodeHealth, C: Fn(IpAddr) -> ClientView>(
     match question.query_type() {
         RecordType::SOA => {
             response.add_answer(soa(&qname, ttl, ctx.snapshot.revision(), policy));
-            return Filled::Done(ResponseCode::NoError, false, Some(ttl));
+            return Filled::same_for_all(ResponseCode::NoError, Some(ttl));
         }
         RecordType::NS => {
             for ns in nameservers(&qname, policy) {
                 response.add_answer(Record::from_rdata(qname.clone(), NS_TTL, RData::NS(NS(ns))));
             }
-            return Filled::Done(ResponseCode::NoError, false, Some(NS_TTL.min(ttl)));
+            return Filled::same_for_all(ResponseCode::NoError, Some(NS_TTL.min(ttl)));
+        }
+        RecordType::ANY => {
+            // RFC 8482 §4.2: one synthesised HINFO instead of every record of the name.
+            let hinfo = HINFO::new("RFC8482".to_string(), String::new());
+            response.add_answer(Record::from_rdata(qname.clone(), ttl, RData::HINFO(hinfo)));
+            return Filled::same_for_all(ResponseCode::NoError, Some(ttl));
         }
         _ => {}
     }
     let mut answered = false;
+    let mut scope = None;
     if let Some(family) = family {
-        let view = (ctx.classify)(client);
+        let (view, bits) = (ctx.classify)(client);
+        scope = Some(bits);
         if let Resolution::Managed(a) =
             ctx.snapshot.resolve(&name, family, &view, client_seed(client), ctx.health)
         {
@@ -293,7 +360,7 @@ fn fill<H: NodeHealth, C: Fn(IpAddr) -> ClientView>(
         // NODATA: the name exists, nothing of this type; the SOA tells how long to remember.
         response.add_authority(soa(&qname, ttl, ctx.snapshot.revision(), policy));
     }
-    Filled::Done(ResponseCode::NoError, family.is_some(), Some(ttl))
+    Filled::Done { code: ResponseCode::NoError, scope, ttl: Some(ttl) }
 }
 
 /// `bytes` (the serialised `response`) padded to a multiple of [`PADDING_BLOCK`] with an

@@ -3,11 +3,14 @@
 //! * [`answer`]: one query in wire format answered (managed names authoritatively, with EDNS
 //!   Client Subnet), shared by plain DNS and DNS over HTTPS.
 //! * [`listen`]: the UDP and TCP listeners.
+//! * [`metrics`]: counts and latency of every DNS front-end.
 
 pub mod answer;
 pub mod listen;
+pub mod metrics;
 pub mod upstream;
 
 pub use answer::{
     answer, build_query, build_query_with, Answer, Context, Forward, QueryFlags, Reply, Transport,
 };
+pub use metrics::{DnsMetrics, Frontend};

@@ -14,6 +14,7 @@ use tokio::net::{TcpListener, UdpSocket};
 use tokio_util::sync::CancellationToken;
 
 use crate::answer::{Answer, Transport};
+use crate::metrics::{DnsMetrics, Frontend};
 use crate::upstream::Upstream;
 use httpdns_net::proxied::ProxiedStream;
 
@@ -25,6 +26,7 @@ pub async fn serve_udp(
     socket: UdpSocket,
     handler: Handler,
     upstream: Arc<Upstream>,
+    metrics: Arc<DnsMetrics>,
     shutdown: CancellationToken,
 ) {
     let socket = Arc::new(socket);
@@ -40,20 +42,24 @@ pub async fn serve_udp(
                 }
             },
         };
+        let started = std::time::Instant::now();
         // Answering from the snapshot is CPU-only and fast: done inline, no task per packet.
         // Only upstream questions get a task, so a slow upstream never stalls the socket.
         match handler(&buf[..n], peer.ip().to_canonical(), Transport::Udp) {
             Some(Answer::Reply(reply)) => {
                 let _ = socket.send_to(&reply.bytes, peer).await;
+                metrics.observe(Frontend::Udp, Some(reply.rcode), started);
             }
             Some(Answer::Forward(f)) => {
-                let (socket, upstream) = (socket.clone(), upstream.clone());
+                let (socket, upstream, metrics) = (socket.clone(), upstream.clone(), metrics.clone());
                 tokio::spawn(async move {
                     let lookup = upstream.lookup(&f.name, f.qtype, f.client).await;
-                    let _ = socket.send_to(&f.finish(lookup).bytes, peer).await;
+                    let reply = f.finish(lookup);
+                    let _ = socket.send_to(&reply.bytes, peer).await;
+                    metrics.observe(Frontend::Udp, Some(reply.rcode), started);
                 });
             }
-            None => {}
+            None => metrics.observe(Frontend::Udp, None, started),
         }
     }
 }
@@ -70,6 +76,7 @@ pub struct TcpSettings {
     pub trusted_proxies: Arc<CidrTable<()>>,
     /// DNS over TLS (RFC 7858) when set.
     pub tls: Option<Arc<TlsServer>>,
+    pub dns_metrics: Arc<DnsMetrics>,
 }
 
 /// Serves TCP (RFC 7766 length-prefixed messages, several per connection), or DNS over TLS,
@@ -122,9 +129,14 @@ pub async fn serve_tcp(
                         _ = state.closed() => return,
                     };
                     let Ok(Some((stream, client))) = ready else { return };
-                    let transport = if settings.tls.is_some() { Transport::Encrypted } else { Transport::Stream };
+                    let (transport, frontend) = if settings.tls.is_some() {
+                        (Transport::Encrypted, Frontend::Dot)
+                    } else {
+                        (Transport::Stream, Frontend::Tcp)
+                    };
+                    let counted = (frontend, settings.dns_metrics.as_ref());
                     tokio::select! {
-                        () = connection(stream, client, transport, &state, handler, upstream) => {}
+                        () = connection(stream, client, transport, &state, handler, upstream, counted) => {}
                         _ = state.closed() => {}
                         () = shutdown.cancelled() => {}
                     }
@@ -170,6 +182,7 @@ async fn connection(
     state: &Arc<ConnState>,
     handler: Handler,
     upstream: Arc<Upstream>,
+    (frontend, metrics): (Frontend, &DnsMetrics),
 ) {
     let mut len = [0u8; 2];
     loop {
@@ -181,14 +194,19 @@ async fn connection(
         if stream.read_exact(&mut msg).await.is_err() {
             return;
         }
+        let started = std::time::Instant::now();
         let reply = match handler(&msg, peer.ip().to_canonical(), transport) {
             Some(Answer::Reply(r)) => r,
             Some(Answer::Forward(f)) => {
                 let lookup = upstream.lookup(&f.name, f.qtype, f.client).await;
                 f.finish(lookup)
             }
-            None => return,
+            None => {
+                metrics.observe(frontend, None, started);
+                return;
+            }
         };
+        metrics.observe(frontend, Some(reply.rcode), started);
         let Ok(n) = u16::try_from(reply.bytes.len()) else { return };
         let mut out = Vec::with_capacity(reply.bytes.len() + 2);
         out.extend_from_slice(&n.to_be_bytes());

@@ -6,14 +6,28 @@ use crate::Geo;
 
 /// The client view of `ip`: operator networks first, field by field, then the databases.
 pub fn classify(snapshot: &Snapshot, geo: &Geo, ip: IpAddr) -> ClientView {
+    classify_scoped(snapshot, geo, ip).0
+}
+
+/// [`classify`], and how many leading bits of `ip` decided the view: every address sharing
+/// them gets the same view. DNS answers this as the EDNS Client Subnet scope (RFC 7871
+/// §7.2.1), so resolvers cache an answer for exactly the network it was chosen for.
+pub fn classify_scoped(snapshot: &Snapshot, geo: &Geo, ip: IpAddr) -> (ClientView, u8) {
     let ip = ip.to_canonical();
     let mut view = ClientView::default();
-    if let Some(net) = snapshot.network(ip) {
-        view.isp = net.isp.clone();
-        view.region = net.region.clone();
-    }
+    // In an operator network, its prefix decided; outside them, the shortest block around
+    // the address that holds none of them.
+    let mut bits = match snapshot.network_prefix(ip) {
+        Some((prefix, net)) => {
+            view.isp = net.isp.clone();
+            view.region = net.region.clone();
+            prefix
+        }
+        None => snapshot.networks_disjoint_prefix(ip),
+    };
     if view.isp.is_none() || view.region.is_none() {
         let info = geo.lookup(ip);
+        bits = bits.max(info.prefix);
         if view.isp.is_none() {
             view.isp = info.isp;
         }
@@ -21,5 +35,5 @@ pub fn classify(snapshot: &Snapshot, geo: &Geo, ip: IpAddr) -> ClientView {
             view.region = info.region;
         }
     }
-    view
+    (view, bits)
 }

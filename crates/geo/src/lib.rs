@@ -21,6 +21,6 @@ mod classify;
 mod isp_map;
 mod reader;
 
-pub use classify::classify;
+pub use classify::{classify, classify_scoped};
 pub use isp_map::IspMap;
 pub use reader::{Geo, GeoConfig, GeoError, GeoInfo, GeoStatus};

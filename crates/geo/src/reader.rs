@@ -27,6 +27,10 @@ pub struct GeoConfig {
 pub struct GeoInfo {
     pub isp: Option<Token>,
     pub region: Option<Token>,
+    /// How many leading bits of the address decided this answer: the longest of the networks
+    /// the databases matched (with or without data). 0 when no database is loaded: then every
+    /// address gets the same (empty) answer.
+    pub prefix: u8,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -113,6 +117,17 @@ struct AsnRecord<'a> {
     autonomous_system_organization: Option<&'a str>,
 }
 
+/// The prefix length of the network a database matched for `ip`, in `ip`'s own family; the
+/// whole address when the database cannot say (an IPv4 address above a v6 database's IPv4
+/// subtree), which is always safe.
+fn decided_bits<S: AsRef<[u8]>>(found: &maxminddb::LookupResult<'_, S>, ip: IpAddr) -> u8 {
+    let full = if ip.is_ipv4() { 32 } else { 128 };
+    match found.network() {
+        Ok(net) if net.is_ipv4() == ip.is_ipv4() => net.prefix().min(full),
+        _ => full,
+    }
+}
+
 impl Geo {
     /// Loads the configured databases. A configured file that is missing or corrupt at start-up
     /// is an error: the operator asked for it.
@@ -146,20 +161,28 @@ impl Geo {
         let dbs = self.dbs.load();
         let mut info = GeoInfo::default();
         if let Some(city) = &dbs.city {
-            if let Ok(Some(rec)) = city.reader.lookup(ip).and_then(|r| r.decode::<CityRecord<'_>>()) {
-                info.region = rec
-                    .subdivisions
-                    .first()
-                    .and_then(|s| s.names.as_ref())
-                    .and_then(|n| n.en)
-                    .and_then(Token::fold)
-                    .or_else(|| rec.country.and_then(|c| c.iso_code).and_then(Token::fold));
+            if let Ok(found) = city.reader.lookup(ip) {
+                info.prefix = info.prefix.max(decided_bits(&found, ip));
+                if let Ok(Some(rec)) = found.decode::<CityRecord<'_>>() {
+                    info.region = rec
+                        .subdivisions
+                        .first()
+                        .and_then(|s| s.names.as_ref())
+                        .and_then(|n| n.en)
+                        .and_then(Token::fold)
+                        .or_else(|| rec.country.and_then(|c| c.iso_code).and_then(Token::fold));
+                }
             }
         }
         if let Some(asn) = &dbs.asn {
-            if let Ok(Some(rec)) = asn.reader.lookup(ip).and_then(|r| r.decode::<AsnRecord<'_>>()) {
-                info.isp =
-                    self.config.isp_map.isp(rec.autonomous_system_number, rec.autonomous_system_organization);
+            if let Ok(found) = asn.reader.lookup(ip) {
+                info.prefix = info.prefix.max(decided_bits(&found, ip));
+                if let Ok(Some(rec)) = found.decode::<AsnRecord<'_>>() {
+                    info.isp = self
+                        .config
+                        .isp_map
+                        .isp(rec.autonomous_system_number, rec.autonomous_system_organization);
+                }
             }
         }
         info

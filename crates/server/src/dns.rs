@@ -50,7 +50,7 @@ pub(crate) fn handler(catalog: Arc<Catalog>, geo: Arc<Geo>) -> Handler {
         let ctx = Context {
             snapshot: &published.snapshot,
             health: &published.health,
-            classify: |ip| httpdns_geo::classify(&published.snapshot, &geo, ip),
+            classify: |ip| httpdns_geo::classify_scoped(&published.snapshot, &geo, ip),
         };
         httpdns_dns::answer(bytes, peer, transport, &ctx)
     })

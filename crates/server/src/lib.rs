@@ -211,6 +211,7 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
         trusted_proxies: trusted_proxies.clone(),
         http_timeouts: config.http_timeouts,
         dns_timeouts: config.dns_timeouts,
+        dns_metrics: metrics.dns.clone(),
         certs: match &config.tls {
             None => None,
             Some(files) => Some(
@@ -254,6 +255,7 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
                 udp,
                 handler.clone(),
                 upstream.clone(),
+                metrics.dns.clone(),
                 shutdown.clone(),
             ));
             tasks.spawn(httpdns_dns::listen::serve_tcp(

@@ -23,6 +23,7 @@ pub(crate) struct Edge {
     pub(crate) dns_timeouts: Timeouts,
     /// Loaded when any TLS listener is on.
     pub(crate) certs: Option<Arc<TlsCerts>>,
+    pub(crate) dns_metrics: Arc<httpdns_dns::DnsMetrics>,
 }
 
 impl Edge {
@@ -69,6 +70,7 @@ impl Edge {
             timeouts: self.dns_timeouts,
             trusted_proxies: self.trusted_proxies.clone(),
             tls,
+            dns_metrics: self.dns_metrics.clone(),
         })
     }
 }
