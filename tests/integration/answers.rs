@@ -51,6 +51,40 @@ async fn the_peer_address_is_classified_when_ip_is_absent_empty_or_invalid() {
     assert_eq!(body["dns"][0]["client_ip"], "127.0.0.1");
     assert_eq!(body["dns"][0]["ips"], json!(["2.2.2.1", "2.2.2.2"]));
     assert_eq!(body["dns"][0]["ipsv6"], json!(["2402:4e00::1"]), "no unicom v6 node: fall back to all");
+    assert!(body["dns"][0].get("type").is_none(), "one host keeps both families in one element: {body}");
+    // Several hosts with both families: one element per (host, type), A as 1 and AAAA as 28,
+    // addresses in `ips` either way (Alibaba's batch, reference §2.2).
+    s.put_ok("/admin/v1/domains/img.example.com", json!({"pool": "edge", "ttl": 90})).await;
+    let body: Value = s
+        .get("/resolve?host=www.example.com,img.example.com&query=4,6&ip=1.0.1.7")
+        .await
+        .json()
+        .await
+        .unwrap();
+    let shape: Vec<(String, i64, Value, i64)> = body["dns"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| {
+            assert!(e.get("ipsv6").is_none(), "{e}");
+            (
+                e["host"].as_str().unwrap().to_owned(),
+                e["type"].as_i64().unwrap(),
+                e["ips"].clone(),
+                e["ttl"].as_i64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        shape,
+        [
+            ("www.example.com".to_owned(), 1, json!(["1.1.1.1", "1.1.1.2"]), 60),
+            ("www.example.com".to_owned(), 28, json!(["2402:4e00::1"]), 60),
+            ("img.example.com".to_owned(), 1, json!(["1.1.1.1", "1.1.1.2"]), 90),
+            ("img.example.com".to_owned(), 28, json!(["2402:4e00::1"]), 90),
+        ],
+        "{body}"
+    );
 }
 
 /// Every `/d` shape, in the form the official SDKs parse (the default) and, where it differs,

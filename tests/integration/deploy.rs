@@ -648,10 +648,15 @@ async fn every_metric_of_the_dashboard_and_alerts_is_exported() {
     let used = used_metrics();
     assert!(used.len() >= 15, "{used:?}");
 
-    // A server with every role on, some answers and a mirror rule, scraped as Prometheus does.
+    // A server with every role on (TLS too, with a certificate from a test CA), some answers
+    // and a mirror rule, scraped as Prometheus does.
     let tmp = tempfile::tempdir().unwrap();
     let mut e = env(tmp.path(), &Db::Sqlite);
     e.insert("HTTPDNS_MIRROR_ADDR".into(), "127.0.0.1:0".into());
+    let (cert, key) = crate::tls::TestCa::new(tmp.path()).leaf("leaf", "dns.test", "DNS:dns.test", 30);
+    e.insert("HTTPDNS_API_TLS_ADDR".into(), "127.0.0.1:0".into());
+    e.insert("HTTPDNS_TLS_CERT".into(), cert.display().to_string());
+    e.insert("HTTPDNS_TLS_KEY".into(), key.display().to_string());
     let s = Server::start_with(e, None).await;
     s.seed().await;
     s.put_ok(

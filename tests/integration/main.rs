@@ -25,5 +25,6 @@ mod persistence;
 mod proxy;
 mod shutdown;
 mod support;
+mod tls;
 mod topology;
 mod upstream;

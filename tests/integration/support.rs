@@ -69,6 +69,11 @@ impl Server {
         Self { _running: Some(running), base, dns, mirror, http: Client::new(), _tmp: None }
     }
 
+    /// The running server (its TLS and metrics listeners' addresses).
+    pub(crate) fn running(&self) -> &Running {
+        self._running.as_ref().expect("started in this process")
+    }
+
     /// A URL on the mirror listener.
     pub(crate) fn mirror_url(&self, path: &str) -> String {
         format!("http://{}{path}", self.mirror.expect("mirror listener on"))

@@ -3,7 +3,7 @@
 
 It shares no code with the server: the signature, the AES-CBC/GCM modes and the answer
 parsing are Python (`hmac`, `cryptography`), following what the SDK does
-(`/work/notes`-style facts, summarised in docs/api.md "Client compatibility"):
+(summarised in docs/api.md "Compatible clients"):
 
 * bootstrap: `GET /{account}/ss?platform=android&sdk_version=2.6.7&region=global&sid=...` on
   each boot server in turn; `service_ip` replaces the list, `service_ip_port` must be as long

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """An independent Tencent (DNSPod) HTTPDNS client, written from the Android SDK 4.x and the
-iOS SDK's behaviour (summarised in docs/api.md "Client compatibility").
+iOS SDK's behaviour (summarised in docs/api.md "Compatible clients").
 
 * Android (`--sdk android`): `dn=<hex>&ip=&clientip=1&ttl=1&id=<id>[&type=aaaa|addrs]&alg=des|aes&sdk=1_4.9.0a`
   (`ip=` empty, in plain text; names joined by `,` before encryption), sent over a raw socket
