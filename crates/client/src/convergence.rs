@@ -63,7 +63,8 @@ fn authorities(url: &Url) -> Vec<String> {
 /// host list (converged now, or already addressed to one of the hosts), `None` when it is left
 /// alone.
 pub fn converge(doc: &ConfigDocument, device_id: &str, url: &Url) -> Option<Converged> {
-    if !matches!(url.scheme(), "http" | "https") {
+    // The global switch: outside it, the device uses the URLs as the app wrote them.
+    if !doc.convergence_enabled(device_id) || !matches!(url.scheme(), "http" | "https") {
         return None;
     }
     let auths = authorities(url);
@@ -90,8 +91,11 @@ pub fn converge(doc: &ConfigDocument, device_id: &str, url: &Url) -> Option<Conv
 }
 
 /// The unified hosts this device uses, in order: `hostListConfig` entries whose `rate`
-/// includes the device.
+/// includes the device; none when the global switch leaves the device out.
 pub fn host_list(doc: &ConfigDocument, device_id: &str) -> Vec<String> {
+    if !doc.convergence_enabled(device_id) {
+        return Vec::new();
+    }
     doc.host_list_config
         .iter()
         .map(|h| h.host.to_string())
@@ -118,6 +122,24 @@ mod tests {
               "publicIpList": ["223.5.5.5"]}"#,
         )
         .unwrap()
+    }
+
+    #[test]
+    fn the_global_switch_turns_the_whole_feature_off_per_device() {
+        let url: Url = "https://image.xxx.com/a.jpg".parse().unwrap();
+        let mut d = doc();
+        // Switch buckets (docs/config-center.md): device-0001 1077, device-0002 3703.
+        d.convergence_rate = Some(serde_json::from_str("0.2").unwrap());
+        assert!(converge(&d, "device-0001", &url).is_some());
+        assert_eq!(host_list(&d, "device-0001"), ["cdn.xxx.com", "cdn-ss.xxx.com"]);
+        // Outside the switch: no rewrite, no unified hosts, even for URLs already on one.
+        assert_eq!(converge(&d, "device-0002", &url), None);
+        assert_eq!(converge(&d, "device-0002", &"https://cdn.xxx.com/image/a.jpg".parse().unwrap()), None);
+        assert!(host_list(&d, "device-0002").is_empty());
+        d.convergence_rate = Some(serde_json::from_str("0").unwrap());
+        assert_eq!(converge(&d, "device-0001", &url), None);
+        d.convergence_rate = None;
+        assert!(converge(&d, "device-0002", &url).is_some(), "absent: on for every device");
     }
 
     #[test]

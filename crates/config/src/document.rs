@@ -83,9 +83,20 @@ pub struct ConfigDocument {
     pub config_version: u64,
     #[serde(default)]
     pub public_ip_list: Vec<IpAddr>,
+    /// The global switch of the whole convergence feature (host rewriting and the unified
+    /// host list), bucketed per device independently of every `rate`
+    /// ([`rollout::convergence_enabled`]). Absent means 1: documents from before it stay valid
+    /// and are served byte for byte as they were.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub convergence_rate: Option<Rate>,
 }
 
 impl ConfigDocument {
+    /// Whether convergence is on for `device_id` under the global switch.
+    pub fn convergence_enabled(&self, device_id: &str) -> bool {
+        rollout::convergence_enabled(device_id, self.convergence_rate.map_or(1.0, Rate::get))
+    }
+
     /// Checks what serde cannot, naming the field at fault.
     pub fn validate(&self) -> Result<(), FieldError> {
         if self.host_list_config.is_empty() {
@@ -178,6 +189,10 @@ impl ConfigDocument {
             config_request_interval: u64,
             config_version: u64,
             public_ip_list: &'a [IpAddr],
+            #[serde(skip_serializing_if = "Option::is_none")]
+            convergence_rate: Option<Rate>,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            convergence_enabled: Option<bool>,
         }
         let on =
             |host: &Host, rate: Rate| device_id.map(|d| rollout::enabled(&host.to_string(), d, rate.get()));
@@ -201,6 +216,8 @@ impl ConfigDocument {
             config_request_interval: self.config_request_interval,
             config_version: version,
             public_ip_list: &self.public_ip_list,
+            convergence_rate: self.convergence_rate,
+            convergence_enabled: device_id.map(|d| self.convergence_enabled(d)),
         };
         serde_json::to_vec(&out).expect("document serialises")
     }
@@ -251,6 +268,31 @@ mod tests {
         assert_eq!(v["mergeHostConfigs"][1]["enabled"], false);
         assert_eq!(v["mergeHostConfigs"][2]["enabled"], false);
         assert_eq!(v["hostListConfig"][0]["enabled"], true);
+    }
+
+    #[test]
+    fn the_global_switch_is_optional_and_buckets_devices_apart_from_rate() {
+        let old = doc(SEED);
+        assert_eq!(old.convergence_rate, None);
+        assert!(old.convergence_enabled("device-0001"), "absent means on for everyone");
+        let v: serde_json::Value = serde_json::from_slice(&old.render(1, Some("device-0001"))).unwrap();
+        assert_eq!(v["convergenceEnabled"], true);
+        assert!(v.get("convergenceRate").is_none(), "{v}");
+
+        let with = doc(&SEED.replace(r#""configVersion": 1,"#, r#""configVersion": 1, "convergenceRate": 0.2,"#));
+        // Switch buckets (docs/config-center.md): device-0001 1077 < 2000, device-0002 3703.
+        assert!(with.convergence_enabled("device-0001"));
+        assert!(!with.convergence_enabled("device-0002"));
+        let body = String::from_utf8(with.render(4, Some("device-0002"))).unwrap();
+        assert!(body.ends_with(r#""convergenceRate":0.2,"convergenceEnabled":false}"#), "{body}");
+        let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+        // The per-host flags are computed as before, independently of the switch.
+        assert_eq!(v["mergeHostConfigs"][0]["enabled"], true);
+        assert!(String::from_utf8(with.render(4, None)).unwrap().ends_with(r#""convergenceRate":0.2}"#));
+        for bad in ["1.5", "-0.1", "\"x\"", "null"] {
+            let json = SEED.replace(r#""configVersion": 1,"#, &format!(r#""configVersion": 1, "convergenceRate": {bad},"#));
+            assert!(serde_json::from_str::<ConfigDocument>(&json).is_err() || bad == "null", "{bad}");
+        }
     }
 
     #[test]

@@ -37,6 +37,17 @@ pub fn enabled(host: &str, device_id: &str, rate: f64) -> bool {
     bucket(host, device_id) < threshold(rate)
 }
 
+/// The key the global switch (`convergenceRate`) is bucketed under, in place of a host:
+/// `sha256("convergenceRate." + deviceId)`. Hosts are canonical lowercase, so no host can
+/// share it, and the switch's bucket is independent of every per-host bucket: a device in a
+/// host's rollout is not therefore more or less likely to be inside the switch.
+pub const CONVERGENCE_KEY: &str = "convergenceRate";
+
+/// Whether `device_id` is inside the global switch of the convergence feature at `rate`.
+pub fn convergence_enabled(device_id: &str, rate: f64) -> bool {
+    enabled(CONVERGENCE_KEY, device_id, rate)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -57,6 +68,18 @@ mod tests {
         ("image.xxx.com", "设备-42", 9525),
         ("community.xxx.com", "ffffffff", 6207),
     ];
+
+    /// `convergenceRate` buckets of `docs/config-center.md`, from Python's hashlib:
+    /// `int.from_bytes(hashlib.sha256(f"convergenceRate.{dev}".encode()).digest()[:8], "big") % 10000`.
+    pub(crate) const SWITCH_VECTORS: [(&str, u64); 4] =
+        [("device-0001", 1077), ("device-0002", 3703), ("a1b2c3d4e5f6", 2085), ("设备-42", 171)];
+
+    #[test]
+    fn switch_vectors() {
+        for (dev, expect) in SWITCH_VECTORS {
+            assert_eq!(bucket(CONVERGENCE_KEY, dev), expect, "{dev}");
+        }
+    }
 
     #[test]
     fn documented_vectors() {
