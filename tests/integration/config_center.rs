@@ -220,16 +220,20 @@ async fn post_with_and_without_device_id_on(db: &Db) {
     // (docs/config-center.md: device-0001 1077, device-0002 3703; at 0.2 only the first is on).
     let mut switched = seed_doc();
     switched["convergenceRate"] = json!(0.2);
-    assert!(publish(&s, "cdn", &switched, None).await.status().is_success());
+    assert!(publish(&s, "cdn", &switched, Some("\"1\"")).await.status().is_success());
     for (dev, on) in [("device-0001", true), ("device-0002", false)] {
         let body: Value = app_post(&s, json!({"module": "cdn", "deviceId": dev})).await.json().await.unwrap();
-        assert_eq!((&body["convergenceRate"], &body["convergenceEnabled"]), (&json!(0.2), &json!(on)), "{dev}: {body}");
+        assert_eq!(
+            (&body["convergenceRate"], &body["convergenceEnabled"]),
+            (&json!(0.2), &json!(on)),
+            "{dev}: {body}"
+        );
     }
     let body: Value = app_post(&s, json!({"module": "cdn"})).await.json().await.unwrap();
     assert!(body.get("convergenceEnabled").is_none(), "{body}");
     let mut bad = seed_doc();
     bad["convergenceRate"] = json!(1.5);
-    let resp = publish(&s, "cdn", &bad, None).await;
+    let resp = publish(&s, "cdn", &bad, Some("\"2\"")).await;
     assert_eq!(resp.status(), StatusCode::BAD_REQUEST);
     assert_eq!(resp.json::<Value>().await.unwrap()["field"], "convergenceRate");
 

@@ -279,7 +279,8 @@ mod tests {
         assert_eq!(v["convergenceEnabled"], true);
         assert!(v.get("convergenceRate").is_none(), "{v}");
 
-        let with = doc(&SEED.replace(r#""configVersion": 1,"#, r#""configVersion": 1, "convergenceRate": 0.2,"#));
+        let with =
+            doc(&SEED.replace(r#""configVersion": 1,"#, r#""configVersion": 1, "convergenceRate": 0.2,"#));
         // Switch buckets (docs/config-center.md): device-0001 1077 < 2000, device-0002 3703.
         assert!(with.convergence_enabled("device-0001"));
         assert!(!with.convergence_enabled("device-0002"));
@@ -290,7 +291,10 @@ mod tests {
         assert_eq!(v["mergeHostConfigs"][0]["enabled"], true);
         assert!(String::from_utf8(with.render(4, None)).unwrap().ends_with(r#""convergenceRate":0.2}"#));
         for bad in ["1.5", "-0.1", "\"x\"", "null"] {
-            let json = SEED.replace(r#""configVersion": 1,"#, &format!(r#""configVersion": 1, "convergenceRate": {bad},"#));
+            let json = SEED.replace(
+                r#""configVersion": 1,"#,
+                &format!(r#""configVersion": 1, "convergenceRate": {bad},"#),
+            );
             assert!(serde_json::from_str::<ConfigDocument>(&json).is_err() || bad == "null", "{bad}");
         }
     }
