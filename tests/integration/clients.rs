@@ -129,6 +129,64 @@ async fn aliyun_sdk_bootstraps_from_ss_and_resolves_in_every_mode() {
         assert!(nx["v6"]["raw_ttl"].as_u64().unwrap() > 0, "an empty family keeps a TTL: {r}");
     }
 
+    // The v1 API of the Go and C SDKs through the same client: /{account}/d, /resolve and the
+    // signed sign_d / sign_resolve (MD5 of host-secret-expiry), single and batch.
+    s.put_ok("/admin/v1/domains/img.example.com", json!({"pool": "edge", "ttl": 90})).await;
+    for (api, hosts) in [
+        ("d", "www.example.com"),
+        ("resolve", "www.example.com"),
+        ("resolve", "www.example.com,img.example.com"),
+        ("sign_d", "www.example.com"),
+        ("sign_resolve", "www.example.com,img.example.com"),
+    ] {
+        let a = args(&[
+            "--boot",
+            &boot,
+            "--account",
+            ACCOUNT,
+            "--secret",
+            SECRET,
+            "--api",
+            api,
+            "--hosts",
+            hosts,
+            "--q",
+            "4,6",
+            "--cip",
+            "1.0.1.7",
+        ]);
+        let Some(r) = peer("aliyun_client.py", a).await else { return };
+        assert!(r.get("error").is_none(), "{api} {hosts}: {r}");
+        for (dn, ttl) in
+            [("www.example.com", 60), ("img.example.com", 90)].into_iter().take(hosts.split(',').count())
+        {
+            let a = &r["answers"][dn];
+            assert_eq!(a["v4"]["ips"], json!(["1.1.1.1", "1.1.1.2"]), "{api} {dn}: {r}");
+            assert_eq!(a["v6"]["ips"], json!(["2402:4e00::1"]), "{api} {dn}: {r}");
+            assert_eq!(a["v4"]["raw_ttl"], ttl, "{api} {dn}: {r}");
+            assert_eq!(a["client_ip"], "1.0.1.7", "{api}: {r}");
+        }
+    }
+    for (extra, code) in
+        [(&["--tamper"][..], "InvalidSignature"), (&["--exp-offset", "-1000"][..], "SignatureExpired")]
+    {
+        let mut a = args(&[
+            "--boot",
+            &boot,
+            "--account",
+            ACCOUNT,
+            "--secret",
+            SECRET,
+            "--api",
+            "sign_d",
+            "--hosts",
+            "www.example.com",
+        ]);
+        a.extend(args(extra));
+        let Some(r) = peer("aliyun_client.py", a).await else { return };
+        assert_eq!((&r["status"], &r["error"]), (&json!(403), &json!(format!("code {code}"))), "{r}");
+    }
+
     // Android leaves q out for IPv4 only: the default is 4, and no v6 object comes back.
     let Some(r) = peer(
         "aliyun_client.py",

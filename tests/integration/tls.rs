@@ -498,3 +498,103 @@ async fn a_new_certificate_reaches_new_connections_and_a_broken_one_is_not_serve
     let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs() as i64;
     assert!((expiry - now - 60 * 86_400).abs() < 3600, "{line}");
 }
+
+/// The served certificate's serial at `addr` for SNI `dns.test`, as openssl sees it.
+async fn served_serial(addr: std::net::SocketAddr, ca: &Path) -> String {
+    let cmd = format!(
+        "openssl s_client -connect {addr} -servername dns.test -CAfile {} </dev/null 2>/dev/null | openssl x509 -noout -serial",
+        ca.display()
+    );
+    let (_, out) = run("sh", vec!["-c".into(), cmd]).await;
+    out.trim().to_owned()
+}
+
+/// On the real binary: with file polling set to an hour, a renewed certificate is served only
+/// after SIGHUP; an idle DNS-over-TLS connection is closed after the DNS idle timeout.
+#[tokio::test]
+async fn sighup_reloads_certificates_and_idle_dot_connections_are_closed() {
+    if !have_all(&["openssl", "python3"]) {
+        httpdns_test_support::skipped("TLS SIGHUP test", "openssl or python3 is not installed");
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let ca = TestCa::new(tmp.path());
+    let (pem, key) = ca.leaf("dns", "dns.test", "DNS:dns.test,IP:127.0.0.1", 20);
+    let (cert, served_key) = (tmp.path().join("served.pem"), tmp.path().join("served.key"));
+    std::fs::copy(&pem, &cert).unwrap();
+    std::fs::copy(&key, &served_key).unwrap();
+    let mut env = crate::support::env(tmp.path(), &Db::Sqlite);
+    env.insert("HTTPDNS_DOT_ADDR".into(), "127.0.0.1:0".into());
+    env.insert("HTTPDNS_API_TLS_ADDR".into(), "127.0.0.1:0".into());
+    env.insert("HTTPDNS_TLS_CERT".into(), cert.display().to_string());
+    env.insert("HTTPDNS_TLS_KEY".into(), served_key.display().to_string());
+    let config = tmp.path().join("httpdns.toml");
+    std::fs::write(&config, "[limits]\ndns_idle_timeout_ms = 500\n\n[tls]\nreload_interval_ms = 3600000\n")
+        .unwrap();
+    let p = crate::support::Process::spawn_with_args(
+        &env,
+        tmp.path(),
+        &["--config", config.to_str().unwrap(), "serve"],
+    );
+    let mut dot = None;
+    for _ in 0..100 {
+        dot = p.addr_of("dot");
+        if dot.is_some() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    let dot = dot.expect("the DoT listener is logged");
+    let first = served_serial(dot, &ca.ca()).await;
+    assert!(first.starts_with("serial="), "{first}");
+
+    // A DoT connection idle after its first answer: closed by the server after about 500 ms
+    // (before the first message the header timeout applies, as on every listener).
+    let script = r#"
+import socket, ssl, sys, time
+ctx = ssl.create_default_context(cafile=sys.argv[1])
+s = ctx.wrap_socket(socket.create_connection(("127.0.0.1", int(sys.argv[2])), timeout=10), server_hostname="dns.test")
+import dns.message, struct
+wire = dns.message.make_query("www.example.com", "A").to_wire()
+s.sendall(struct.pack("!H", len(wire)) + wire)
+n = struct.unpack("!H", s.recv(2))[0]
+got = b""
+while len(got) < n:
+    got += s.recv(n - len(got))
+t = time.monotonic()
+try:
+    data = s.recv(1)
+except (ConnectionError, ssl.SSLError):
+    data = b""
+print("%s %.3f" % ("closed" if data == b"" else "data", time.monotonic() - t))
+"#;
+    let (ok, out) = run(
+        "python3",
+        vec!["-c".into(), script.into(), ca.ca().display().to_string(), dot.port().to_string()],
+    )
+    .await;
+    assert!(ok, "{out}");
+    let (what, secs) = out.trim().split_once(' ').unwrap();
+    let secs: f64 = secs.parse().unwrap();
+    assert_eq!(what, "closed", "{out}");
+    assert!((0.3..5.0).contains(&secs), "closed after the idle timeout: {out}");
+
+    // Renewed files: not seen until the signal (the poll is an hour away)...
+    let (new_pem, new_key) = ca.leaf("renewed", "dns.test", "DNS:dns.test,IP:127.0.0.1", 60);
+    std::fs::copy(&new_key, &served_key).unwrap();
+    std::fs::copy(&new_pem, &cert).unwrap();
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    assert_eq!(served_serial(dot, &ca.ca()).await, first);
+    let pid = p.child.id().to_string();
+    assert!(Command::new("kill").args(["-HUP", &pid]).status().unwrap().success());
+    let mut now = String::new();
+    for _ in 0..50 {
+        now = served_serial(dot, &ca.ca()).await;
+        if now != first {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert!(now.starts_with("serial=") && now != first, "SIGHUP reloaded: {first} -> {now}");
+    assert_eq!(p.terminate().code(), Some(0), "still serving, and stops cleanly");
+}

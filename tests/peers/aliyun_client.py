@@ -175,6 +175,40 @@ def build_path(args, mode, exp):
     return "/v2/d?" + "&".join("%s=%s" % kv for kv in parts)
 
 
+def build_v1_path(args, exp):
+    """The v1 API of the Go and C SDKs: `/{account}/d|resolve` and their signed twins, with
+    s = md5_hex(host + "-" + secret + "-" + t) (t the expiry; `ip` not signed)."""
+    parts = [("host", args.hosts)]
+    if args.q != "4":
+        parts.append(("query", args.q))
+    if args.cip:
+        parts.append(("ip", args.cip))
+    if args.api.startswith("sign_"):
+        s = hashlib.md5(("%s-%s-%d" % (args.hosts, args.secret, exp)).encode()).hexdigest()
+        if args.tamper:
+            s = s[:-1] + ("0" if s[-1] != "0" else "1")
+        parts += [("t", str(exp)), ("s", s)]
+    return "/%s/%s?%s" % (args.account, args.api, "&".join("%s=%s" % kv for kv in parts))
+
+
+def parse_v1(body):
+    """`d`: one object; `resolve`: {"dns": [...]}, one element per (host, type) with "type"
+    1 or 28 for several hosts with both families, else `ips` and `ipsv6` in one element."""
+    doc = json.loads(body)
+    elements = doc["dns"] if "dns" in doc else [doc]
+    out = {}
+    for e in elements:
+        item = out.setdefault(e["host"], {})
+        ttl = int(e.get("ttl", 0))
+        fams = {1: ["v4"], 28: ["v6"]}.get(e.get("type"), ["v4", "v6"])
+        for fam in fams:
+            key = "ipsv6" if fam == "v6" and "type" not in e else "ips"
+            if key in e:
+                item[fam] = {"ips": list(e[key]), "ttl": ttl if ttl > 0 else 60, "raw_ttl": ttl, "no_ip_code": None}
+        item["client_ip"] = e.get("client_ip")
+    return out
+
+
 def parse(body, args):
     doc = json.loads(body)
     if doc.get("code") != "success":
@@ -225,13 +259,16 @@ def main():
     ap.add_argument("--tamper", action="store_true", help="send a wrong signature")
     ap.add_argument("--ios", action="store_true", help="add the iOS SDK's checks")
     ap.add_argument("--timeout", type=float, default=2.0)
+    ap.add_argument("--api", default="v2", choices=["v2", "d", "resolve", "sign_d", "sign_resolve"],
+                    help="v2: the Android SDK's /v2/d; the others: the v1 API of the Go and C SDKs")
     args = ap.parse_args()
 
     result = {}
     try:
         servers = service_ips(args.boot.split(","), args.account, args.timeout)
         result["service_ips"] = ["%s:%d" % s for s in servers]
-        path = build_path(args, args.mode, int(time.time()) + args.exp_offset)
+        exp = int(time.time()) + args.exp_offset
+        path = build_path(args, args.mode, exp) if args.api == "v2" else build_v1_path(args, exp)
         errors = []
         # RetryHttpRequest(…, 1): the first service IP, then the next one.
         for host, port in servers[:2]:
@@ -248,7 +285,7 @@ def main():
                 errors.append("status %d code %s" % (status, code))
                 continue
             result["used"] = "%s:%d" % (host, port)
-            result["answers"] = parse(body, args)
+            result["answers"] = parse(body, args) if args.api == "v2" else parse_v1(body)
             break
         else:
             raise Failure("; ".join(errors) or "no service ip")
