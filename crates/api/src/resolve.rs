@@ -40,6 +40,48 @@ struct ResolveRequest {
     labels: bool,
 }
 
+/// A comma-separated list of at most [`MAX_HOSTS`] names in parameter `field` (`host` of
+/// `/resolve`, `dn` of `/v2/d`): each as sent (answers echo it) and parsed.
+pub(crate) fn name_list<'a>(
+    value: Option<&'a str>,
+    field: &'static str,
+) -> Result<Vec<(&'a str, DomainName)>, ApiError> {
+    let value = value.filter(|v| !v.is_empty()).ok_or_else(|| {
+        ApiError::bad_request(
+            "MissingArgument",
+            field,
+            format!("missing {field}: the domain names to resolve"),
+        )
+    })?;
+    let parts: Vec<&str> = value.split(',').collect();
+    if parts.len() > MAX_HOSTS {
+        return Err(ApiError::bad_request(
+            "TooManyHosts",
+            field,
+            format!("at most {MAX_HOSTS} names per request"),
+        ));
+    }
+    parts
+        .into_iter()
+        .map(|h| {
+            DomainName::parse(h)
+                .map(|name| (h, name))
+                .map_err(|e| ApiError::bad_request("InvalidHost", field, format!("{h:.80?}: {e}")))
+        })
+        .collect()
+}
+
+/// The address families asked for in parameter `field` (`query` of `/resolve`, `q` of
+/// `/v2/d`): `4` (also when absent or empty), `6`, or both. Returns (v4, v6).
+pub(crate) fn families(value: Option<&str>, field: &'static str) -> Result<(bool, bool), ApiError> {
+    match value.unwrap_or("4") {
+        "" | "4" => Ok((true, false)),
+        "6" => Ok((false, true)),
+        "4,6" | "6,4" => Ok((true, true)),
+        _ => Err(ApiError::bad_request("InvalidArgument", field, format!("{field} must be 4, 6 or 4,6"))),
+    }
+}
+
 fn parse<'a>(pairs: impl IntoIterator<Item = (&'a str, &'a str)>) -> Result<ResolveRequest, ApiError> {
     let (mut host, mut query, mut ip, mut labels) = (None, None, None, None);
     for (k, v) in pairs {
@@ -54,30 +96,8 @@ fn parse<'a>(pairs: impl IntoIterator<Item = (&'a str, &'a str)>) -> Result<Reso
             *slot = Some(v);
         }
     }
-    let host = host.filter(|h| !h.is_empty()).ok_or_else(|| {
-        ApiError::bad_request("MissingArgument", "host", "missing host: the domain name to resolve")
-    })?;
-    let parts: Vec<&str> = host.split(',').collect();
-    if parts.len() > MAX_HOSTS {
-        return Err(ApiError::bad_request(
-            "TooManyHosts",
-            "host",
-            format!("at most {MAX_HOSTS} hosts per request"),
-        ));
-    }
-    let hosts = parts
-        .into_iter()
-        .map(|h| {
-            DomainName::parse(h)
-                .map_err(|e| ApiError::bad_request("InvalidHost", "host", format!("{h:.80?}: {e}")))
-        })
-        .collect::<Result<Vec<_>, _>>()?;
-    let (v4, v6) = match query.unwrap_or("4") {
-        "" | "4" => (true, false),
-        "6" => (false, true),
-        "4,6" | "6,4" => (true, true),
-        _ => return Err(ApiError::bad_request("InvalidArgument", "query", "query must be 4, 6 or 4,6")),
-    };
+    let hosts = name_list(host, "host")?.into_iter().map(|(_, name)| name).collect::<Vec<_>>();
+    let (v4, v6) = families(query, "query")?;
     // As on /d: an unusable `ip=` falls back to the connection's address.
     let ip = ip.and_then(|s| s.parse::<IpAddr>().ok()).map(|a| a.to_canonical());
     let labels = matches!(labels, Some("1" | "true"));

@@ -33,7 +33,7 @@ use crate::answer::{FamilyAnswer, Question};
 use crate::dnspod::{status_header, STATUS_HEADER};
 use crate::error::ApiError;
 use crate::metrics::{Endpoint, Outcome};
-use crate::resolve::{allow_account, forbidden, EMPTY_TTL, MAX_HOSTS};
+use crate::resolve::{allow_account, families, forbidden, name_list, EMPTY_TTL};
 use crate::state::{AppState, PeerAddr};
 
 /// Largest signature validity accepted (`exp` further ahead is `InvalidDuration`).
@@ -60,34 +60,11 @@ struct V2Request {
 }
 
 fn parse_names(dn: Option<&str>) -> Result<(Vec<String>, Vec<DomainName>), ApiError> {
-    let dn = dn.filter(|d| !d.is_empty()).ok_or_else(|| {
-        ApiError::bad_request("MissingArgument", "dn", "missing dn: the domain names to resolve")
-    })?;
-    let echo: Vec<String> = dn.split(',').map(str::to_owned).collect();
-    if echo.len() > MAX_HOSTS {
-        return Err(ApiError::bad_request(
-            "TooManyHosts",
-            "dn",
-            format!("at most {MAX_HOSTS} names per request"),
-        ));
-    }
-    let names = echo
-        .iter()
-        .map(|h| {
-            DomainName::parse(h)
-                .map_err(|e| ApiError::bad_request("InvalidHost", "dn", format!("{h:.80?}: {e}")))
-        })
-        .collect::<Result<Vec<_>, _>>()?;
-    Ok((echo, names))
+    Ok(name_list(dn, "dn")?.into_iter().map(|(sent, name)| (sent.to_owned(), name)).unzip())
 }
 
 fn parse_q(q: Option<&str>) -> Result<(bool, bool), ApiError> {
-    match q.unwrap_or("4") {
-        "" | "4" => Ok((true, false)),
-        "6" => Ok((false, true)),
-        "4,6" | "6,4" => Ok((true, true)),
-        _ => Err(ApiError::bad_request("InvalidArgument", "q", "q must be 4, 6 or 4,6")),
-    }
+    families(q, "q")
 }
 
 fn parse_cip(cip: Option<&str>) -> Result<Option<IpAddr>, ApiError> {
