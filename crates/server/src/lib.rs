@@ -11,6 +11,7 @@ pub mod demo_secrets;
 mod dns;
 mod follow;
 mod listeners;
+mod reload;
 mod secrets;
 
 use std::net::SocketAddr;
@@ -379,27 +380,8 @@ async fn follow_geo(
     shutdown: CancellationToken,
 ) {
     let configured = geo.config().city_db.is_some() || geo.config().asn_db.is_some();
-    let mut ticker = tokio::time::interval(every);
-    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    // SIGHUP reloads at once and even when the files look unchanged (a copy that kept the
-    // modification time); the ticker catches ordinary replacements.
-    #[cfg(unix)]
-    let mut hangup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()).ok();
-    loop {
-        #[cfg(unix)]
-        let hup = async {
-            match hangup.as_mut() {
-                Some(s) => s.recv().await.is_some(),
-                None => std::future::pending().await,
-            }
-        };
-        #[cfg(not(unix))]
-        let hup = std::future::pending::<bool>();
-        let force = tokio::select! {
-            () = shutdown.cancelled() => return,
-            _ = ticker.tick() => false,
-            forced = hup => forced,
-        };
+    let mut trigger = reload::ReloadTrigger::new(every);
+    while let Some(force) = trigger.next(&shutdown).await {
         if !configured {
             if force {
                 tracing::info!("SIGHUP: no GeoIP database is configured; nothing to reload.");

@@ -77,25 +77,8 @@ impl Edge {
 
 /// Reloads the certificates when their files change, and at once on SIGHUP.
 pub(crate) async fn follow_certificates(certs: Arc<TlsCerts>, every: Duration, shutdown: CancellationToken) {
-    let mut ticker = tokio::time::interval(every);
-    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    #[cfg(unix)]
-    let mut hangup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()).ok();
-    loop {
-        #[cfg(unix)]
-        let hup = async {
-            match hangup.as_mut() {
-                Some(s) => s.recv().await.is_some(),
-                None => std::future::pending().await,
-            }
-        };
-        #[cfg(not(unix))]
-        let hup = std::future::pending::<bool>();
-        let force = tokio::select! {
-            () = shutdown.cancelled() => return,
-            _ = ticker.tick() => false,
-            forced = hup => forced,
-        };
+    let mut trigger = crate::reload::ReloadTrigger::new(every);
+    while let Some(force) = trigger.next(&shutdown).await {
         let c = certs.clone();
         // Reading and parsing PEM files is blocking work; errors are logged and counted there.
         let _ = tokio::task::spawn_blocking(move || c.reload(force)).await;
