@@ -228,6 +228,8 @@ async fn post_with_and_without_device_id_on(db: &Db) {
             (&json!(0.2), &json!(on)),
             "{dev}: {body}"
         );
+        // Thin clients read only `enabled`: outside the switch every entry is off.
+        assert_eq!(body["hostListConfig"][0]["enabled"], on, "{dev}: {body}");
     }
     let body: Value = app_post(&s, json!({"module": "cdn"})).await.json().await.unwrap();
     assert!(body.get("convergenceEnabled").is_none(), "{body}");

@@ -99,9 +99,10 @@ async fn dig_kdig_and_drill_see_the_rfc_behaviour() {
     assert!(out.contains("status: BADVERS"), "{out}");
     let out = run("kdig", args(port, &["www.example.com", "A", "+subnet=1.0.2.7/32"])).await.unwrap();
     assert!(out.contains("CLIENT-SUBNET: 1.0.2.7/32/24"), "{out}");
-    // A /16 around no operator network but next to two: only the client's own prefix is safe.
+    // A /16 that holds two operator networks is not specific enough: the scope says /24, the
+    // prefix that decides (RFC 7871 §7.2.1: a scope longer than the source).
     let out = run("kdig", args(port, &["www.example.com", "A", "+subnet=1.0.0.0/16"])).await.unwrap();
-    assert!(out.contains("CLIENT-SUBNET: 1.0.0.0/16/16"), "{out}");
+    assert!(out.contains("CLIENT-SUBNET: 1.0.0.0/16/24"), "{out}");
     // An answer that is the same for every client has scope 0.
     let out = run("kdig", args(port, &["www.example.com", "SOA", "+subnet=1.0.2.7/32"])).await.unwrap();
     assert!(out.contains("CLIENT-SUBNET: 1.0.2.7/32/0"), "{out}");
@@ -152,7 +153,9 @@ async fn dnspython_sees_the_rfc_behaviour_on_udp_tcp_and_doh() {
         assert_eq!(c["badvers"]["edns"], 0, "answered at the version this server speaks: {r}");
         assert_eq!(c["badvers"]["answer"], serde_json::json!([]), "{t}: {r}");
         assert_eq!(c["scope_32"]["scope"], 24, "{t}: {r}");
-        assert_eq!(c["scope_16"]["scope"], 16, "{t}: {r}");
+        assert_eq!(c["scope_16"]["scope"], 24, "not specific enough: {t}: {r}");
+        assert_eq!(c["scope_mapped"]["scope"], 120, "an IPv4-mapped subnet in IPv6 bits: {t}: {r}");
+        assert_eq!(c["bits_past_prefix"]["rcode"], "FORMERR", "{t}: {r}");
         assert_eq!(c["scope_soa"]["scope"], 0, "{t}: {r}");
         assert_eq!(
             c["any"]["answer"],
@@ -170,7 +173,7 @@ async fn dnspython_sees_the_rfc_behaviour_on_udp_tcp_and_doh() {
 }
 
 #[tokio::test]
-async fn the_json_api_echoes_cd_and_do() {
+async fn the_json_api_echoes_cd_and_answers_any() {
     let (s, _tmp) = dns_server().await;
     for path in ["/resolve?name=www.example.com&cd=1&do=1", "/dns-query?name=www.example.com&cd=true&do=true"]
     {

@@ -59,6 +59,10 @@ for name, send in [("udp", udp), ("tcp", tcp), ("doh", doh)]:
         "badvers": send(dns.message.make_query("www.example.com", "A", use_edns=1)),
         "scope_32": send(ecs("1.0.2.7", 32)),
         "scope_16": send(ecs("1.0.0.0", 16)),
+        "scope_mapped": send(ecs("::ffff:1.0.2.7", 128)),
+        # Family 1, source /20, scope 0, address 1.2.255: bits set past the prefix.
+        "bits_past_prefix": send(dns.message.make_query("www.example.com", "A", use_edns=0, options=[
+            dns.edns.GenericOption(dns.edns.OptionType.ECS, bytes([0, 1, 20, 0, 1, 2, 255]))])),
         "scope_soa": send(dns.message.make_query("www.example.com", "SOA", use_edns=0, options=[dns.edns.ECSOption("1.0.2.7", 32)])),
         "any": send(dns.message.make_query("www.example.com", "ANY")),
         "cd": send(dns.message.make_query("www.example.com", "A", flags=dns.flags.RD | dns.flags.CD)),

@@ -141,7 +141,10 @@ fn subnet(s: Option<&str>) -> Result<Option<(IpAddr, u8)>, ApiError> {
     if prefix > max {
         return Err(bad());
     }
-    Ok(Some((addr, prefix)))
+    // The network of the address, as resolvers send it: bits past the prefix would be a
+    // malformed option (RFC 7871 §6).
+    let net = ipnet::IpNet::new(addr, prefix).map_err(|_| bad())?.trunc();
+    Ok(Some((net.addr(), prefix)))
 }
 
 /// The parameters of a JSON API question (Google's and Cloudflare's names).

@@ -86,7 +86,7 @@ pub struct ConfigDocument {
     /// The global switch of the whole convergence feature (host rewriting and the unified
     /// host list), bucketed per device independently of every `rate`
     /// ([`rollout::convergence_enabled`]). Absent means 1: documents from before it stay valid
-    /// and are served byte for byte as they were.
+    /// and are served as they were (per-device answers add `convergenceEnabled`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub convergence_rate: Option<Rate>,
 }
@@ -194,8 +194,12 @@ impl ConfigDocument {
             #[serde(skip_serializing_if = "Option::is_none")]
             convergence_enabled: Option<bool>,
         }
-        let on =
-            |host: &Host, rate: Rate| device_id.map(|d| rollout::enabled(&host.to_string(), d, rate.get()));
+        // An entry is on for the device when the global switch and the entry's own rate both
+        // include it: thin clients that read only `enabled` honour the switch too.
+        let switch = device_id.map(|d| self.convergence_enabled(d));
+        let on = |host: &Host, rate: Rate| {
+            device_id.map(|d| switch == Some(true) && rollout::enabled(&host.to_string(), d, rate.get()))
+        };
         let out = Out {
             merge_host_configs: self
                 .merge_host_configs
@@ -217,7 +221,7 @@ impl ConfigDocument {
             config_version: version,
             public_ip_list: &self.public_ip_list,
             convergence_rate: self.convergence_rate,
-            convergence_enabled: device_id.map(|d| self.convergence_enabled(d)),
+            convergence_enabled: switch,
         };
         serde_json::to_vec(&out).expect("document serialises")
     }
@@ -287,8 +291,11 @@ mod tests {
         let body = String::from_utf8(with.render(4, Some("device-0002"))).unwrap();
         assert!(body.ends_with(r#""convergenceRate":0.2,"convergenceEnabled":false}"#), "{body}");
         let v: serde_json::Value = serde_json::from_str(&body).unwrap();
-        // The per-host flags are computed as before, independently of the switch.
-        assert_eq!(v["mergeHostConfigs"][0]["enabled"], true);
+        // Outside the switch every entry is off, whatever its own rate (image is at rate 1).
+        assert_eq!(v["mergeHostConfigs"][0]["enabled"], false);
+        assert_eq!(v["hostListConfig"][0]["enabled"], false);
+        let inside: serde_json::Value = serde_json::from_slice(&with.render(4, Some("device-0001"))).unwrap();
+        assert_eq!(inside["mergeHostConfigs"][0]["enabled"], true, "inside the switch: the rate decides");
         assert!(String::from_utf8(with.render(4, None)).unwrap().ends_with(r#""convergenceRate":0.2}"#));
         for bad in ["1.5", "-0.1", "\"x\"", "null"] {
             let json = SEED.replace(

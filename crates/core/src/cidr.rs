@@ -15,10 +15,11 @@ use ipnet::IpNet;
 pub struct CidrTable<T> {
     v4: Vec<(u8, HashMap<u32, T>)>,
     v6: Vec<(u8, HashMap<u128, T>)>,
-    /// Every network's (masked) address, sorted: the neighbours of an address tell how long a
-    /// prefix of it avoids every network (see [`CidrTable::disjoint_prefix`]).
-    starts4: Vec<u32>,
-    starts6: Vec<u128>,
+    /// Each prefix length's network addresses, sorted, longest length first: the neighbours
+    /// of an address tell how long a prefix of it avoids those networks (see
+    /// [`CidrTable::decided_prefix`]).
+    starts4: Vec<(u8, Vec<u32>)>,
+    starts6: Vec<(u8, Vec<u128>)>,
     len: usize,
 }
 
@@ -86,10 +87,17 @@ impl<T> CidrTable<T> {
         v6.sort_by_key(|e| std::cmp::Reverse(e.0));
         let len =
             v4.iter().map(|(_, m)| m.len()).sum::<usize>() + v6.iter().map(|(_, m)| m.len()).sum::<usize>();
-        let mut starts4: Vec<u32> = v4.iter().flat_map(|(_, m)| m.keys().copied()).collect();
-        let mut starts6: Vec<u128> = v6.iter().flat_map(|(_, m)| m.keys().copied()).collect();
-        starts4.sort_unstable();
-        starts6.sort_unstable();
+        fn sorted<K: Copy + Ord, V>(levels: &[(u8, HashMap<K, V>)]) -> Vec<(u8, Vec<K>)> {
+            levels
+                .iter()
+                .map(|(len, m)| {
+                    let mut starts: Vec<K> = m.keys().copied().collect();
+                    starts.sort_unstable();
+                    (*len, starts)
+                })
+                .collect()
+        }
+        let (starts4, starts6) = (sorted(&v4), sorted(&v6));
         Self { v4, v6, starts4, starts6, len }
     }
 
@@ -113,14 +121,29 @@ impl<T> CidrTable<T> {
         }
     }
 
-    /// For an address in no network of the table: the shortest prefix length at which its
-    /// block overlaps no network either, so every address of that block looks the same to
-    /// [`lookup`](Self::lookup) (0 when the table has no network of its family).
-    pub fn disjoint_prefix(&self, ip: IpAddr) -> u8 {
-        match ip.to_canonical() {
-            IpAddr::V4(a) => disjoint(&self.starts4, a.to_bits(), |s, x| (s ^ x).leading_zeros(), 32),
-            IpAddr::V6(a) => disjoint(&self.starts6, a.to_bits(), |s, x| (s ^ x).leading_zeros(), 128),
-        }
+    /// How many leading bits of `ip` decide [`lookup`](Self::lookup): every address that
+    /// shares them gets the same network (or none). In a network of length P that is P, or
+    /// more when a longer network lies within it near `ip`: the block must miss every longer
+    /// network, none of which holds `ip`. Outside every network, the block must miss all of
+    /// them. (Shorter networks than the match either hold it whole or lie apart from it.)
+    pub fn decided_prefix(&self, ip: IpAddr) -> u8 {
+        let matched = self.lookup_prefix(ip).map(|(p, _)| p);
+        let longer = |len: u8| matched.is_none_or(|p| len > p);
+        let clear = match ip.to_canonical() {
+            IpAddr::V4(a) => self
+                .starts4
+                .iter()
+                .filter(|(len, _)| longer(*len))
+                .map(|(_, starts)| disjoint(starts, a.to_bits(), |s, x| (s ^ x).leading_zeros(), 32))
+                .max(),
+            IpAddr::V6(a) => self
+                .starts6
+                .iter()
+                .filter(|(len, _)| longer(*len))
+                .map(|(_, starts)| disjoint(starts, a.to_bits(), |s, x| (s ^ x).leading_zeros(), 128))
+                .max(),
+        };
+        clear.unwrap_or(0).max(matched.unwrap_or(0))
     }
 
     pub fn len(&self) -> usize {
@@ -166,13 +189,13 @@ mod tests {
     }
 
     #[test]
-    fn disjoint_prefix_is_the_shortest_block_missing_every_network() {
+    fn decided_prefix_is_the_shortest_block_missing_every_network() {
         let t = CidrTable::new([
             ("1.0.1.0/24".parse().unwrap(), ()),
             ("1.0.2.0/24".parse().unwrap(), ()),
             ("2400:3200::/32".parse().unwrap(), ()),
         ]);
-        let at = |ip: &str| t.disjoint_prefix(ip.parse().unwrap());
+        let at = |ip: &str| t.decided_prefix(ip.parse().unwrap());
         // 1.0.0.0/24 misses 1.0.1.0/24 and 1.0.2.0/24; 1.0.0.0/23 would hold 1.0.1.0/24.
         assert_eq!(at("1.0.0.7"), 24);
         assert_eq!(at("1.0.3.1"), 24);
@@ -184,7 +207,7 @@ mod tests {
         // No IPv6 network below 2400::/8 ... and none of a family: every block is clear.
         assert_eq!(
             CidrTable::<()>::new([("1.0.1.0/24".parse().unwrap(), ())])
-                .disjoint_prefix("::1".parse().unwrap()),
+                .decided_prefix("::1".parse().unwrap()),
             0
         );
         // Brute force: no block at the reported length holds a network, one bit shorter does.
@@ -207,6 +230,56 @@ mod tests {
                 );
             }
         }
+    }
+
+    /// Brute force over nested networks: every address of the reported block looks the same
+    /// to `lookup`, and one bit shorter some address does not (or the length is 0).
+    #[test]
+    fn decided_prefix_holds_for_nested_networks() {
+        let nets = ["1.0.0.0/8", "1.0.1.0/24", "1.0.1.128/26", "1.0.64.0/18", "1.2.0.0/16", "9.0.0.0/8"];
+        let t = CidrTable::new(nets.iter().map(|n| (n.parse().unwrap(), *n)));
+        let same = |block: ipnet::Ipv4Net| {
+            // Every network is at least /8 and at most /26: sampling each /26 of the block
+            // (up to 2^18 of them) sees every value the block can take.
+            let first = t.lookup(IpAddr::V4(block.network()));
+            let step = 1u32 << 6;
+            let (lo, hi) = (block.network().to_bits(), block.broadcast().to_bits());
+            let mut a = lo;
+            loop {
+                if t.lookup(IpAddr::V4(a.into())) != first {
+                    return false;
+                }
+                match a.checked_add(step) {
+                    Some(n) if n <= hi => a = n,
+                    _ => return true,
+                }
+            }
+        };
+        for probe in [
+            "1.0.5.0",
+            "1.0.1.7",
+            "1.0.1.200",
+            "1.0.70.1",
+            "1.3.0.1",
+            "1.2.9.9",
+            "9.9.9.9",
+            "10.0.0.1",
+            "0.0.0.1",
+        ] {
+            let ip: std::net::Ipv4Addr = probe.parse().unwrap();
+            let len = t.decided_prefix(IpAddr::V4(ip));
+            let block = ipnet::Ipv4Net::new(ip, len.max(8)).unwrap().trunc();
+            if len >= 8 {
+                assert!(same(block), "{probe}/{len} is not decided");
+            }
+            if len > 8 {
+                let wider = ipnet::Ipv4Net::new(ip, len - 1).unwrap().trunc();
+                assert!(!same(wider), "{probe}/{} is decided too: {len} is not the shortest", len - 1);
+            }
+        }
+        // The case a shallow rule gets wrong: inside 1.0.0.0/8 but near 1.0.1.0/24.
+        assert_eq!(t.decided_prefix("1.0.5.0".parse().unwrap()), 22);
+        assert_eq!(t.decided_prefix("1.0.1.7".parse().unwrap()), 25, "clear of 1.0.1.128/26");
     }
 
     #[test]

@@ -407,10 +407,10 @@ impl Snapshot {
         self.networks.lookup_prefix(ip)
     }
 
-    /// For an address in no operator network: how long a prefix of it is clear of all of
-    /// them (see [`CidrTable::disjoint_prefix`](crate::cidr::CidrTable::disjoint_prefix)).
-    pub fn networks_disjoint_prefix(&self, ip: IpAddr) -> u8 {
-        self.networks.disjoint_prefix(ip)
+    /// How many leading bits of `ip` decide its operator network (see
+    /// [`CidrTable::decided_prefix`](crate::cidr::CidrTable::decided_prefix)).
+    pub fn networks_decided_prefix(&self, ip: IpAddr) -> u8 {
+        self.networks.decided_prefix(ip)
     }
 
     /// A client account.

@@ -197,6 +197,11 @@ pub fn answer<H: NodeHealth, C: Fn(IpAddr) -> (ClientView, u8)>(
         }
     }
 
+    // RFC 7871 §6: an address with bits set past its source prefix is malformed (FORMERR);
+    // using it would classify, and echo, a client the resolver did not mean.
+    if subnet.is_some_and(|s| !zero_past(s.addr(), s.source_prefix())) {
+        return plain(ResponseCode::FormErr);
+    }
     let client = subnet.map_or(peer, |s| s.addr());
     let limit = match transport {
         Transport::Stream | Transport::Encrypted => usize::from(u16::MAX),
@@ -227,13 +232,13 @@ pub fn answer<H: NodeHealth, C: Fn(IpAddr) -> (ClientView, u8)>(
         }
     };
     if let (Some(s), Some(edns)) = (subnet, response.edns.as_mut()) {
-        // The scope is the prefix that decided the answer, never longer than the client gave:
-        // 0 for answers that are the same for everyone (RFC 7871 §7.2.1).
-        edns.options_mut().insert(EdnsOption::Subnet(ClientSubnet::new(
-            s.addr(),
-            s.source_prefix(),
-            scope.min(s.source_prefix()),
-        )));
+        // The scope is the prefix that decided the answer (RFC 7871 §7.2.1): 0 for answers
+        // that are the same for everyone, and longer than the source when the client's prefix
+        // was not specific enough (the resolver then asks with the longer one). The classifier
+        // counts an IPv4-mapped address in IPv4 bits; the option speaks of its IPv6 form.
+        let mapped = matches!(s.addr(), IpAddr::V6(a) if a.to_ipv4_mapped().is_some());
+        let scope = if mapped && scope > 0 { scope.saturating_add(96).min(128) } else { scope };
+        edns.options_mut().insert(EdnsOption::Subnet(ClientSubnet::new(s.addr(), s.source_prefix(), scope)));
     }
     response.metadata.response_code = code;
 
@@ -265,6 +270,14 @@ enum Filled {
 impl Filled {
     fn same_for_all(code: ResponseCode, ttl: Option<u32>) -> Self {
         Self::Done { code, scope: None, ttl }
+    }
+}
+
+/// Whether every bit of `addr` past the first `prefix` is zero.
+fn zero_past(addr: IpAddr, prefix: u8) -> bool {
+    match addr {
+        IpAddr::V4(a) => prefix >= 32 || a.to_bits() & (u32::MAX >> prefix) == 0,
+        IpAddr::V6(a) => prefix >= 128 || a.to_bits() & (u128::MAX >> prefix) == 0,
     }
 }
 

@@ -15,16 +15,12 @@ pub fn classify(snapshot: &Snapshot, geo: &Geo, ip: IpAddr) -> ClientView {
 pub fn classify_scoped(snapshot: &Snapshot, geo: &Geo, ip: IpAddr) -> (ClientView, u8) {
     let ip = ip.to_canonical();
     let mut view = ClientView::default();
-    // In an operator network, its prefix decided; outside them, the shortest block around
-    // the address that holds none of them.
-    let mut bits = match snapshot.network_prefix(ip) {
-        Some((prefix, net)) => {
-            view.isp = net.isp.clone();
-            view.region = net.region.clone();
-            prefix
-        }
-        None => snapshot.networks_disjoint_prefix(ip),
-    };
+    // The operator network (or none), decided by this many bits (nested networks included).
+    let mut bits = snapshot.networks_decided_prefix(ip);
+    if let Some(net) = snapshot.network(ip) {
+        view.isp = net.isp.clone();
+        view.region = net.region.clone();
+    }
     if view.isp.is_none() || view.region.is_none() {
         let info = geo.lookup(ip);
         bits = bits.max(info.prefix);
