@@ -144,8 +144,15 @@ async fn auth_required_closes_the_open_apis_and_accounts_are_rate_limited() {
     let body = s.text("/d?dn=87ae992c1321f299da3c0210a9900ae7&id=42").await;
     assert_eq!(decrypt(Alg::Des, "dnspodpass", &body).unwrap(), "2.2.2.1;1.1.1.2;1.1.1.1;2.2.2.2");
 
-    // Account 7 allows 2 requests per second.
+    // Account 7 allows 2 requests per second. Forged requests naming it (a wrong signature, an
+    // unsigned one while signatures are required) are refused without spending its quota.
     let t = (now() + 600).to_string();
+    for _ in 0..5 {
+        let forged =
+            s.get(&format!("/7/sign_d?host=www.example.com&t={t}&s=0123456789abcdef0123456789abcdef")).await;
+        assert_eq!(forged.status(), 403);
+        assert_eq!(s.get("/v2/d?id=7&dn=www.example.com").await.status(), 403);
+    }
     let path = format!(
         "/7/sign_d?host=www.example.com&t={t}&s={}",
         alibaba_signature("www.example.com", "another-secret", &t)

@@ -286,6 +286,11 @@ pub(crate) enum AccountApi {
     SignResolve,
 }
 
+/// `429 Throttled`: the account's rate limit is reached.
+pub(crate) fn throttled() -> ApiError {
+    ApiError::new(StatusCode::TOO_MANY_REQUESTS, "Throttled", "the account's rate limit is reached")
+}
+
 /// `/{account_id}/d|resolve|sign_d|sign_resolve`: Alibaba's account-scoped API.
 pub(crate) async fn account(
     State(app): State<AppState>,
@@ -392,13 +397,6 @@ async fn account_answer(
         .account(id)
         .filter(|a| a.enabled)
         .ok_or_else(|| forbidden("InvalidAccount", "no such account"))?;
-    if !allow_account(app, id, spec.rate_limit_qps) {
-        return Err(ApiError::new(
-            StatusCode::TOO_MANY_REQUESTS,
-            "Throttled",
-            "the account's rate limit is reached",
-        ));
-    }
     let signed = matches!(api, AccountApi::SignD | AccountApi::SignResolve);
     if !signed && app.settings.auth_required {
         return Err(forbidden("UnsignedInterfaceDisabled", "this server answers signed requests only"));
@@ -408,6 +406,11 @@ async fn account_answer(
             ApiError::bad_request("MissingArgument", "host", "missing host: the domain name to resolve")
         })?;
         verify_signature(&spec.secret, host, get("t"), get("s"))?;
+    }
+    // Charged only once the request is authenticated: forged requests naming a public
+    // account id must not spend the app's quota.
+    if !allow_account(app, id, spec.rate_limit_qps) {
+        return Err(throttled());
     }
     drop(snapshot);
     let single = matches!(api, AccountApi::D | AccountApi::SignD);

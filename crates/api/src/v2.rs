@@ -33,7 +33,7 @@ use crate::answer::{FamilyAnswer, Question};
 use crate::dnspod::{status_header, STATUS_HEADER};
 use crate::error::ApiError;
 use crate::metrics::{Endpoint, Outcome};
-use crate::resolve::{allow_account, families, forbidden, name_list, EMPTY_TTL};
+use crate::resolve::{allow_account, families, forbidden, name_list, throttled, EMPTY_TTL};
 use crate::state::{AppState, PeerAddr};
 
 /// Largest signature validity accepted (`exp` further ahead is `InvalidDuration`).
@@ -94,13 +94,6 @@ fn authenticate(app: &AppState, pairs: &Pairs<'_>) -> Result<(V2Request, Option<
     let id = httpdns_core::model::parse_account_id(id).map_err(|_| invalid())?;
     let snapshot = app.catalog.snapshot();
     let account = snapshot.account(id).filter(|a| a.enabled).ok_or_else(invalid)?;
-    if !allow_account(app, id, account.rate_limit_qps) {
-        return Err(ApiError::new(
-            StatusCode::TOO_MANY_REQUESTS,
-            "Throttled",
-            "the account's rate limit is reached",
-        ));
-    }
     let mode = match get("m").unwrap_or("0") {
         "" | "0" => 0,
         "1" => 1,
@@ -138,6 +131,11 @@ fn authenticate(app: &AppState, pairs: &Pairs<'_>) -> Result<(V2Request, Option<
             return Err(forbidden("UnsignedInterfaceDisabled", "this server answers signed requests only"))
         }
         None => {}
+    }
+    // Charged only once the request is authenticated: forged requests naming a public
+    // account id must not spend the app's quota.
+    if !allow_account(app, id, account.rate_limit_qps) {
+        return Err(throttled());
     }
     if mode == 0 {
         let (echo, names) = parse_names(get("dn"))?;

@@ -206,11 +206,7 @@ pub(crate) fn authenticate(app: &AppState, pairs: &mut Pairs<'_>, secure: bool) 
                 ApiError::new(StatusCode::UNAUTHORIZED, "InvalidAccount", "no such token").with_field("token")
             })?;
         if !crate::resolve::allow_account(app, id, account.rate_limit_qps) {
-            return Err(ApiError::new(
-                StatusCode::TOO_MANY_REQUESTS,
-                "Throttled",
-                "the account's rate limit is reached",
-            ));
+            return Err(crate::resolve::throttled());
         }
         return Ok(Auth::Token);
     }
@@ -229,13 +225,6 @@ pub(crate) fn authenticate(app: &AppState, pairs: &mut Pairs<'_>, secure: bool) 
     let id = httpdns_core::model::parse_account_id(&id).map_err(|_| invalid())?;
     let snapshot = app.catalog.snapshot();
     let account = snapshot.account(id).filter(|a| a.enabled).ok_or_else(invalid)?;
-    if !crate::resolve::allow_account(app, id, account.rate_limit_qps) {
-        return Err(ApiError::new(
-            StatusCode::TOO_MANY_REQUESTS,
-            "Throttled",
-            "the account's rate limit is reached",
-        ));
-    }
     let alg = match first(pairs, "alg").as_deref() {
         None | Some("") => httpdns_auth::Alg::Des,
         Some(a) if a.eq_ignore_ascii_case("des") => httpdns_auth::Alg::Des,
@@ -272,6 +261,11 @@ pub(crate) fn authenticate(app: &AppState, pairs: &mut Pairs<'_>, secure: bool) 
             )
         })?;
         *v = std::borrow::Cow::Owned(plain);
+    }
+    // Charged once the parameters decrypted with the account's key: requests that merely
+    // name a public account id must not spend the app's quota.
+    if !crate::resolve::allow_account(app, id, account.rate_limit_qps) {
+        return Err(crate::resolve::throttled());
     }
     Ok(Auth::Encrypted(alg, secret))
 }
