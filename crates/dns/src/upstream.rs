@@ -45,6 +45,10 @@ pub struct UpstreamConfig {
     /// Distinct queries in flight at most; beyond it new names fail at once (serve-stale
     /// still answers), so a flood of random names cannot hold unbounded tasks and sockets.
     pub max_in_flight: usize,
+    /// Lookups waiting for an upstream answer at most, joined flights included: a flood of
+    /// one name over UDP (a task per packet) then fails at once beyond it instead of holding
+    /// a task per packet for the whole wait.
+    pub max_waiting: usize,
 }
 
 impl UpstreamConfig {
@@ -59,6 +63,7 @@ impl UpstreamConfig {
             allow_private: false,
             max_entries: 100_000,
             max_in_flight: 4096,
+            max_waiting: 16_384,
         }
     }
 }
@@ -84,6 +89,25 @@ pub enum UpstreamError {
     Failed(String),
     #[error("too many upstream queries in flight")]
     Busy,
+}
+
+/// One lookup counted in [`Upstream::waiting`] while it lives; `count` includes it.
+struct Waiting<'a> {
+    counter: &'a std::sync::atomic::AtomicUsize,
+    count: usize,
+}
+
+impl<'a> Waiting<'a> {
+    fn enter(counter: &'a std::sync::atomic::AtomicUsize) -> Self {
+        let count = counter.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+        Self { counter, count }
+    }
+}
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        self.counter.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -119,6 +143,8 @@ pub struct Upstream {
     /// query is out neither cancels it nor leaves the others waiting for it.
     inflight: SingleFlight<Key, Fetched>,
     queries: std::sync::atomic::AtomicU64,
+    /// Lookups waiting for a flight now (see [`UpstreamConfig::max_waiting`]).
+    waiting: std::sync::atomic::AtomicUsize,
     /// Lookups by result, in the order of [`CACHE_RESULTS`].
     results: [std::sync::atomic::AtomicU64; 5],
 }
@@ -160,6 +186,7 @@ impl Upstream {
             cfg,
             inflight: SingleFlight::new(),
             queries: 0.into(),
+            waiting: 0.into(),
             results: Default::default(),
         }
     }
@@ -222,9 +249,14 @@ impl Upstream {
                 return Ok(lookup_of(e, (ttl - age).as_secs() as u32, false));
             }
         }
+        let waiting = Waiting::enter(&self.waiting);
         let result = if self.inflight.len() >= self.cfg.max_in_flight && !self.inflight.contains(&key) {
             // A flood of distinct names: fail fast (stale answers still serve) rather than
             // hold a task and a socket per name.
+            Err(UpstreamError::Busy)
+        } else if waiting.count > self.cfg.max_waiting {
+            // A flood of one name: joining its flight is cheap, but each joiner is a task
+            // held until the answer; beyond the bound, fail fast as well.
             Err(UpstreamError::Busy)
         } else {
             let me = self.clone();
@@ -253,6 +285,7 @@ impl Upstream {
     }
 
     /// Queries the upstreams and keeps a successful answer (the work of one flight).
+    /// (See [`Waiting`] for the count of lookups waiting on flights.)
     async fn fetch_and_keep(self: Arc<Self>, key: Key) -> Fetched {
         let entry = Arc::new(self.fetch(&key).await?);
         self.cache.insert(key, entry.clone());
@@ -446,5 +479,38 @@ mod flight_tests {
             assert_eq!(got.map(|l| l.ips), Ok(vec!["9.9.9.1".parse::<IpAddr>().unwrap()]));
         }
         assert_eq!(upstream.queries_sent(), 1);
+    }
+
+    /// A flood of one name: beyond `max_waiting` askers fail at once instead of each holding
+    /// a task for the whole wait; the ones within it share the single query.
+    #[tokio::test]
+    async fn waiting_askers_are_bounded() {
+        let up = slow_upstream(Duration::from_millis(300)).await;
+        let upstream = Arc::new(Upstream::new(UpstreamConfig {
+            timeout: Duration::from_millis(500),
+            max_waiting: 50,
+            ..UpstreamConfig::new(vec![up])
+        }));
+        let name = DomainName::parse("flood.partner.example").unwrap();
+        let client: IpAddr = "1.0.2.9".parse().unwrap();
+        let tasks: Vec<_> = (0..200)
+            .map(|_| {
+                let (u, n) = (upstream.clone(), name.clone());
+                tokio::spawn(async move { u.lookup(&n, RecordType::A, client).await })
+            })
+            .collect();
+        let (mut answered, mut busy) = (0, 0);
+        for t in tasks {
+            match t.await.unwrap() {
+                Ok(_) => answered += 1,
+                Err(UpstreamError::Busy) => busy += 1,
+                Err(e) => panic!("{e}"),
+            }
+        }
+        assert_eq!((answered, busy), (50, 150));
+        assert_eq!(upstream.queries_sent(), 1);
+        assert_eq!(upstream.waiting.load(std::sync::atomic::Ordering::Relaxed), 0, "every guard released");
+        // Once answered, the name is a cache hit for everyone.
+        assert!(upstream.lookup(&name, RecordType::A, client).await.is_ok());
     }
 }
