@@ -91,10 +91,25 @@ pub struct ServiceIps {
     own: Vec<ServiceAddr>,
     /// Every alive replica's addresses (this one's first), deduplicated.
     alive: ArcSwap<Vec<ServiceAddr>>,
-    /// Per other replica: the last `seen_at` read and when it was read to change (`None`:
-    /// not yet, and stale at first sight).
-    seen: Mutex<HashMap<String, (i64, Option<Instant>)>>,
+    /// Per other replica: what its row looked like when last read.
+    seen: Mutex<HashMap<String, Seen>>,
 }
+
+/// One other replica's row, as this replica has read it.
+#[derive(Debug, Clone, Copy)]
+struct Seen {
+    seen_at: i64,
+    /// When it was first read with this `seen_at`.
+    since: Instant,
+    /// Read to change (or fresh by the writer's clock at first sight); a row stale at first
+    /// sight is not listed until it changes.
+    changing: bool,
+}
+
+/// A row read unchanged for this long, by this replica's own clock, belongs to a replica that
+/// is gone: it is deleted (no writer's clock is trusted for it, so a replica whose clock is
+/// far off neither deletes the others' rows nor loses its own).
+pub const FORGET: Duration = Duration::from_secs(24 * 3600);
 
 impl ServiceIps {
     /// This replica's announcer; `own` may be empty (it then only lists the others).
@@ -112,25 +127,33 @@ impl ServiceIps {
     }
 
     /// Folds one read of the rows into the alive list, at local time `now` with the wall
-    /// clock at `now_ms`.
-    fn observe(&self, rows: Vec<ReplicaRow>, now: Instant, now_ms: i64) {
+    /// clock at `now_ms`. Returns the rows to forget, as `(id, seen_at)`.
+    fn observe(&self, rows: Vec<ReplicaRow>, now: Instant, now_ms: i64) -> Vec<(String, i64)> {
         let mut seen = self.seen.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         let mut list = self.own.clone();
         let mut present = Vec::with_capacity(rows.len());
+        let mut forget = Vec::new();
         for row in rows {
             if row.id == self.id {
                 continue;
             }
             present.push(row.id.clone());
-            let changed_at = match seen.get(&row.id) {
-                Some((at, t)) if *at == row.seen_at => *t,
-                Some(_) => Some(now),
+            let fresh = Seen { seen_at: row.seen_at, since: now, changing: true };
+            let entry = match seen.get(&row.id) {
+                Some(s) if s.seen_at == row.seen_at => *s,
+                Some(_) => fresh,
                 // First sight: the writer's clock is all there is to go by.
-                None if (now_ms - row.seen_at).unsigned_abs() <= EXPIRE.as_millis() as u64 => Some(now),
-                None => None,
+                None => Seen {
+                    changing: (now_ms - row.seen_at).unsigned_abs() <= EXPIRE.as_millis() as u64,
+                    ..fresh
+                },
             };
-            seen.insert(row.id.clone(), (row.seen_at, changed_at));
-            if changed_at.is_none_or(|t| now.saturating_duration_since(t) > EXPIRE) {
+            seen.insert(row.id.clone(), entry);
+            let unchanged_for = now.saturating_duration_since(entry.since);
+            if unchanged_for > FORGET {
+                forget.push((row.id.clone(), row.seen_at));
+            }
+            if !entry.changing || unchanged_for > EXPIRE {
                 continue;
             }
             for a in row.addrs.iter().filter_map(|a| a.parse::<ServiceAddr>().ok()) {
@@ -141,11 +164,12 @@ impl ServiceIps {
         }
         seen.retain(|id, _| present.contains(id));
         self.alive.store(Arc::new(list));
+        forget
     }
 
     /// Writes this replica's row and reads the others' every [`HEARTBEAT`] until `shutdown`,
-    /// then deletes the row. A store that fails keeps the last list (the other replicas then
-    /// expire: they cannot be seen to be alive).
+    /// then deletes the row. A store that fails keeps the last list: during a database outage
+    /// no replica can announce itself, and the list from before is the best knowledge there is.
     pub async fn run(self: Arc<Self>, store: Store, shutdown: CancellationToken) {
         let own: Vec<String> = self.own.iter().map(ToString::to_string).collect();
         let mut tick = tokio::time::interval(HEARTBEAT);
@@ -166,7 +190,11 @@ impl ServiceIps {
                     let now_ms = std::time::SystemTime::now()
                         .duration_since(std::time::UNIX_EPOCH)
                         .map_or(0, |d| d.as_millis() as i64);
-                    self.observe(rows, Instant::now(), now_ms);
+                    for (id, seen_at) in self.observe(rows, Instant::now(), now_ms) {
+                        if let Err(e) = store.forget_replica(&id, seen_at).await {
+                            tracing::warn!(error = %e, replica = %id, "Could not delete a gone replica's row.");
+                        }
+                    }
                 }
                 Ok(Err(e)) => tracing::warn!(error = %e, "Replica heartbeat failed."),
                 Err(_) => tracing::warn!("Replica heartbeat timed out."),
@@ -398,6 +426,19 @@ mod tests {
             wall,
         );
         assert_eq!(*ips.alive(), [a("10.0.0.1"), a("10.0.0.3")]);
+        // Unchanged for a day by this replica's clock: deleted, whatever the writer's clock.
+        let day = later + FORGET + Duration::from_secs(1);
+        let gone = ips.observe(
+            vec![row("b", "10.0.0.2", wall + 2000), row("c", "10.0.0.3", wall - 3_590_000)],
+            day,
+            wall,
+        );
+        assert_eq!(gone, [("b".to_owned(), wall + 2000), ("c".to_owned(), wall - 3_590_000)]);
+        // A row stale at first sight is deleted after a day too, never listed meanwhile.
+        let fresh = ServiceIps::new(vec![]);
+        assert!(fresh.observe(vec![row("d", "10.0.0.4", 0)], t0, wall).is_empty());
+        assert!(fresh.alive().is_empty());
+        assert_eq!(fresh.observe(vec![row("d", "10.0.0.4", 0)], day, wall), [("d".to_owned(), 0)]);
         // A deleted row is forgotten.
         ips.observe(vec![], later, wall);
         assert_eq!(*ips.alive(), [a("10.0.0.1")]);

@@ -17,30 +17,31 @@ pub struct ReplicaRow {
     pub seen_at: i64,
 }
 
-/// Rows unchanged for this long belong to replicas that are gone: deleted.
-const FORGET_AFTER_MS: i64 = 24 * 3600 * 1000;
-
 impl Store {
-    /// Writes this replica's row (its addresses, seen now) and deletes rows of replicas gone
-    /// for a day, in one transaction.
+    /// Writes this replica's row: its addresses, seen now (by its own clock, which readers
+    /// only compare with the value they read before, never with theirs).
     pub async fn replica_heartbeat(&self, id: &str, addrs: &[String]) -> Result<(), StoreError> {
-        let now = now_ms();
         let addrs = serde_json::to_string(addrs).expect("strings serialise");
-        let mut tx = self.pool.begin().await?;
         sqlx::query(
             "INSERT INTO replicas (id, addrs, seen_at) VALUES ($1, $2, $3) \
              ON CONFLICT (id) DO UPDATE SET addrs = excluded.addrs, seen_at = excluded.seen_at",
         )
         .bind(id)
         .bind(&addrs)
-        .bind(now)
-        .execute(&mut *tx)
+        .bind(now_ms())
+        .execute(&self.pool)
         .await?;
-        sqlx::query("DELETE FROM replicas WHERE seen_at < $1")
-            .bind(now - FORGET_AFTER_MS)
-            .execute(&mut *tx)
+        Ok(())
+    }
+
+    /// Deletes a gone replica's row, if it still holds `seen_at` (a replica that came back
+    /// meanwhile keeps its fresh row).
+    pub async fn forget_replica(&self, id: &str, seen_at: i64) -> Result<(), StoreError> {
+        sqlx::query("DELETE FROM replicas WHERE id = $1 AND seen_at = $2")
+            .bind(id)
+            .bind(seen_at)
+            .execute(&self.pool)
             .await?;
-        tx.commit().await?;
         Ok(())
     }
 
