@@ -13,7 +13,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use crate::support::{Db, Server};
 
-async fn dns_server() -> (Server, tempfile::TempDir) {
+pub(crate) async fn dns_server() -> (Server, tempfile::TempDir) {
     let tmp = tempfile::tempdir().unwrap();
     let mut env = crate::support::env(tmp.path(), &Db::Sqlite);
     env.insert("HTTPDNS_DNS_ADDR".into(), "127.0.0.1:0".into());

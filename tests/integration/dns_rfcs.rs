@@ -7,16 +7,7 @@
 
 use serde_json::Value;
 
-use crate::support::{Db, Server};
-
-async fn dns_server() -> (Server, tempfile::TempDir) {
-    let tmp = tempfile::tempdir().unwrap();
-    let mut env = crate::support::env(tmp.path(), &Db::Sqlite);
-    env.insert("HTTPDNS_DNS_ADDR".into(), "127.0.0.1:0".into());
-    let s = Server::start_with(env, None).await;
-    s.seed().await;
-    (s, tmp)
-}
+use crate::dns::dns_server;
 
 /// Runs a peer (bounded by `timeout`) off the test's runtime, which serves the server.
 async fn run(program: &str, args: Vec<String>) -> Option<String> {
