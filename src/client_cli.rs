@@ -45,6 +45,18 @@ pub(crate) struct ClientArgs {
     /// TCP port of the `publicIpList` addresses the network check connects to.
     #[arg(long, default_value_t = 53)]
     probe_port: u16,
+    /// Report nothing to the service's `/app/events`.
+    #[arg(long)]
+    no_events: bool,
+    /// Share of requests reported as `request` events (0 to 1).
+    #[arg(long, default_value_t = 1.0)]
+    request_sample_rate: f64,
+    /// Share of HTTPDNS answers also asked of LocalDNS and reported for the hijack map (0 to 1).
+    #[arg(long, default_value_t = 0.0)]
+    localdns_sample_rate: f64,
+    /// Keep unsent events here between runs.
+    #[arg(long)]
+    events_file: Option<PathBuf>,
 }
 
 impl ClientArgs {
@@ -69,6 +81,17 @@ impl ClientArgs {
         });
         o.config.public_key = self.public_key.clone();
         o.network_probe_port = self.probe_port;
+        anyhow::ensure!(
+            (0.0..=1.0).contains(&self.request_sample_rate)
+                && (0.0..=1.0).contains(&self.localdns_sample_rate),
+            "the sample rates are 0 to 1"
+        );
+        o.events = (!self.no_events).then(|| httpdns_client::EventOptions {
+            request_sample_rate: self.request_sample_rate,
+            localdns_sample_rate: self.localdns_sample_rate,
+            file: self.events_file.clone(),
+            ..Default::default()
+        });
         let client = CdnClient::new(o)?;
         client.resolver().set_network(&self.network);
         Ok(client)
@@ -131,6 +154,7 @@ pub(crate) async fn get(args: &ClientArgs, url: &str, output: Option<&PathBuf>) 
         f.switch_time().as_secs_f64() * 1000.0
     );
     let body = f.response.bytes().await?;
+    report_events(&client).await;
     match output {
         Some(path) => std::fs::write(path, &body).with_context(|| format!("writing {}", path.display()))?,
         None => {
@@ -140,6 +164,31 @@ pub(crate) async fn get(args: &ClientArgs, url: &str, output: Option<&PathBuf>) 
     }
     anyhow::ensure!(!status.is_server_error(), "the last route answered {status}");
     Ok(())
+}
+
+/// Sends what is waiting to `/app/events` (a sampled LocalDNS comparison may still be on its
+/// way: it gets a moment) and says what was reported.
+async fn report_events(client: &CdnClient) {
+    let Some(r) = client.events() else { return };
+    if r.options().localdns_sample_rate > 0.0 {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    let sent = r.flush().await;
+    let s = r.stats();
+    let types: Vec<String> = s.by_type.iter().map(|(t, n)| format!("{t} {n}")).collect();
+    eprintln!(
+        "events: recorded {} ({}), sent {}, queued {}, dropped {}, refused {}{}",
+        s.recorded,
+        if types.is_empty() { "none".to_owned() } else { types.join(", ") },
+        s.sent,
+        s.queued,
+        s.dropped,
+        s.refused,
+        match sent {
+            Ok(_) => String::new(),
+            Err(e) => format!(" (last send failed: {e}; kept for the next run with --events-file)"),
+        }
+    );
 }
 
 /// Sends `requests` requests for `url`, one every `interval`, while an operator breaks
@@ -207,6 +256,7 @@ pub(crate) async fn drill(
     for (host, n) in hosts {
         println!("served by {host}: {n}");
     }
+    report_events(&client).await;
     anyhow::ensure!(failed == 0, "{failed} requests failed");
     Ok(())
 }

@@ -671,6 +671,14 @@ async fn every_metric_of_the_dashboard_and_alerts_is_exported() {
     )
     .await;
     s.text("/d?dn=www.example.com&ip=1.0.2.7").await;
+    // One client event of the kinds the app panels and rules read.
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs();
+    let events = json!({"events": [
+        {"event": "request", "timestamp": now, "host": "cdn.example.com", "outcome": "ok", "latency_ms": 20},
+        {"event": "dns_fallback", "timestamp": now, "fallback_reason": "HTTPDNS_TIMEOUT", "fallback_duration_ms": 120},
+    ]});
+    let posted = s.http.post(s.url("/app/events")).body(events.to_string()).send().await.unwrap();
+    assert_eq!(posted.status(), reqwest::StatusCode::ACCEPTED);
     let metrics = s.text("/metrics").await;
     let exported = exported(&metrics);
     let missing: Vec<&String> = used.iter().filter(|m| !exported.contains(*m)).collect();

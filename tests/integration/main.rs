@@ -12,6 +12,7 @@ mod config_center;
 mod deploy;
 mod dns;
 mod dns_rfcs;
+mod events;
 mod geoip;
 mod hostile;
 mod live;

@@ -24,6 +24,7 @@ pub mod config_center;
 pub mod dnspod;
 mod doh;
 pub mod error;
+pub mod events;
 mod health;
 pub mod live;
 pub mod metrics;
@@ -76,6 +77,7 @@ pub fn router_with(state: AppState, public_metrics: bool) -> Router {
     let tracked = tracked
         .route("/openapi.json", get(openapi::handle))
         .route("/feedback", axum::routing::post(live::feedback::handle))
+        .route("/app/events", axum::routing::post(events::intake::handle))
         .merge(admin)
         .fallback(not_found)
         .layer(middleware::from_fn_with_state(state.clone(), track));

@@ -45,11 +45,13 @@ pub enum Route {
     Admin,
     Config,
     Feedback,
+    /// `/app/events`.
+    Events,
     Other,
 }
 
 impl Route {
-    pub const ALL: [Route; 11] = [
+    pub const ALL: [Route; 12] = [
         Route::D,
         Route::Resolve,
         Route::V2,
@@ -60,6 +62,7 @@ impl Route {
         Route::Admin,
         Route::Config,
         Route::Feedback,
+        Route::Events,
         Route::Other,
     ];
 
@@ -75,6 +78,7 @@ impl Route {
             Route::Admin => "/admin",
             Route::Config => "/app/config-center",
             Route::Feedback => "/feedback",
+            Route::Events => "/app/events",
             Route::Other => "other",
         }
     }
@@ -90,6 +94,7 @@ impl Route {
             "/readyz" => Route::Readyz,
             "/metrics" => Route::Metrics,
             "/feedback" => Route::Feedback,
+            "/app/events" => Route::Events,
             p if p.starts_with("/admin/") => Route::Admin,
             p if p.starts_with("/app/config-center/") => Route::Config,
             _ => Route::Other,

@@ -49,6 +49,8 @@ pub struct Shared {
     pub config: Arc<ConfigCache>,
     pub geo: Arc<Geo>,
     pub live: Arc<LiveHub>,
+    /// Client events and the LocalDNS map.
+    pub events: Arc<crate::events::EventHub>,
     /// Resolution of names that are not managed here.
     pub upstream: Arc<httpdns_dns::upstream::Upstream>,
     pub metrics: Arc<Metrics>,

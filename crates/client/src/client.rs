@@ -19,6 +19,7 @@ use tokio::time::Instant;
 use crate::config_source::{ActiveConfig, ConfigOptions, ConfigStore};
 use crate::convergence::{self, authority};
 use crate::error::{Error, Result};
+use crate::events::{self, ClientEvent, EventOptions, Failure, Reporter, RequestOutcome};
 use crate::failover::{EjectionPolicy, FailureEffect, HostPool};
 use crate::netcheck::NetworkCheck;
 use crate::resolver::{Path, Resolver, ResolverOptions};
@@ -43,6 +44,9 @@ pub struct ClientOptions {
     pub revive_interval: Option<Duration>,
     /// Overrides the document's `configRequestInterval`.
     pub config_interval: Option<Duration>,
+    /// Reporting to the service's `/app/events` (on by default; active only when there is a
+    /// service address or an events URL). `None`: nothing is reported.
+    pub events: Option<EventOptions>,
 }
 
 impl Default for ClientOptions {
@@ -58,6 +62,7 @@ impl Default for ClientOptions {
             network_probe_timeout: Duration::from_secs(3),
             revive_interval: None,
             config_interval: None,
+            events: Some(EventOptions::default()),
         }
     }
 }
@@ -82,6 +87,10 @@ pub struct Attempt {
     pub elapsed: Duration,
     /// This failure disabled the host.
     pub disabled_host: bool,
+    /// The attempt failed for want of an address (no connection was tried).
+    pub dns_failed: bool,
+    /// The attempt failed by a timeout.
+    pub timed_out: bool,
 }
 
 /// Which route served a request.
@@ -132,6 +141,7 @@ struct Inner {
     /// Config version the host pool was built from (`u64::MAX`: none yet).
     hosts_version: AtomicU64,
     netcheck: NetworkCheck,
+    events: Option<Reporter>,
 }
 
 /// The background tasks of a client; dropping this stops them.
@@ -161,6 +171,20 @@ impl CdnClient {
         let netcheck =
             NetworkCheck::new(opts.network_probe_port, opts.network_probe_timeout, Duration::from_secs(2));
         let hosts = Mutex::new(HostPool::new(Vec::new(), opts.ejection));
+        let events = opts.events.as_ref().and_then(|e| {
+            let url = e.url.clone().or_else(|| {
+                let mut u = opts.resolver.service.servers.first()?.clone();
+                u.set_path("/app/events");
+                u.set_query(None);
+                Some(u)
+            })?;
+            let mut e = e.clone();
+            e.account = e.account.or_else(|| opts.resolver.service.account.clone());
+            Some(Reporter::new(e, url))
+        });
+        if let Some(r) = &events {
+            resolver.set_reporter(r.clone());
+        }
         Ok(Self {
             inner: Arc::new(Inner {
                 opts,
@@ -170,6 +194,7 @@ impl CdnClient {
                 hosts,
                 hosts_version: AtomicU64::new(u64::MAX),
                 netcheck,
+                events,
             }),
         })
     }
@@ -180,6 +205,11 @@ impl CdnClient {
 
     pub fn config(&self) -> &ConfigStore {
         &self.inner.config
+    }
+
+    /// The event reporter, when reporting is on.
+    pub fn events(&self) -> Option<&Reporter> {
+        self.inner.events.as_ref()
     }
 
     /// `(host, disabled)` in failover order, for this device.
@@ -211,6 +241,9 @@ impl CdnClient {
             })
         };
         let mut tasks = vec![reviver];
+        if let Some(r) = &self.inner.events {
+            tasks.push(r.start());
+        }
         if self.inner.opts.config.url.is_some() {
             let this = self.clone();
             tasks.push(tokio::spawn(async move {
@@ -248,6 +281,9 @@ impl CdnClient {
         // Checked and rebuilt under the pool's lock: a request racing the revive task must
         // not see the new version with the old (or empty) pool.
         let mut pool = self.inner.hosts.lock().expect("lock");
+        if let Some(r) = &self.inner.events {
+            r.set_side(Some(cfg.doc.convergence_enabled(&self.inner.opts.device_id)));
+        }
         if self.inner.hosts_version.load(Ordering::Acquire) != cfg.version {
             pool.set_hosts(convergence::host_list(&cfg.doc, &self.inner.opts.device_id));
             self.inner.hosts_version.store(cfg.version, Ordering::Release);
@@ -270,6 +306,9 @@ impl CdnClient {
             if ok {
                 revived += 1;
                 tracing::info!(%host, "CDN host answers its probe again; re-enabled.");
+                if let Some(r) = &self.inner.events {
+                    r.record(ClientEvent::HostRevive { host: host.clone() });
+                }
             }
             self.inner.hosts.lock().expect("lock").probe_result(
                 &host,
@@ -291,6 +330,7 @@ impl CdnClient {
         let Some(conv) = converged else {
             let mut attempts = Vec::new();
             let resp = self.attempt(&url, started, &mut attempts).await;
+            self.report(&attempts, &resp, started);
             return finish(resp, url, Route::Direct, attempts);
         };
         let public_ips = cfg.as_ref().map(|c| c.doc.public_ip_list.clone()).unwrap_or_default();
@@ -301,7 +341,9 @@ impl CdnClient {
             match self.attempt(&target, started, &mut attempts).await {
                 Ok(resp) if !resp.status().is_server_error() => {
                     self.inner.hosts.lock().expect("lock").report_success(&host);
-                    return finish(Ok(resp), target, Route::Unified, attempts);
+                    let resp = Ok(resp);
+                    self.report(&attempts, &resp, started);
+                    return finish(resp, target, Route::Unified, attempts);
                 }
                 Ok(_) => self.failed(&host, &target, &mut attempts),
                 // No address for the host is a resolution failure, not the host's: move on
@@ -322,6 +364,7 @@ impl CdnClient {
         }
         // Every unified host failed or is disabled: the URL as it was before convergence.
         let original = self.attempt(&conv.original, started, &mut attempts).await;
+        self.report(&attempts, &original, started);
         finish(original, conv.original, Route::Original, attempts)
     }
 
@@ -356,6 +399,8 @@ impl CdnClient {
             started_after: t0 - started,
             elapsed: Duration::ZERO,
             disabled_host: false,
+            dns_failed: false,
+            timed_out: false,
         };
         if let Some(url::Host::Domain(name)) = url.host() {
             // Bounded: the connect timeout of reqwest does not cover the lookup done here.
@@ -367,6 +412,8 @@ impl CdnClient {
                 Ok(r) => record.resolved = Some((r.path, r.ips)),
                 Err(e) => {
                     record.outcome = Outcome::Failed(e.to_string());
+                    record.dns_failed = matches!(e, Error::NoAddress { .. });
+                    record.timed_out = matches!(e, Error::Timeout(_));
                     record.elapsed = t0.elapsed();
                     attempts.push(record);
                     return Err(e);
@@ -396,11 +443,56 @@ impl CdnClient {
             Err(e) => {
                 let msg = crate::service::error_chain(&e);
                 record.outcome = Outcome::Failed(msg.clone());
+                record.timed_out = e.is_timeout();
                 Err(Error::Request { attempts: attempts.len() + 1, last: msg })
             }
         };
         attempts.push(record);
         out
+    }
+}
+
+impl CdnClient {
+    /// Reports a request's host switches, and the request itself when sampled.
+    fn report(&self, attempts: &[Attempt], resp: &Result<reqwest::Response>, started: Instant) {
+        let Some(r) = &self.inner.events else { return };
+        let host_of = |a: &Attempt| Url::parse(&a.url).ok().and_then(|u| authority(&u)).unwrap_or_default();
+        for pair in attempts.windows(2) {
+            let (a, b) = (&pair[0], &pair[1]);
+            let reason = match &a.outcome {
+                Outcome::Status(s) if *s >= 500 => Failure::Status5xx,
+                Outcome::Status(_) => continue,
+                // Resolution failures are reported by the resolver (dns_fallback).
+                Outcome::Failed(_) if a.dns_failed => continue,
+                Outcome::Failed(_) if a.timed_out => Failure::Timeout,
+                Outcome::Failed(_) => Failure::ConnectError,
+            };
+            r.record(ClientEvent::HostSwitch {
+                from: host_of(a),
+                to: Some(host_of(b)),
+                reason,
+                duration: b.started_after.saturating_sub(a.started_after),
+            });
+        }
+        let rate = r.options().request_sample_rate;
+        let Some(last) = attempts.last() else { return };
+        if !events::sampled(rate) {
+            return;
+        }
+        let outcome = match (resp, &last.outcome) {
+            (Ok(resp), _) if resp.status().is_server_error() => RequestOutcome::Failed(Failure::Status5xx),
+            (Ok(resp), _) if resp.status().is_client_error() => RequestOutcome::Status4xx,
+            (Ok(_), _) => RequestOutcome::Ok,
+            (Err(_), _) if last.dns_failed => RequestOutcome::DnsError,
+            (Err(_), _) if last.timed_out => RequestOutcome::Failed(Failure::Timeout),
+            (Err(_), _) => RequestOutcome::Failed(Failure::ConnectError),
+        };
+        r.record(ClientEvent::Request {
+            host: host_of(last),
+            outcome,
+            latency: started.elapsed(),
+            sample_rate: rate,
+        });
     }
 }
 

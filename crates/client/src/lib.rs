@@ -8,6 +8,8 @@
 //! * [`failover`]: the ordered `hostListConfig`, hosts disabled on 5xx and connection failures
 //!   (only while the network works, [`netcheck`]), revived by `HEAD` probes.
 //! * [`config_source`]: the signed config document, polled, kept on disk, larger version wins.
+//! * [`events`]: what the app saw (fallbacks, host switches, sampled requests and LocalDNS
+//!   comparisons), batched to the service's `/app/events`, never delaying a request.
 //! * [`CdnClient`]: all of it behind one `get`.
 //!
 //! ```no_run
@@ -28,6 +30,7 @@ pub mod client;
 pub mod config_source;
 pub mod convergence;
 pub mod error;
+pub mod events;
 pub mod failover;
 mod fsutil;
 pub mod localdns;
@@ -38,6 +41,7 @@ pub mod service;
 pub use client::{Attempt, Background, CdnClient, ClientOptions, Fetched, Outcome, Route};
 pub use config_source::{ConfigOptions, ConfigStore};
 pub use error::{Error, Result};
+pub use events::{EventOptions, Reporter, ReporterStats};
 pub use failover::EjectionPolicy;
 pub use localdns::LocalDns;
 pub use reqwest::Url;

@@ -15,7 +15,7 @@ use std::collections::HashMap;
 use std::fmt;
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, Mutex, OnceLock, RwLock};
 use std::time::Duration;
 
 use httpdns_core::DomainName;
@@ -24,8 +24,9 @@ use tokio::time::Instant;
 
 use crate::cache::{Cache, Lookup};
 use crate::error::{Error, Result};
+use crate::events::{ClientEvent, FallbackReason, Reporter};
 use crate::localdns::LocalDns;
-use crate::service::{Service, ServiceAnswer, ServiceOptions, Unavailable};
+use crate::service::{Fault, Service, ServiceAnswer, ServiceOptions, Unavailable};
 
 /// Which path produced an answer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -127,6 +128,8 @@ struct Inner {
     /// runs on a task of its own: an app request that is cancelled while its name is looked up
     /// neither cancels the lookup nor leaves the others waiting for it.
     inflight: SingleFlight<(String, String), Result<Resolution, String>>,
+    /// Where fallbacks and LocalDNS comparisons are reported, once set.
+    events: OnceLock<Reporter>,
 }
 
 impl fmt::Debug for Resolver {
@@ -149,6 +152,7 @@ impl Resolver {
                 cache: Mutex::new(cache),
                 network: RwLock::new("default".into()),
                 inflight: SingleFlight::new(),
+                events: OnceLock::new(),
             }),
         }
     }
@@ -157,6 +161,12 @@ impl Resolver {
     /// answers are cached per network.
     pub fn set_network(&self, key: &str) {
         *self.inner.network.write().expect("lock") = key.to_owned();
+    }
+
+    /// Reports fallbacks and a sample of LocalDNS comparisons to `reporter` from now on (the
+    /// first reporter set stays).
+    pub fn set_reporter(&self, reporter: Reporter) {
+        let _ = self.inner.events.set(reporter);
     }
 
     pub fn network(&self) -> String {
@@ -236,12 +246,26 @@ impl Resolver {
         Some(Resolution { name: name.to_owned(), ips, ttl, path, dropped: vec![], service_error: None })
     }
 
-    /// Service, then LocalDNS, then any expired answer, then an error.
+    /// Service, then LocalDNS, then any expired answer, then an error. A fallback is reported
+    /// (when a reporter is set) with why the service did not answer and how long it took.
     async fn lookup(&self, network: &str, name: &str) -> Result<Resolution> {
-        let service_error = match self.ask_service(network, name).await {
+        let started = Instant::now();
+        let (reason, service_error) = match self.ask_service(network, name).await {
             Ok(r) => return Ok(r),
             Err(e) => e,
         };
+        let result = self.fall_back(network, name, service_error).await;
+        if let (Some(reporter), Some(reason)) = (self.inner.events.get(), reason) {
+            reporter.record(ClientEvent::DnsFallback {
+                host: name.to_owned(),
+                reason,
+                duration: started.elapsed(),
+            });
+        }
+        result
+    }
+
+    async fn fall_back(&self, network: &str, name: &str, service_error: String) -> Result<Resolution> {
         let opts = &self.inner.opts;
         let local = opts.local_dns.lookup(name, opts.local_timeout).await;
         if let Ok(ips) = &local {
@@ -284,23 +308,42 @@ impl Resolver {
         Err(Error::NoAddress { name: name.to_owned(), detail: format!("HTTPDNS: {service_error}; {local}") })
     }
 
-    /// Asks the service and caches a usable answer.
-    async fn ask_service(&self, network: &str, name: &str) -> Result<Resolution, String> {
+    /// Asks the service and caches a usable answer. An error says why, as a fallback reason
+    /// (none when no service is configured: nothing fell back).
+    async fn ask_service(
+        &self,
+        network: &str,
+        name: &str,
+    ) -> Result<Resolution, (Option<FallbackReason>, String)> {
         let opts = &self.inner.opts;
         let answer: ServiceAnswer = self.inner.service.query(name).await.map_err(|e| match e {
-            Unavailable::Sniffing => "every service address failed recently (sniff mode)".to_owned(),
-            Unavailable::Failed(e) => format!("every service address failed, last: {e}"),
-            Unavailable::Refused(e) => format!("refused: {e}"),
-            Unavailable::NotConfigured => "no service address configured".to_owned(),
+            Unavailable::Sniffing => (
+                Some(FallbackReason::Sniffing),
+                "every service address failed recently (sniff mode)".to_owned(),
+            ),
+            Unavailable::Failed(fault, e) => (
+                Some(match fault {
+                    Fault::Timeout => FallbackReason::Timeout,
+                    Fault::Connect => FallbackReason::Unreachable,
+                    Fault::Server => FallbackReason::Error,
+                }),
+                format!("every service address failed, last: {e}"),
+            ),
+            Unavailable::Refused(e) => (Some(FallbackReason::Refused), format!("refused: {e}")),
+            Unavailable::NotConfigured => (None, "no service address configured".to_owned()),
         })?;
+        self.maybe_compare(name, &answer.ips);
         let isp = if opts.isp_filter { opts.isp.as_deref().or(answer.client_isp.as_deref()) } else { None };
         let (kept, dropped) = filter(&answer.ips, opts.allow_private, isp, &answer.ip_isp);
         if kept.is_empty() {
-            return Err(if dropped.is_empty() {
-                "the service has no address for this name".to_owned()
-            } else {
-                format!("every address the service gave was dropped: {dropped:?}")
-            });
+            return Err((
+                Some(FallbackReason::Empty),
+                if dropped.is_empty() {
+                    "the service has no address for this name".to_owned()
+                } else {
+                    format!("every address the service gave was dropped: {dropped:?}")
+                },
+            ));
         }
         let ttl = Duration::from_secs(answer.ttl.into()).clamp(opts.min_ttl, opts.max_ttl);
         let snapshot = {
@@ -324,6 +367,26 @@ impl Resolver {
             dropped,
             service_error: None,
         })
+    }
+}
+
+impl Resolver {
+    /// For a sampled share of service answers, asks LocalDNS too, on a task of its own (the
+    /// app's request never waits for it), and reports both answers for the LocalDNS map.
+    fn maybe_compare(&self, name: &str, httpdns: &[IpAddr]) {
+        let Some(reporter) = self.inner.events.get() else { return };
+        if httpdns.is_empty() || !crate::events::sampled(reporter.options().localdns_sample_rate) {
+            return;
+        }
+        let (reporter, local, timeout) =
+            (reporter.clone(), self.inner.opts.local_dns.clone(), self.inner.opts.local_timeout);
+        let (name, httpdns) = (name.to_owned(), httpdns.to_vec());
+        tokio::spawn(async move {
+            // A LocalDNS that does not answer says nothing about what it would have answered.
+            if let Ok(localdns) = local.lookup(&name, timeout).await {
+                reporter.record(ClientEvent::LocalDnsCompare { host: name, localdns, httpdns });
+            }
+        });
     }
 }
 

@@ -98,13 +98,24 @@ pub struct Service {
 pub enum Unavailable {
     /// Sniff mode: every address failed recently; this request did not try.
     Sniffing,
-    /// Every address was tried and failed (the last error).
-    Failed(String),
+    /// Every address was tried and failed (how the last one failed, and its error).
+    Failed(Fault, String),
     /// An address answered with a client error (4xx other than 429), or said the name's own
     /// resolution failed (an API 502): retrying elsewhere would not help.
     Refused(String),
     /// No service address is configured.
     NotConfigured,
+}
+
+/// How an address failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fault {
+    /// No answer within the timeout.
+    Timeout,
+    /// No connection (refused, unreachable, reset before an answer).
+    Connect,
+    /// A 5xx or 429, or an answer that does not parse.
+    Server,
 }
 
 impl Service {
@@ -140,7 +151,7 @@ impl Service {
             }
         }
         let first = self.preferred.load(Ordering::Relaxed) % n;
-        let mut last = String::new();
+        let mut last = (Fault::Connect, String::new());
         for i in 0..n {
             let idx = (first + i) % n;
             let base = &self.opts.servers[idx];
@@ -152,19 +163,20 @@ impl Service {
                     return Ok(answer);
                 }
                 Err(Attempt::Refused(e)) => return Err(Unavailable::Refused(e)),
-                Err(Attempt::Retry(e)) => {
+                Err(Attempt::Retry(fault, e)) => {
                     tracing::debug!(server = %base, error = %e, "HTTPDNS address failed; trying the next.");
-                    last = format!("{base}: {e}");
+                    last = (fault, format!("{base}: {e}"));
                 }
             }
         }
         *self.all_failed_at.lock().expect("lock") = Some(Instant::now());
-        Err(Unavailable::Failed(last))
+        Err(Unavailable::Failed(last.0, last.1))
     }
 
     async fn ask(&self, base: &Url, name: &str) -> Result<ServiceAnswer, Attempt> {
         let url = self.url(base, name).map_err(|e| Attempt::Refused(e.to_string()))?;
-        let resp = self.http.get(url).send().await.map_err(|e| Attempt::Retry(error_chain(&e)))?;
+        let resp =
+            self.http.get(url).send().await.map_err(|e| Attempt::Retry(fault_of(&e), error_chain(&e)))?;
         let status = resp.status();
         if status.as_u16() == 502 {
             // httpdns answers 502 with its JSON error when the upstream resolution of this one
@@ -175,17 +187,17 @@ impl Service {
             if serde_json::from_str::<serde_json::Value>(&body).is_ok_and(|v| v.get("code").is_some()) {
                 return Err(Attempt::Refused(format!("status {status}: {}", body.trim())));
             }
-            return Err(Attempt::Retry(format!("status {status}")));
+            return Err(Attempt::Retry(Fault::Server, format!("status {status}")));
         }
         if status.is_server_error() || status.as_u16() == 429 {
-            return Err(Attempt::Retry(format!("status {status}")));
+            return Err(Attempt::Retry(Fault::Server, format!("status {status}")));
         }
         if !status.is_success() {
             let body = resp.text().await.unwrap_or_default();
             return Err(Attempt::Refused(format!("status {status}: {}", body.trim())));
         }
-        let bytes = resp.bytes().await.map_err(|e| Attempt::Retry(error_chain(&e)))?;
-        parse_answer(&bytes).map_err(Attempt::Retry)
+        let bytes = resp.bytes().await.map_err(|e| Attempt::Retry(fault_of(&e), error_chain(&e)))?;
+        parse_answer(&bytes).map_err(|e| Attempt::Retry(Fault::Server, e))
     }
 
     fn url(&self, base: &Url, name: &str) -> Result<Url> {
@@ -218,7 +230,7 @@ impl Service {
 }
 
 enum Attempt {
-    Retry(String),
+    Retry(Fault, String),
     Refused(String),
 }
 
@@ -235,6 +247,14 @@ fn parse_answer(bytes: &[u8]) -> Result<ServiceAnswer, String> {
     let ips = entry.ips.iter().chain(entry.ipsv6.iter()).filter_map(|s| s.parse::<IpAddr>().ok()).collect();
     let ip_isp = entry.ip_isp.into_iter().filter_map(|(k, v)| Some((k.parse().ok()?, v))).collect();
     Ok(ServiceAnswer { ips, ttl: entry.ttl, client_isp: entry.client_isp, ip_isp, server: String::new() })
+}
+
+fn fault_of(e: &reqwest::Error) -> Fault {
+    if e.is_timeout() {
+        Fault::Timeout
+    } else {
+        Fault::Connect
+    }
 }
 
 /// The error and its causes on one line (reqwest hides the useful part in `source()`).
@@ -283,7 +303,7 @@ mod tests {
             sniff_interval: Duration::from_secs(30),
             ..Default::default()
         });
-        assert!(matches!(svc.query("a.example.com").await, Err(Unavailable::Failed(_))));
+        assert!(matches!(svc.query("a.example.com").await, Err(Unavailable::Failed(Fault::Connect, _))));
         assert_eq!(svc.query("a.example.com").await, Err(Unavailable::Sniffing));
     }
 

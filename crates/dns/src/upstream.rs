@@ -222,6 +222,20 @@ impl Upstream {
         self.cfg.timeout * 4 * self.cfg.servers.len().max(1) as u32 + Duration::from_secs(1)
     }
 
+    /// The addresses cached for `name` and `client`'s subnet, A and AAAA, fresh or within the
+    /// stale window; never queries. What the upstreams said for that name and subnet, for
+    /// judging another resolver's answer (the LocalDNS map).
+    pub fn peek(&self, name: &DomainName, client: IpAddr) -> Vec<IpAddr> {
+        let now = Instant::now();
+        let subnet = client_subnet(client);
+        [RecordType::A, RecordType::AAAA]
+            .into_iter()
+            .filter_map(|t| self.cache.get(&Key { name: name.clone(), qtype: u16::from(t), subnet }))
+            .filter(|e| now.duration_since(e.fetched) < e.ttl() + self.cfg.stale_for)
+            .flat_map(|e| e.ips.clone())
+            .collect()
+    }
+
     /// Resolves `name` (`A` or `AAAA`) for `client`. Bounded in time by
     /// [`UpstreamConfig::timeout`] per server and transport, whoever started the query.
     pub async fn lookup(

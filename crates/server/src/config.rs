@@ -8,6 +8,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use httpdns_api::dnspod::format::FormatOptions;
+use httpdns_api::events::EventSettings;
 use httpdns_api::live::LiveSettings;
 use httpdns_core::score::Weights;
 use httpdns_core::snapshot::Policy;
@@ -153,6 +154,8 @@ pub struct Config {
     /// How long in-flight requests may take to finish after a shutdown signal.
     pub shutdown_grace: Duration,
     pub live: LiveSettings,
+    /// The client event intake (`[events]`).
+    pub events: EventSettings,
     /// Only authenticated requests are answered (DNSPod `id=`, Alibaba signed endpoints).
     pub auth_required: bool,
     /// Proxies whose forwarding headers are believed.
@@ -236,6 +239,8 @@ pub struct FileConfig {
     dnspod: DnspodFile,
     #[serde(default)]
     live: LiveFile,
+    #[serde(default)]
+    events: EventsFile,
     auth_required: Option<bool>,
     trusted_proxies: Option<Vec<String>>,
     #[serde(default)]
@@ -333,6 +338,22 @@ struct LiveFile {
     feedback_burst: Option<f64>,
     feedback_max_batch: Option<usize>,
     probe_workers: Option<usize>,
+}
+
+/// `[events]`: the client event intake (docs/observability.md).
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct EventsFile {
+    flush_ms: Option<u64>,
+    retention_hours: Option<u64>,
+    max_batch: Option<usize>,
+    max_body_bytes: Option<usize>,
+    max_age_hours: Option<u64>,
+    rate_per_client: Option<f64>,
+    burst: Option<f64>,
+    max_label_pairs: Option<usize>,
+    alert_rate: Option<f64>,
+    alert_min_requests: Option<f64>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -579,6 +600,7 @@ impl Config {
         };
 
         let live = live_settings(&file.live)?;
+        let events = event_settings(&file.events)?;
         let trusted_proxies = match env("HTTPDNS_TRUSTED_PROXIES") {
             Some(v) => v
                 .split(',')
@@ -779,6 +801,7 @@ impl Config {
             log_format,
             shutdown_grace: Duration::from_millis(file.shutdown_grace_ms.unwrap_or(10_000)),
             live,
+            events,
             auth_required,
             trusted_proxies,
             upstream_timeout: Duration::from_millis(match file.upstream.timeout_ms {
@@ -861,6 +884,53 @@ fn mirror_images(
         memory_wait: Duration::from_millis(wait_ms),
         max_store_bytes: max_store,
         ..defaults
+    })
+}
+
+fn event_settings(f: &EventsFile) -> Result<EventSettings, ConfigError> {
+    let d = EventSettings::default();
+    fn within<T: PartialOrd + Copy + std::fmt::Display>(
+        field: &str,
+        v: Option<T>,
+        default: T,
+        min: T,
+        max: T,
+    ) -> Result<T, ConfigError> {
+        match v {
+            None => Ok(default),
+            Some(x) if x >= min && x <= max => Ok(x),
+            Some(_) => Err(err(format!("events.{field}"), format!("must be {min} to {max}"))),
+        }
+    }
+    let hours = |field: &str, v: Option<u64>, default: Duration, max: u64| {
+        within(field, v, default.as_secs() / 3600, 1, max).map(|h| Duration::from_secs(h * 3600))
+    };
+    let rate = within("rate_per_client", f.rate_per_client, d.rate_per_client, 0.001, 1e6)?;
+    let retention = hours("retention_hours", f.retention_hours, d.retention, 24 * 366)?;
+    let max_age = hours("max_age_hours", f.max_age_hours, d.max_age, 24 * 30)?;
+    Ok(EventSettings {
+        flush_interval: Duration::from_millis(within(
+            "flush_ms",
+            f.flush_ms,
+            d.flush_interval.as_millis() as u64,
+            100,
+            60_000,
+        )?),
+        retention,
+        max_batch: within("max_batch", f.max_batch, d.max_batch, 1, 10_000)?,
+        max_body_bytes: within("max_body_bytes", f.max_body_bytes, d.max_body_bytes, 1024, 64 << 20)?,
+        max_age,
+        rate_per_client: rate,
+        burst: within("burst", f.burst, d.burst, 1.0, 1e6)?,
+        max_label_pairs: within("max_label_pairs", f.max_label_pairs, d.max_label_pairs, 1, 100_000)?,
+        alert_rate: within("alert_rate", f.alert_rate, d.alert_rate, 0.0001, 1.0)?,
+        alert_min_requests: within(
+            "alert_min_requests",
+            f.alert_min_requests,
+            d.alert_min_requests,
+            0.0,
+            1e12,
+        )?,
     })
 }
 

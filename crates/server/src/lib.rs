@@ -145,6 +145,7 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
         tracing::info!(aggregates = restored, "Restored app feedback aggregates.");
     }
     live.refresh(&catalog).await.context("applying live inputs")?;
+    let events = Arc::new(httpdns_api::events::EventHub::new(config.events.clone(), &metrics.registry));
     let mirror = Arc::new(
         httpdns_mirror::Mirror::new(
             mirror_objects(&config).context("opening the mirror's object store")?,
@@ -167,6 +168,7 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
         config: config_cache.clone(),
         geo: geo.clone(),
         live: live.clone(),
+        events: events.clone(),
         upstream: upstream.clone(),
         mirror: mirror.clone(),
         metrics: metrics.clone(),
@@ -307,6 +309,7 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
         shutdown.clone(),
     ));
     tasks.spawn(follow::follow_live(live, catalog.clone(), shutdown.clone()));
+    tasks.spawn(events.run(store.clone(), shutdown.clone()));
     tasks.spawn(service_ips.run(store.clone(), shutdown.clone()));
     tasks.spawn(follow_geo(geo, metrics, config.geo.reload_interval, shutdown.clone()));
 

@@ -21,6 +21,7 @@
 pub mod backup;
 pub mod config;
 mod error;
+pub mod events;
 pub mod live;
 pub mod replicas;
 mod resources;

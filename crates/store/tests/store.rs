@@ -148,3 +148,52 @@ async fn reports_and_feedback_round_trip() {
     })
     .await;
 }
+
+#[tokio::test]
+async fn event_minutes_replace_per_replica_and_sum_across() {
+    use httpdns_store::events::{EventCounts, EventKey, EventRow};
+    on_each_backend("event_minutes", |s| async move {
+        let key = |event: &str, reason: &str| EventKey {
+            event: event.into(),
+            isp: "unicom".into(),
+            region: "shanghai".into(),
+            reason: reason.into(),
+            host: String::new(),
+            group: "on".into(),
+        };
+        let row = |minute: i64, key: EventKey, count: f64| EventRow {
+            minute,
+            key,
+            counts: EventCounts { count, duration_ms_sum: count * 10.0, duration_count: count },
+        };
+        let fb = key("dns_fallback", "HTTPDNS_TIMEOUT");
+        s.save_event_minutes("a", &[row(100, fb.clone(), 1.0), row(101, key("request", "ok"), 50.0)])
+            .await
+            .unwrap();
+        // A later flush of the same minute replaces the replica's value (a retry never doubles).
+        s.save_event_minutes("a", &[row(100, fb.clone(), 3.0)]).await.unwrap();
+        s.save_event_minutes("a", &[row(100, fb.clone(), 3.0)]).await.unwrap();
+        s.save_event_minutes("b", &[row(101, fb.clone(), 2.0), row(90, fb.clone(), 7.0)]).await.unwrap();
+
+        let (all, replicas) = s.event_totals(100, 101, None).await.unwrap();
+        assert_eq!(replicas, 2);
+        assert_eq!(
+            all,
+            vec![
+                (fb.clone(), EventCounts { count: 5.0, duration_ms_sum: 50.0, duration_count: 5.0 }),
+                (
+                    key("request", "ok"),
+                    EventCounts { count: 50.0, duration_ms_sum: 500.0, duration_count: 50.0 }
+                ),
+            ]
+        );
+        let (only, _) = s.event_totals(0, 200, Some("dns_fallback")).await.unwrap();
+        assert_eq!(only.len(), 1);
+        assert_eq!(only[0].1.count, 12.0, "minute 90 is inside 0..=200");
+
+        assert_eq!(s.prune_event_minutes(100).await.unwrap(), 1, "only minute 90 is past the retention");
+        let (left, _) = s.event_totals(0, 200, Some("dns_fallback")).await.unwrap();
+        assert_eq!(left[0].1.count, 5.0);
+    })
+    .await;
+}

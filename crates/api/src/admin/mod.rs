@@ -31,6 +31,8 @@ pub fn routes() -> Router<AppState> {
         .route("/admin/v1/nodes/{name}/metrics", axum::routing::post(crate::live::reports::one))
         .route("/admin/v1/metrics", axum::routing::post(crate::live::reports::batch))
         .route("/admin/v1/explain", get(crate::live::explain::handle))
+        .route("/admin/v1/events/summary", get(crate::events::admin::summary))
+        .route("/admin/v1/localdns/map", get(crate::events::admin::localdns_map))
         .route("/admin/v1/mirror/purge", axum::routing::post(mirror::purge))
         .route("/admin/v1/mirror/report", get(mirror::report))
         .route(

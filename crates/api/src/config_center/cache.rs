@@ -87,6 +87,12 @@ impl ConfigCache {
         self.modules.load().get(module).cloned()
     }
 
+    /// Whether `host` is in the `hostListConfig` of a served document: only those hosts become
+    /// labels of the event series (any other host a device names counts as `other`).
+    pub fn is_unified_host(&self, host: &httpdns_config::Host) -> bool {
+        self.modules.load().values().any(|p| p.document.host_list_config.iter().any(|h| h.host == *host))
+    }
+
     /// Loads every module whose stored version is newer than the served one.
     pub async fn refresh(&self) -> Result<(), StoreError> {
         let _guard = self.refresh_lock.lock().await;

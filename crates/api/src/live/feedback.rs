@@ -90,27 +90,35 @@ pub(crate) async fn handle(
     RawQuery(query): RawQuery,
     body: Bytes,
 ) -> Response {
-    let resp =
-        match signer(&app, query.as_deref(), &body).and_then(|account| accept(&app, peer, account, &body)) {
-            Ok(r) => r,
-            Err(e) => e.into_response(),
-        };
-    app.metrics.http_answer_request(crate::metrics::Route::Feedback, resp.status());
-    resp
+    // Counted by the router's `track` layer (route `/feedback`), once.
+    match signer(
+        &app,
+        query.as_deref(),
+        &body,
+        "this server takes signed feedback only: /feedback?account=&t=&s=",
+    )
+    .and_then(|account| accept(&app, peer, account, &body))
+    {
+        Ok(r) => r,
+        Err(e) => e.into_response(),
+    }
 }
 
-/// The account that signed the request, if it is signed; an error when it is signed badly or
-/// when only signed feedback is taken and it is not.
-fn signer(app: &AppState, query: Option<&str>, body: &[u8]) -> Result<Option<u32>, ApiError> {
+/// The account that signed the request (`?account=&t=&s=` over the body's SHA-256), if it
+/// is signed; an error when it is signed badly, when the account's rate limit is reached, or
+/// when only signed requests are taken and it is not (`unsigned` says how to sign).
+pub(crate) fn signer(
+    app: &AppState,
+    query: Option<&str>,
+    body: &[u8],
+    unsigned: &'static str,
+) -> Result<Option<u32>, ApiError> {
     let pairs: Vec<(String, String)> =
         form_urlencoded::parse(query.unwrap_or("").as_bytes()).into_owned().collect();
     let get = |k: &str| pairs.iter().find(|(n, _)| n == k).map(|(_, v)| v.as_str());
     let Some(account) = get("account") else {
         if app.settings.auth_required {
-            return Err(forbidden(
-                "UnsignedInterfaceDisabled",
-                "this server takes signed feedback only: /feedback?account=&t=&s=",
-            ));
+            return Err(forbidden("UnsignedInterfaceDisabled", unsigned));
         }
         return Ok(None);
     };

@@ -1,0 +1,260 @@
+//! The fleet view of client events, from every replica's rows in the store:
+//! `GET /admin/v1/events/summary?window=5m[&event=]` and `GET /admin/v1/localdns/map?window=1h`.
+//!
+//! The window covers whole minutes up to the current one (`5m`: this minute and the four
+//! before). This replica writes its own minutes first, so what it received is in the answer;
+//! the others' are at most one flush interval behind.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use axum::extract::{RawQuery, State};
+use axum::response::{IntoResponse, Response};
+use httpdns_store::events::{EventCounts, EventKey};
+use serde_json::{json, Value};
+
+use super::now_minute;
+use super::schema::{EventType, FallbackReason};
+use super::verdict::Verdict;
+use crate::error::ApiError;
+use crate::state::AppState;
+
+/// How long a summary waits for this replica's own flush before reading without it.
+const OWN_FLUSH_WAIT: Duration = Duration::from_secs(2);
+
+/// A window: `30s` is refused (minutes are the grain), `5m`, `1h`, `7d`.
+fn parse_window(raw: Option<&str>, default: &str, retention: Duration) -> Result<(String, i64), ApiError> {
+    let raw = raw.filter(|s| !s.is_empty()).unwrap_or(default);
+    let bad = || {
+        ApiError::bad_request(
+            "InvalidArgument",
+            "window",
+            format!(
+                "must be a number of minutes, hours or days (5m, 1h, 7d), from 1m to the retention ({} h)",
+                retention.as_secs() / 3600
+            ),
+        )
+    };
+    let (digits, unit) = raw.split_at(raw.len().saturating_sub(1));
+    let n: i64 = digits.parse().ok().filter(|n| *n > 0).ok_or_else(bad)?;
+    let minutes = match unit {
+        "m" => n,
+        "h" => n.checked_mul(60).ok_or_else(bad)?,
+        "d" => n.checked_mul(24 * 60).ok_or_else(bad)?,
+        _ => return Err(bad()),
+    };
+    if minutes > (retention.as_secs() / 60) as i64 {
+        return Err(bad());
+    }
+    Ok((raw.to_owned(), minutes))
+}
+
+fn query_pairs(query: Option<&str>) -> Vec<(String, String)> {
+    form_urlencoded::parse(query.unwrap_or("").as_bytes()).into_owned().collect()
+}
+
+/// Rows of the window, every replica summed, after this replica's own flush.
+async fn rows(
+    app: &AppState,
+    minutes: i64,
+    event: Option<&str>,
+) -> Result<(Vec<(EventKey, EventCounts)>, i64, i64, i64), ApiError> {
+    let store = app.catalog.store();
+    match tokio::time::timeout(OWN_FLUSH_WAIT, app.events.flush(store)).await {
+        Ok(Ok(_)) => {}
+        Ok(Err(e)) => return Err(ApiError::unavailable(&e)),
+        Err(_) => tracing::warn!("The summary's own flush timed out; answering from the rows stored."),
+    }
+    let to = now_minute();
+    let from = to - minutes + 1;
+    let (rows, replicas) =
+        store.event_totals(from, to, event).await.map_err(|e| ApiError::unavailable(&e))?;
+    Ok((rows, replicas, from, to))
+}
+
+fn round(x: f64) -> f64 {
+    (x * 1000.0).round() / 1000.0
+}
+
+fn rate(part: f64, whole: f64) -> f64 {
+    if whole > 0.0 {
+        round(part / whole)
+    } else {
+        0.0
+    }
+}
+
+#[derive(Default)]
+struct Rates {
+    requests: f64,
+    errors: f64,
+    fallbacks: f64,
+    errors_by: BTreeMap<String, f64>,
+    fallbacks_by: BTreeMap<String, f64>,
+}
+
+impl Rates {
+    fn add(&mut self, k: &EventKey, c: &EventCounts) {
+        if k.event == EventType::Request.as_str() {
+            self.requests += c.count;
+            // A 4xx is the app asking for what is not there, not the delivery failing.
+            if k.reason != "ok" && k.reason != "4xx" {
+                self.errors += c.count;
+                *self.errors_by.entry(k.reason.clone()).or_default() += c.count;
+            }
+        } else if k.event == EventType::DnsFallback.as_str() {
+            self.fallbacks += c.count;
+            *self.fallbacks_by.entry(k.reason.clone()).or_default() += c.count;
+        }
+    }
+
+    fn top(by: &BTreeMap<String, f64>) -> Value {
+        by.iter().max_by(|a, b| a.1.total_cmp(b.1)).map_or(Value::Null, |(r, _)| Value::from(r.as_str()))
+    }
+
+    fn json(&self, settings: &super::EventSettings) -> serde_json::Map<String, Value> {
+        let (error_rate, fallback_rate) =
+            (rate(self.errors, self.requests), rate(self.fallbacks, self.requests));
+        let judged = self.requests >= settings.alert_min_requests;
+        let mut m = serde_json::Map::new();
+        m.insert("requests".into(), json!(round(self.requests)));
+        m.insert("errors".into(), json!(round(self.errors)));
+        m.insert("error_rate".into(), json!(error_rate));
+        m.insert("top_error".into(), Self::top(&self.errors_by));
+        m.insert("fallbacks".into(), json!(round(self.fallbacks)));
+        m.insert("fallback_rate".into(), json!(fallback_rate));
+        m.insert("top_fallback_reason".into(), Self::top(&self.fallbacks_by));
+        m.insert(
+            "alert".into(),
+            json!(judged && (error_rate > settings.alert_rate || fallback_rate > settings.alert_rate)),
+        );
+        m
+    }
+}
+
+pub(crate) async fn summary(
+    State(app): State<AppState>,
+    RawQuery(query): RawQuery,
+) -> Result<Response, ApiError> {
+    let pairs = query_pairs(query.as_deref());
+    let get = |k: &str| pairs.iter().find(|(n, _)| n == k).map(|(_, v)| v.as_str());
+    let settings = app.events.settings();
+    let (window, minutes) = parse_window(get("window"), "5m", settings.retention)?;
+    let event = match get("event").filter(|s| !s.is_empty()) {
+        None => None,
+        Some(e) => Some(EventType::ALL.into_iter().find(|t| t.as_str() == e).ok_or_else(|| {
+            ApiError::bad_request("InvalidArgument", "event", format!("unknown event type {e:?}"))
+        })?),
+    };
+    let (rows, replicas, from, to) = rows(&app, minutes, event.map(EventType::as_str)).await?;
+
+    let mut by_place: BTreeMap<(String, String), Rates> = BTreeMap::new();
+    let mut by_side: BTreeMap<String, Rates> = BTreeMap::new();
+    let events: Vec<Value> = rows
+        .iter()
+        .map(|(k, c)| {
+            by_place.entry((k.isp.clone(), k.region.clone())).or_default().add(k, c);
+            by_side.entry(k.group.clone()).or_default().add(k, c);
+            json!({
+                "event": k.event, "isp": k.isp, "region": k.region, "reason": k.reason,
+                "host": if k.host.is_empty() { Value::Null } else { Value::from(k.host.as_str()) },
+                "convergence": k.group, "count": round(c.count),
+                "mean_duration_ms": if c.duration_count > 0.0 { json!(round(c.duration_ms_sum / c.duration_count)) } else { Value::Null },
+            })
+        })
+        .collect();
+    let mut rates: Vec<Value> = by_place
+        .iter()
+        .map(|((isp, region), r)| {
+            let mut m = r.json(settings);
+            m.insert("isp".into(), json!(isp));
+            m.insert("region".into(), json!(region));
+            Value::Object(m)
+        })
+        .collect();
+    // The worst places first: what an operator reads first.
+    let worst =
+        |v: &Value| v["error_rate"].as_f64().unwrap_or(0.0).max(v["fallback_rate"].as_f64().unwrap_or(0.0));
+    rates.sort_by(|a, b| worst(b).total_cmp(&worst(a)));
+    let sides: Vec<Value> = by_side
+        .iter()
+        .map(|(side, r)| {
+            let mut m = r.json(settings);
+            m.insert("convergence".into(), json!(side));
+            Value::Object(m)
+        })
+        .collect();
+    let reasons: Vec<&str> = FallbackReason::ALL.iter().map(|r| r.as_str()).collect();
+    Ok(axum::Json(json!({
+        "window": window,
+        "from": from * 60,
+        "to": to * 60 + 59,
+        "replicas": replicas,
+        "alert_rate": settings.alert_rate,
+        "alert_min_requests": settings.alert_min_requests,
+        "fallback_reasons": reasons,
+        "rates": rates,
+        "convergence": sides,
+        "events": events,
+    }))
+    .into_response())
+}
+
+pub(crate) async fn localdns_map(
+    State(app): State<AppState>,
+    RawQuery(query): RawQuery,
+) -> Result<Response, ApiError> {
+    let pairs = query_pairs(query.as_deref());
+    let get = |k: &str| pairs.iter().find(|(n, _)| n == k).map(|(_, v)| v.as_str());
+    let (window, minutes) = parse_window(get("window"), "1h", app.events.settings().retention)?;
+    let (rows, replicas, from, to) = rows(&app, minutes, Some(EventType::LocalDnsCompare.as_str())).await?;
+    let mut places: BTreeMap<(String, String), BTreeMap<&'static str, f64>> = BTreeMap::new();
+    for (k, c) in &rows {
+        let Some(v) = Verdict::ALL.into_iter().find(|v| v.as_str() == k.reason) else { continue };
+        *places.entry((k.isp.clone(), k.region.clone())).or_default().entry(v.as_str()).or_default() +=
+            c.count;
+    }
+    let mut map: Vec<Value> = places
+        .into_iter()
+        .map(|((isp, region), counts)| {
+            let reports: f64 = counts.values().sum();
+            let mut m = serde_json::Map::new();
+            m.insert("isp".into(), json!(isp));
+            m.insert("region".into(), json!(region));
+            m.insert("reports".into(), json!(round(reports)));
+            for v in Verdict::ALL {
+                let n = counts.get(v.as_str()).copied().unwrap_or(0.0);
+                m.insert(v.as_str().into(), json!(round(n)));
+                if v != Verdict::Consistent {
+                    m.insert(format!("{}_rate", v.as_str()), json!(rate(n, reports)));
+                }
+            }
+            Value::Object(m)
+        })
+        .collect();
+    let bad =
+        |v: &Value| 1.0 - rate(v["consistent"].as_f64().unwrap_or(0.0), v["reports"].as_f64().unwrap_or(0.0));
+    map.sort_by(|a, b| bad(b).total_cmp(&bad(a)));
+    Ok(axum::Json(json!({
+        "window": window, "from": from * 60, "to": to * 60 + 59, "replicas": replicas,
+        "verdicts": Verdict::ALL.map(Verdict::as_str), "map": map,
+    }))
+    .into_response())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn windows() {
+        let week = Duration::from_secs(7 * 24 * 3600);
+        assert_eq!(parse_window(Some("5m"), "1h", week).unwrap().1, 5);
+        assert_eq!(parse_window(None, "1h", week).unwrap().1, 60);
+        assert_eq!(parse_window(Some("7d"), "1h", week).unwrap().1, 7 * 24 * 60);
+        for bad in ["8d", "0m", "30s", "m", "5", "-5m", "99999999999999999999d", "5 m"] {
+            let e = parse_window(Some(bad), "1h", week).unwrap_err();
+            assert_eq!(e.field.as_deref(), Some("window"), "{bad}");
+        }
+    }
+}

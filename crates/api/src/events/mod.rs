@@ -1,0 +1,279 @@
+//! What the apps see: client events (`POST /app/events`), their per-minute aggregation, the
+//! fleet view (`/admin/v1/events/summary`) and the LocalDNS map (`/admin/v1/localdns/map`).
+//! See docs/observability.md.
+//!
+//! * [`schema`]: the event types, parsed at the edge (pure).
+//! * [`verdict`]: the LocalDNS map's judgement of a `localdns_compare` report (pure).
+//! * [`aggregate`]: per-minute counts in memory, bounded (pure).
+//! * [`EventHub`]: the aggregator, its Prometheus series, and the flush of minutes to the store.
+//! * `intake` and `admin`: the handlers.
+//!
+//! No write per event: an event is a map update under a lock taken once per batch; each
+//! replica rewrites its recent minutes' rows every [`EventSettings::flush_interval`].
+
+pub(crate) mod admin;
+pub mod aggregate;
+pub(crate) mod intake;
+pub mod schema;
+pub mod verdict;
+
+use std::net::IpAddr;
+use std::sync::Mutex;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use httpdns_store::events::{EventCounts, EventKey};
+use httpdns_store::{Store, StoreError};
+use prometheus::{CounterVec, IntCounter, IntCounterVec, Opts, Registry};
+use tokio_util::sync::CancellationToken;
+
+use crate::ratelimit::RateLimiter;
+use aggregate::Aggregator;
+
+/// Settings of the event intake (the `[events]` section of the config file).
+#[derive(Debug, Clone)]
+pub struct EventSettings {
+    /// How often this replica writes its recent minutes to the store.
+    pub flush_interval: Duration,
+    /// Minutes older than this are deleted from the store.
+    pub retention: Duration,
+    /// Events in one batch.
+    pub max_batch: usize,
+    /// Bytes of one batch as sent (compressed or not) and after decompression.
+    pub max_body_bytes: usize,
+    /// Events older than this (by their timestamp) are counted as stale, not aggregated: a
+    /// device back after days offline must not move today's rates.
+    pub max_age: Duration,
+    /// Batches per second per client address (unsigned batches), and the burst.
+    pub rate_per_client: f64,
+    pub burst: f64,
+    /// (carrier, region) pairs that become labels; more count as `other`.
+    pub max_label_pairs: usize,
+    /// The error or fallback rate over which the summary flags a carrier and region (the
+    /// shipped alert rules use the same 1%).
+    pub alert_rate: f64,
+    /// Requests a carrier and region needs in the window before its rate is judged.
+    pub alert_min_requests: f64,
+}
+
+impl Default for EventSettings {
+    fn default() -> Self {
+        Self {
+            flush_interval: Duration::from_secs(10),
+            retention: Duration::from_secs(7 * 24 * 3600),
+            max_batch: 500,
+            max_body_bytes: 1 << 20,
+            max_age: Duration::from_secs(24 * 3600),
+            rate_per_client: 20.0,
+            burst: 100.0,
+            max_label_pairs: 512,
+            alert_rate: 0.01,
+            alert_min_requests: 100.0,
+        }
+    }
+}
+
+/// Minutes since the Unix epoch, now.
+pub(crate) fn now_minute() -> i64 {
+    now_s() / 60
+}
+
+pub(crate) fn now_s() -> i64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs() as i64)
+}
+
+/// The Prometheus series of the events.
+#[derive(Debug)]
+pub struct EventMetrics {
+    /// Events by type, carrier, region, reason and convergence side (sampled ones weighted).
+    pub events: CounterVec,
+    /// Sampled requests by unified host and outcome (weighted).
+    pub requests_by_host: CounterVec,
+    /// Duration sums and counts by type, carrier and region (mean latencies per region).
+    pub duration_sum: CounterVec,
+    pub duration_count: CounterVec,
+    /// Batches or events refused, by why.
+    pub rejected: IntCounterVec,
+    pub flush_errors: IntCounter,
+}
+
+impl EventMetrics {
+    pub fn new(registry: &Registry) -> Self {
+        let events = CounterVec::new(
+            Opts::new(
+                "app_events_total",
+                "Client events received, by event, carrier, region, reason and convergence side (sampled events weighted by 1/sample_rate).",
+            ),
+            &["event", "isp", "region", "reason", "convergence"],
+        )
+        .unwrap();
+        let requests_by_host = CounterVec::new(
+            Opts::new(
+                "app_requests_by_host_total",
+                "Sampled app requests by unified CDN host and outcome (weighted).",
+            ),
+            &["host", "outcome"],
+        )
+        .unwrap();
+        let duration_sum = CounterVec::new(
+            Opts::new(
+                "app_event_duration_seconds_total",
+                "Sum of the durations client events carried (fallback time, request latency), by event, carrier and region.",
+            ),
+            &["event", "isp", "region"],
+        )
+        .unwrap();
+        let duration_count = CounterVec::new(
+            Opts::new("app_event_durations_total", "Client events that carried a duration, by event, carrier and region (the divisor of app_event_duration_seconds_total)."),
+            &["event", "isp", "region"],
+        )
+        .unwrap();
+        let rejected = IntCounterVec::new(
+            Opts::new(
+                "app_events_rejected_total",
+                "Event batches (or events, for stale) refused, by reason.",
+            ),
+            &["reason"],
+        )
+        .unwrap();
+        let flush_errors = IntCounter::new(
+            "app_event_flush_errors_total",
+            "Flushes of event minutes to the store that failed.",
+        )
+        .unwrap();
+        for c in [&events, &requests_by_host, &duration_sum, &duration_count] {
+            registry.register(Box::new(c.clone())).expect("event metric registered once");
+        }
+        registry.register(Box::new(rejected.clone())).expect("event metric registered once");
+        registry.register(Box::new(flush_errors.clone())).expect("event metric registered once");
+        for r in ["invalid", "rate_limited", "too_large", "unauthenticated", "stale"] {
+            rejected.with_label_values(&[r]);
+        }
+        Self { events, requests_by_host, duration_sum, duration_count, rejected, flush_errors }
+    }
+}
+
+/// One event ready to count: its key (labels already bounded) and what it adds.
+#[derive(Debug, Clone)]
+pub struct Counted {
+    pub key: EventKey,
+    pub counts: EventCounts,
+}
+
+/// The event intake's shared state.
+#[derive(Debug)]
+pub struct EventHub {
+    settings: EventSettings,
+    /// This process's name in the store's rows (random per start: a restarted replica's rows
+    /// are new rows, never a rewrite of the old process's minutes).
+    replica: String,
+    // A std mutex: one short update per batch, never held across an await.
+    aggregator: Mutex<Aggregator>,
+    pub metrics: EventMetrics,
+    pub(crate) limiter: RateLimiter<IpAddr>,
+    // Serialises flushes (the loop, and the admin API's flush before it reads).
+    flushing: tokio::sync::Mutex<i64>,
+}
+
+/// Minutes kept unflushed at most (an hour of store outage).
+const MAX_MINUTES: usize = 60;
+
+impl EventHub {
+    pub fn new(settings: EventSettings, registry: &Registry) -> Self {
+        let mut id = [0u8; 6];
+        let _ = getrandom::fill(&mut id);
+        let host = std::env::var("HOSTNAME").unwrap_or_default();
+        Self {
+            replica: format!("{host}-{}-{}", std::process::id(), httpdns_auth::hex(&id)),
+            aggregator: Mutex::new(Aggregator::new(settings.max_label_pairs, MAX_MINUTES)),
+            metrics: EventMetrics::new(registry),
+            limiter: RateLimiter::new(settings.rate_per_client, settings.burst),
+            flushing: tokio::sync::Mutex::new(0),
+            settings,
+        }
+    }
+
+    pub fn settings(&self) -> &EventSettings {
+        &self.settings
+    }
+
+    /// Bounded (isp, region) labels for a client.
+    pub(crate) fn labels(&self, isp: &str, region: &str) -> (String, String) {
+        self.aggregator.lock().unwrap_or_else(|e| e.into_inner()).labels(isp, region)
+    }
+
+    /// Counts a batch in the current minute and in the Prometheus series.
+    pub fn record(&self, batch: &[Counted]) {
+        let minute = now_minute();
+        {
+            let mut agg = self.aggregator.lock().unwrap_or_else(|e| e.into_inner());
+            for c in batch {
+                agg.add(minute, c.key.clone(), &c.counts);
+            }
+        }
+        for c in batch {
+            let k = &c.key;
+            self.metrics
+                .events
+                .with_label_values(&[&k.event, &k.isp, &k.region, &k.reason, &k.group])
+                .inc_by(c.counts.count);
+            if k.event == "request" {
+                self.metrics.requests_by_host.with_label_values(&[&k.host, &k.reason]).inc_by(c.counts.count);
+            }
+            if c.counts.duration_count > 0.0 {
+                let labels = [k.event.as_str(), &k.isp, &k.region];
+                self.metrics
+                    .duration_sum
+                    .with_label_values(&labels)
+                    .inc_by(c.counts.duration_ms_sum / 1000.0);
+                self.metrics.duration_count.with_label_values(&labels).inc_by(c.counts.duration_count);
+            }
+        }
+    }
+
+    /// Writes the minutes changed since the last flush; returns the rows written. Also prunes
+    /// the store past the retention, at most once an hour.
+    pub async fn flush(&self, store: &Store) -> Result<usize, StoreError> {
+        let mut last_prune = self.flushing.lock().await;
+        let rows = self.aggregator.lock().unwrap_or_else(|e| e.into_inner()).take_dirty();
+        if !rows.is_empty() {
+            if let Err(e) = store.save_event_minutes(&self.replica, &rows).await {
+                self.aggregator.lock().unwrap_or_else(|e| e.into_inner()).failed(&rows);
+                self.metrics.flush_errors.inc();
+                return Err(e);
+            }
+        }
+        let now = now_minute();
+        self.aggregator.lock().unwrap_or_else(|e| e.into_inner()).forget_before(now - 1);
+        if now - *last_prune >= 60 {
+            let keep = (self.settings.retention.as_secs() / 60) as i64;
+            let pruned = store.prune_event_minutes(now - keep).await?;
+            if pruned > 0 {
+                tracing::info!(rows = pruned, "Pruned event minutes past the retention.");
+            }
+            *last_prune = now;
+        }
+        Ok(rows.len())
+    }
+
+    /// Flushes every [`EventSettings::flush_interval`] until `shutdown`, then once more (a
+    /// clean stop loses nothing).
+    pub async fn run(self: std::sync::Arc<Self>, store: Store, shutdown: CancellationToken) {
+        let mut tick = tokio::time::interval(self.settings.flush_interval);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                _ = tick.tick() => {}
+                () = shutdown.cancelled() => break,
+            }
+            if let Err(e) = self.flush(&store).await {
+                tracing::warn!(error = %e, "Could not write event minutes; kept in memory for the next flush.");
+            }
+        }
+        let bound = Duration::from_secs(5);
+        match tokio::time::timeout(bound, self.flush(&store)).await {
+            Ok(Ok(_)) => {}
+            Ok(Err(e)) => tracing::warn!(error = %e, "The last flush of event minutes failed."),
+            Err(_) => tracing::warn!("The last flush of event minutes timed out."),
+        }
+    }
+}

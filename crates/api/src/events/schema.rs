@@ -1,0 +1,497 @@
+//! The event schema of `POST /app/events`, parsed at the edge into values that cannot be
+//! invalid. Pure: no IO, the clock passed in.
+//!
+//! A batch is `{"events": [...]}`. Every event has `event` and `timestamp` (Unix seconds);
+//! optional on every event: `convergence` (the device's side of the `convergenceRate` switch),
+//! `network` (`wifi`, `cellular`, `unknown`), `sample_rate` (0 < r ≤ 1: the event stands for
+//! `1 / r` events) and `isp`/`region` (believed only from a signed batch). The rest depends on
+//! the type; a field the type does not have is refused by name, like an unknown type, so a
+//! client's typo is an error and not a silent zero.
+
+use std::net::IpAddr;
+
+use httpdns_config::Host;
+use httpdns_core::{DomainName, Token};
+use serde_json::{Map, Value};
+
+/// At most this many addresses per answer in a `localdns_compare`.
+pub const MAX_COMPARE_IPS: usize = 32;
+/// Durations and latencies above this are refused (ten minutes).
+pub const MAX_DURATION_MS: u64 = 600_000;
+/// A timestamp this far past the server's clock is refused (device clocks drift).
+pub const MAX_FUTURE_S: i64 = 300;
+
+/// The event types.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum EventType {
+    /// Resolution fell back from HTTPDNS to LocalDNS (or a stale answer).
+    DnsFallback,
+    /// A request moved from one unified CDN host to the next.
+    HostSwitch,
+    /// A disabled host answered its revive probe.
+    HostRevive,
+    /// A sampled request's outcome and latency, by unified host.
+    Request,
+    /// The system resolver's answer beside HTTPDNS's, for the LocalDNS map.
+    LocalDnsCompare,
+}
+
+impl EventType {
+    pub const ALL: [EventType; 5] = [
+        EventType::DnsFallback,
+        EventType::HostSwitch,
+        EventType::HostRevive,
+        EventType::Request,
+        EventType::LocalDnsCompare,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EventType::DnsFallback => "dns_fallback",
+            EventType::HostSwitch => "host_switch",
+            EventType::HostRevive => "host_revive",
+            EventType::Request => "request",
+            EventType::LocalDnsCompare => "localdns_compare",
+        }
+    }
+
+    fn parse(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|t| t.as_str() == s)
+    }
+
+    /// The fields of this type besides the common ones, and whether each is required.
+    fn fields(self) -> &'static [(&'static str, bool)] {
+        match self {
+            EventType::DnsFallback => {
+                &[("fallback_reason", true), ("fallback_duration_ms", true), ("host", false)]
+            }
+            EventType::HostSwitch => {
+                &[("from", true), ("to", false), ("reason", true), ("duration_ms", false)]
+            }
+            EventType::HostRevive => &[("host", true), ("down_ms", false)],
+            EventType::Request => &[("host", true), ("outcome", true), ("latency_ms", true)],
+            EventType::LocalDnsCompare => &[("host", true), ("localdns", true), ("httpdns", true)],
+        }
+    }
+}
+
+/// Fields every event may carry.
+const COMMON: [&str; 7] = ["event", "timestamp", "convergence", "network", "sample_rate", "isp", "region"];
+
+macro_rules! label_enum {
+    ($(#[$m:meta])* $name:ident { $($variant:ident => $label:literal),+ $(,)? }) => {
+        $(#[$m])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+        pub enum $name { $($variant),+ }
+
+        impl $name {
+            pub const ALL: &'static [$name] = &[$($name::$variant),+];
+
+            pub fn as_str(self) -> &'static str {
+                match self { $($name::$variant => $label),+ }
+            }
+
+            pub fn parse(s: &str) -> Option<Self> {
+                Self::ALL.iter().copied().find(|v| v.as_str() == s)
+            }
+
+            pub fn expected() -> String {
+                let all: Vec<String> = Self::ALL.iter().map(|v| format!("\"{}\"", v.as_str())).collect();
+                format!("must be one of {}", all.join(", "))
+            }
+        }
+    };
+}
+
+label_enum!(
+    /// Why resolution left HTTPDNS (seed 004 §3.3's `fallback_reason`).
+    FallbackReason {
+        Timeout => "HTTPDNS_TIMEOUT",
+        Unreachable => "HTTPDNS_UNREACHABLE",
+        Error => "HTTPDNS_ERROR",
+        Empty => "HTTPDNS_EMPTY",
+        Refused => "HTTPDNS_REFUSED",
+        Sniffing => "HTTPDNS_SNIFFING",
+    }
+);
+
+label_enum!(
+    /// Why a request left a host.
+    SwitchReason {
+        Status5xx => "5xx",
+        ConnectError => "connect_error",
+        Timeout => "timeout",
+    }
+);
+
+label_enum!(
+    /// How a sampled request ended.
+    RequestOutcome {
+        Ok => "ok",
+        Status4xx => "4xx",
+        Status5xx => "5xx",
+        ConnectError => "connect_error",
+        Timeout => "timeout",
+        DnsError => "dns_error",
+    }
+);
+
+label_enum!(
+    /// The device's side of the global convergence switch.
+    Side {
+        On => "on",
+        Off => "off",
+        Unknown => "unknown",
+    }
+);
+
+label_enum!(
+    /// The network the device was on.
+    Network {
+        Wifi => "wifi",
+        Cellular => "cellular",
+        Unknown => "unknown",
+    }
+);
+
+/// What an event says beyond the common fields.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Detail {
+    DnsFallback { reason: FallbackReason, duration_ms: u64, host: Option<DomainName> },
+    HostSwitch { from: Host, to: Option<Host>, reason: SwitchReason, duration_ms: Option<u64> },
+    HostRevive { host: Host, down_ms: Option<u64> },
+    Request { host: Host, outcome: RequestOutcome, latency_ms: u64 },
+    LocalDnsCompare { host: DomainName, localdns: Vec<IpAddr>, httpdns: Vec<IpAddr> },
+}
+
+impl Detail {
+    pub fn kind(&self) -> EventType {
+        match self {
+            Detail::DnsFallback { .. } => EventType::DnsFallback,
+            Detail::HostSwitch { .. } => EventType::HostSwitch,
+            Detail::HostRevive { .. } => EventType::HostRevive,
+            Detail::Request { .. } => EventType::Request,
+            Detail::LocalDnsCompare { .. } => EventType::LocalDnsCompare,
+        }
+    }
+}
+
+/// One valid event.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Event {
+    /// Unix seconds, by the device's clock.
+    pub timestamp: i64,
+    pub detail: Detail,
+    pub side: Side,
+    pub network: Network,
+    /// How many events this one stands for: `1 / sample_rate`.
+    pub weight: f64,
+    /// The carrier and region the device says it is in (used only from signed batches).
+    pub isp: Option<Token>,
+    pub region: Option<Token>,
+}
+
+/// A refused batch: the field (`events[3].fallback_reason`) and what is wrong with it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SchemaError {
+    pub field: String,
+    pub message: String,
+}
+
+fn err(field: impl Into<String>, message: impl Into<String>) -> SchemaError {
+    SchemaError { field: field.into(), message: message.into() }
+}
+
+/// Parses a batch. `now_s` is the server's clock (Unix seconds); `max_events` bounds the
+/// batch. All or nothing: the first bad event refuses the batch.
+pub fn parse_batch(body: &[u8], now_s: i64, max_events: usize) -> Result<Vec<Event>, SchemaError> {
+    let value: Value = serde_json::from_slice(body).map_err(|e| err("body", format!("not JSON: {e}")))?;
+    let Value::Object(mut top) = value else {
+        return Err(err("body", "expected {\"events\": [...]}"));
+    };
+    let list = match top.remove("events") {
+        Some(Value::Array(a)) => a,
+        Some(_) => return Err(err("events", "must be an array")),
+        None => return Err(err("events", "required: {\"events\": [...]}")),
+    };
+    if let Some(k) = top.keys().next() {
+        return Err(err(k.clone(), "unknown field; a batch is {\"events\": [...]}"));
+    }
+    if list.is_empty() || list.len() > max_events {
+        return Err(err("events", format!("1 to {max_events} events per batch")));
+    }
+    list.into_iter()
+        .enumerate()
+        .map(|(i, v)| match v {
+            Value::Object(o) => parse_event(&format!("events[{i}]"), &o, now_s),
+            _ => Err(err(format!("events[{i}]"), "must be an object")),
+        })
+        .collect()
+}
+
+fn parse_event(at: &str, o: &Map<String, Value>, now_s: i64) -> Result<Event, SchemaError> {
+    let f = |name: &str| format!("{at}.{name}");
+    let kind = match o.get("event") {
+        Some(Value::String(s)) => EventType::parse(s).ok_or_else(|| {
+            let all: Vec<&str> = EventType::ALL.iter().map(|t| t.as_str()).collect();
+            err(f("event"), format!("unknown event type {s:?}; known: {}", all.join(", ")))
+        })?,
+        Some(_) => return Err(err(f("event"), "must be a string")),
+        None => return Err(err(f("event"), "required")),
+    };
+    let fields = kind.fields();
+    for k in o.keys() {
+        if !COMMON.contains(&k.as_str()) && !fields.iter().any(|(n, _)| n == k) {
+            return Err(err(f(k), format!("unknown field for a {} event", kind.as_str())));
+        }
+    }
+    for (name, required) in fields {
+        if *required && o.get(*name).is_none_or(Value::is_null) {
+            return Err(err(f(name), format!("required for a {} event", kind.as_str())));
+        }
+    }
+    let get = |name: &str| o.get(name).filter(|v| !v.is_null());
+
+    let timestamp = match get("timestamp") {
+        Some(v) => {
+            v.as_i64().filter(|t| *t > 0).ok_or_else(|| err(f("timestamp"), "must be Unix seconds"))?
+        }
+        None => return Err(err(f("timestamp"), "required: Unix seconds")),
+    };
+    if timestamp > now_s + MAX_FUTURE_S {
+        return Err(err(f("timestamp"), "is in the future (Unix seconds expected, not milliseconds)"));
+    }
+    let side = match get("convergence") {
+        None => Side::Unknown,
+        Some(Value::Bool(true)) => Side::On,
+        Some(Value::Bool(false)) => Side::Off,
+        Some(_) => return Err(err(f("convergence"), "must be true or false")),
+    };
+    let network = match get("network") {
+        None => Network::Unknown,
+        Some(v) => {
+            v.as_str().and_then(Network::parse).ok_or_else(|| err(f("network"), Network::expected()))?
+        }
+    };
+    let weight = match get("sample_rate") {
+        None => 1.0,
+        Some(v) => {
+            let r = v
+                .as_f64()
+                .filter(|r| r.is_finite() && *r > 0.0 && *r <= 1.0)
+                .ok_or_else(|| err(f("sample_rate"), "must be a number above 0 and at most 1"))?;
+            // 1/1e-6 at most: a "rate" of 1e-300 must not turn one event into a flood.
+            1.0 / r.max(1e-6)
+        }
+    };
+    let token = |name: &str| -> Result<Option<Token>, SchemaError> {
+        get(name)
+            .map(|v| {
+                v.as_str()
+                    .and_then(|s| Token::parse(s).ok())
+                    .ok_or_else(|| err(f(name), "must be a lowercase token"))
+            })
+            .transpose()
+    };
+    let (isp, region) = (token("isp")?, token("region")?);
+
+    let ms = |name: &str| -> Result<Option<u64>, SchemaError> {
+        get(name)
+            .map(|v| {
+                v.as_u64().filter(|x| *x <= MAX_DURATION_MS).ok_or_else(|| {
+                    err(
+                        f(name),
+                        format!("must be a whole number of milliseconds from 0 to {MAX_DURATION_MS}"),
+                    )
+                })
+            })
+            .transpose()
+    };
+    let host = |name: &str| -> Result<Option<Host>, SchemaError> {
+        get(name)
+            .map(|v| {
+                v.as_str()
+                    .and_then(|s| Host::parse(s).ok())
+                    .ok_or_else(|| err(f(name), "must be a host name or address, with an optional :port"))
+            })
+            .transpose()
+    };
+    let name = |field: &str| -> Result<Option<DomainName>, SchemaError> {
+        get(field)
+            .map(|v| {
+                v.as_str()
+                    .and_then(|s| DomainName::parse(s).ok())
+                    .ok_or_else(|| err(f(field), "must be a domain name"))
+            })
+            .transpose()
+    };
+    fn label<T>(
+        v: Option<&Value>,
+        field: String,
+        parse: fn(&str) -> Option<T>,
+        expected: String,
+    ) -> Result<T, SchemaError> {
+        v.and_then(Value::as_str).and_then(parse).ok_or_else(|| err(field, expected))
+    }
+    let ips = |field: &str| -> Result<Vec<IpAddr>, SchemaError> {
+        let Some(Value::Array(list)) = get(field) else {
+            return Err(err(f(field), "must be an array of IP addresses"));
+        };
+        if list.len() > MAX_COMPARE_IPS {
+            return Err(err(f(field), format!("at most {MAX_COMPARE_IPS} addresses")));
+        }
+        list.iter()
+            .enumerate()
+            .map(|(i, v)| {
+                v.as_str()
+                    .and_then(|s| s.parse::<IpAddr>().ok())
+                    .map(|ip| ip.to_canonical())
+                    .ok_or_else(|| err(format!("{}[{i}]", f(field)), "must be an IP address"))
+            })
+            .collect()
+    };
+
+    let required = |h: Option<Host>| h.expect("required fields were checked");
+    let detail = match kind {
+        EventType::DnsFallback => Detail::DnsFallback {
+            reason: label(
+                get("fallback_reason"),
+                f("fallback_reason"),
+                FallbackReason::parse,
+                FallbackReason::expected(),
+            )?,
+            duration_ms: ms("fallback_duration_ms")?.expect("required fields were checked"),
+            host: name("host")?,
+        },
+        EventType::HostSwitch => Detail::HostSwitch {
+            from: required(host("from")?),
+            to: host("to")?,
+            reason: label(get("reason"), f("reason"), SwitchReason::parse, SwitchReason::expected())?,
+            duration_ms: ms("duration_ms")?,
+        },
+        EventType::HostRevive => {
+            Detail::HostRevive { host: required(host("host")?), down_ms: ms("down_ms")? }
+        }
+        EventType::Request => Detail::Request {
+            host: required(host("host")?),
+            outcome: label(get("outcome"), f("outcome"), RequestOutcome::parse, RequestOutcome::expected())?,
+            latency_ms: ms("latency_ms")?.expect("required fields were checked"),
+        },
+        EventType::LocalDnsCompare => Detail::LocalDnsCompare {
+            host: name("host")?.expect("required fields were checked"),
+            localdns: ips("localdns")?,
+            httpdns: ips("httpdns")?,
+        },
+    };
+    Ok(Event { timestamp, detail, side, network, weight, isp, region })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const NOW: i64 = 1_672_531_300;
+
+    fn one(event: Value) -> Result<Event, SchemaError> {
+        let body = serde_json::to_vec(&serde_json::json!({ "events": [event] })).unwrap();
+        parse_batch(&body, NOW, 100).map(|mut v| v.remove(0))
+    }
+
+    #[test]
+    fn the_seed_event_parses() {
+        // Seed 004 §3.3's event, as written there.
+        let e =
+            one(serde_json::json!({"event": "dns_fallback", "timestamp": 1672531200, "region": "cn-east-1",
+            "isp": "unicom", "fallback_reason": "HTTPDNS_TIMEOUT", "fallback_duration_ms": 120}))
+            .unwrap();
+        assert_eq!(
+            e.detail,
+            Detail::DnsFallback { reason: FallbackReason::Timeout, duration_ms: 120, host: None }
+        );
+        assert_eq!(e.region.as_ref().map(Token::as_str), Some("cn-east-1"));
+        assert_eq!((e.side, e.weight), (Side::Unknown, 1.0));
+    }
+
+    #[test]
+    fn every_type_parses() {
+        let e = one(serde_json::json!({"event": "host_switch", "timestamp": NOW, "from": "cdn1.example.com",
+            "to": "cdn2.example.com:8443", "reason": "5xx", "convergence": true}))
+        .unwrap();
+        assert!(matches!(e.detail, Detail::HostSwitch { reason: SwitchReason::Status5xx, .. }));
+        assert_eq!(e.side, Side::On);
+        let e = one(serde_json::json!({"event": "request", "timestamp": NOW, "host": "127.0.0.21:8080",
+            "outcome": "ok", "latency_ms": 35, "sample_rate": 0.01}))
+        .unwrap();
+        assert!((e.weight - 100.0).abs() < 1e-9);
+        let e =
+            one(serde_json::json!({"event": "localdns_compare", "timestamp": NOW, "host": "www.example.com",
+            "localdns": ["10.0.0.1"], "httpdns": ["1.1.1.1", "::ffff:2.2.2.2"]}))
+            .unwrap();
+        let Detail::LocalDnsCompare { httpdns, .. } = e.detail else { panic!() };
+        assert_eq!(httpdns[1], "2.2.2.2".parse::<IpAddr>().unwrap(), "mapped addresses canonical");
+        one(serde_json::json!({"event": "host_revive", "timestamp": NOW, "host": "cdn1.example.com"}))
+            .unwrap();
+    }
+
+    #[test]
+    fn bad_events_name_the_field() {
+        let field = |v: Value| one(v).unwrap_err().field;
+        assert_eq!(field(serde_json::json!({"event": "dns_fallbak", "timestamp": NOW})), "events[0].event");
+        assert_eq!(
+            field(
+                serde_json::json!({"event": "dns_fallback", "timestamp": NOW, "fallback_reason": "HTTPDNS_TIMEOUT",
+                "fallback_duration_ms": 1, "latency_ms": 3})
+            ),
+            "events[0].latency_ms",
+            "a field of another type"
+        );
+        assert_eq!(
+            field(
+                serde_json::json!({"event": "dns_fallback", "timestamp": NOW, "fallback_reason": "timeout",
+                "fallback_duration_ms": 1})
+            ),
+            "events[0].fallback_reason"
+        );
+        assert_eq!(
+            field(
+                serde_json::json!({"event": "dns_fallback", "timestamp": NOW, "fallback_reason": "HTTPDNS_TIMEOUT"})
+            ),
+            "events[0].fallback_duration_ms"
+        );
+        assert_eq!(
+            field(
+                serde_json::json!({"event": "request", "timestamp": NOW * 1000, "host": "a.b", "outcome": "ok",
+                "latency_ms": 1})
+            ),
+            "events[0].timestamp",
+            "milliseconds are in the future"
+        );
+        assert_eq!(
+            field(serde_json::json!({"event": "request", "timestamp": NOW, "host": "a.b", "outcome": "ok",
+                "latency_ms": -1})),
+            "events[0].latency_ms"
+        );
+        assert_eq!(
+            field(serde_json::json!({"event": "request", "timestamp": NOW, "host": "a.b", "outcome": "ok",
+                "latency_ms": 1, "sample_rate": 0})),
+            "events[0].sample_rate"
+        );
+        assert_eq!(
+            field(serde_json::json!({"event": "localdns_compare", "timestamp": NOW, "host": "a.b",
+                "localdns": ["nope"], "httpdns": []})),
+            "events[0].localdns[0]"
+        );
+        assert_eq!(
+            field(
+                serde_json::json!({"event": "host_revive", "timestamp": NOW, "host": "a.b", "isp": "China Unicom"})
+            ),
+            "events[0].isp"
+        );
+        assert_eq!(parse_batch(br#"{"events":[],"x":1}"#, NOW, 10).unwrap_err().field, "x");
+        assert_eq!(parse_batch(br#"{"events":[]}"#, NOW, 10).unwrap_err().field, "events");
+        assert_eq!(parse_batch(b"[]", NOW, 10).unwrap_err().field, "body");
+        let ok = serde_json::json!({"event": "host_revive", "timestamp": NOW, "host": "a.b"});
+        let two = serde_json::to_vec(&serde_json::json!({"events": [ok.clone(), ok]})).unwrap();
+        assert_eq!(parse_batch(&two, NOW, 1).unwrap_err().field, "events", "over the batch limit");
+    }
+}

@@ -1,0 +1,550 @@
+//! Reporting what the app saw to the service (`POST /app/events`, docs/observability.md):
+//! resolution fallbacks, host switches and revivals, a sample of requests, and a sample of
+//! LocalDNS answers beside HTTPDNS's for the hijack map.
+//!
+//! Recording never waits and never fails: an event is pushed onto a bounded queue under a
+//! short lock (the oldest is dropped, and counted, when it is full). A background task sends
+//! batches every [`EventOptions::interval`] (sooner when a batch is full), retries with
+//! exponential backoff, and drops a batch the server refuses as invalid. The queue is written to
+//! [`EventOptions::file`] (atomically) after every send and every interval, and read back at
+//! start, so events survive a restart up to the cap. Device ids are never sent.
+
+use std::collections::VecDeque;
+use std::net::IpAddr;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use reqwest::Url;
+use serde_json::{json, Value};
+use sha2::Digest as _;
+use tokio::sync::Notify;
+use tokio::task::JoinHandle;
+
+use crate::service::Account;
+
+#[derive(Debug, Clone)]
+pub struct EventOptions {
+    /// Where batches go; `None`: `/app/events` on the first service address (no address: off).
+    pub url: Option<Url>,
+    /// Signs batches (`?account=&t=&s=`); the service's account when `None` here.
+    pub account: Option<Account>,
+    /// Events per request.
+    pub batch_size: usize,
+    /// How often a batch is sent (when one is not full sooner).
+    pub interval: Duration,
+    /// Events kept waiting at most; the oldest go first.
+    pub max_queue: usize,
+    /// Share of requests reported as `request` events.
+    pub request_sample_rate: f64,
+    /// Share of HTTPDNS answers also asked of LocalDNS and reported (`localdns_compare`).
+    pub localdns_sample_rate: f64,
+    /// The queue's file across restarts.
+    pub file: Option<PathBuf>,
+    /// One send's bound.
+    pub timeout: Duration,
+    /// The longest wait between retries.
+    pub max_backoff: Duration,
+}
+
+impl Default for EventOptions {
+    fn default() -> Self {
+        Self {
+            url: None,
+            account: None,
+            batch_size: 50,
+            interval: Duration::from_secs(30),
+            max_queue: 1000,
+            request_sample_rate: 0.01,
+            localdns_sample_rate: 0.01,
+            file: None,
+            timeout: Duration::from_secs(5),
+            max_backoff: Duration::from_secs(300),
+        }
+    }
+}
+
+/// Why resolution left HTTPDNS.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FallbackReason {
+    Timeout,
+    Unreachable,
+    Error,
+    Empty,
+    Refused,
+    Sniffing,
+}
+
+impl FallbackReason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FallbackReason::Timeout => "HTTPDNS_TIMEOUT",
+            FallbackReason::Unreachable => "HTTPDNS_UNREACHABLE",
+            FallbackReason::Error => "HTTPDNS_ERROR",
+            FallbackReason::Empty => "HTTPDNS_EMPTY",
+            FallbackReason::Refused => "HTTPDNS_REFUSED",
+            FallbackReason::Sniffing => "HTTPDNS_SNIFFING",
+        }
+    }
+}
+
+/// Why a request left a host, or how a sampled request ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Failure {
+    Status5xx,
+    ConnectError,
+    Timeout,
+}
+
+impl Failure {
+    fn as_str(self) -> &'static str {
+        match self {
+            Failure::Status5xx => "5xx",
+            Failure::ConnectError => "connect_error",
+            Failure::Timeout => "timeout",
+        }
+    }
+}
+
+/// How a sampled request ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RequestOutcome {
+    Ok,
+    Status4xx,
+    Failed(Failure),
+    DnsError,
+}
+
+impl RequestOutcome {
+    fn as_str(self) -> &'static str {
+        match self {
+            RequestOutcome::Ok => "ok",
+            RequestOutcome::Status4xx => "4xx",
+            RequestOutcome::Failed(f) => f.as_str(),
+            RequestOutcome::DnsError => "dns_error",
+        }
+    }
+}
+
+/// One thing the app saw.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ClientEvent {
+    DnsFallback { host: String, reason: FallbackReason, duration: Duration },
+    HostSwitch { from: String, to: Option<String>, reason: Failure, duration: Duration },
+    HostRevive { host: String },
+    Request { host: String, outcome: RequestOutcome, latency: Duration, sample_rate: f64 },
+    LocalDnsCompare { host: String, localdns: Vec<IpAddr>, httpdns: Vec<IpAddr> },
+}
+
+fn ms(d: Duration) -> u64 {
+    (d.as_millis() as u64).min(600_000)
+}
+
+impl ClientEvent {
+    fn to_json(&self, timestamp: u64, side: Option<bool>) -> Value {
+        let mut v = match self {
+            ClientEvent::DnsFallback { host, reason, duration } => json!({"event": "dns_fallback",
+                "host": host, "fallback_reason": reason.as_str(), "fallback_duration_ms": ms(*duration)}),
+            ClientEvent::HostSwitch { from, to, reason, duration } => json!({"event": "host_switch",
+                "from": from, "to": to, "reason": reason.as_str(), "duration_ms": ms(*duration)}),
+            ClientEvent::HostRevive { host } => json!({"event": "host_revive", "host": host}),
+            ClientEvent::Request { host, outcome, latency, sample_rate } => json!({"event": "request",
+                "host": host, "outcome": outcome.as_str(), "latency_ms": ms(*latency), "sample_rate": sample_rate}),
+            ClientEvent::LocalDnsCompare { host, localdns, httpdns } => json!({"event": "localdns_compare",
+                "host": host, "localdns": localdns, "httpdns": httpdns}),
+        };
+        let o = v.as_object_mut().expect("an object");
+        o.retain(|_, v| !v.is_null());
+        o.insert("timestamp".into(), json!(timestamp));
+        if let Some(side) = side {
+            o.insert("convergence".into(), json!(side));
+        }
+        v
+    }
+}
+
+/// What the reporter did so far.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ReporterStats {
+    pub recorded: u64,
+    /// Accepted by the server.
+    pub sent: u64,
+    /// Waiting in the queue.
+    pub queued: usize,
+    /// Dropped because the queue was full.
+    pub dropped: u64,
+    /// Refused by the server as invalid (dropped, not retried).
+    pub refused: u64,
+    /// Sends that failed and will be retried.
+    pub failed_sends: u64,
+    pub last_error: Option<String>,
+    /// Per event type, what was recorded.
+    pub by_type: Vec<(String, u64)>,
+}
+
+/// A cheap handle; clones share the queue.
+#[derive(Clone, Debug)]
+pub struct Reporter {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    opts: EventOptions,
+    url: Url,
+    http: reqwest::Client,
+    state: Mutex<State>,
+    notify: Notify,
+    /// 0: unknown, 1: off, 2: on.
+    side: AtomicU8,
+    // One send at a time (the loop, and `flush`).
+    sending: tokio::sync::Mutex<()>,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    /// (sequence number, event JSON).
+    queue: VecDeque<(u64, Value)>,
+    next_seq: u64,
+    stats: ReporterStats,
+}
+
+fn now_s() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs())
+}
+
+/// Whether a thing sampled at `rate` is taken this time.
+pub fn sampled(rate: f64) -> bool {
+    if rate >= 1.0 {
+        return true;
+    }
+    if rate <= 0.0 {
+        return false;
+    }
+    let r = getrandom::u32().unwrap_or(0);
+    f64::from(r) < rate * f64::from(u32::MAX)
+}
+
+impl Reporter {
+    /// A reporter sending to `url` (see [`EventOptions::url`]). Reads the queue file if any.
+    pub fn new(opts: EventOptions, url: Url) -> Self {
+        let http = reqwest::Client::builder()
+            .no_proxy()
+            .timeout(opts.timeout)
+            .connect_timeout(opts.timeout)
+            .build()
+            .expect("a reqwest client with static settings");
+        let mut state = State::default();
+        if let Some(path) = &opts.file {
+            if let Ok(bytes) = std::fs::read(path) {
+                // A torn or foreign file is ignored: the writes are atomic, so it is not ours.
+                if let Ok(Value::Array(list)) = serde_json::from_slice::<Value>(&bytes) {
+                    for v in list.into_iter().rev().take(opts.max_queue).rev() {
+                        state.queue.push_back((state.next_seq, v));
+                        state.next_seq += 1;
+                    }
+                }
+            }
+        }
+        Self {
+            inner: Arc::new(Inner {
+                url,
+                http,
+                state: Mutex::new(state),
+                notify: Notify::new(),
+                side: AtomicU8::new(0),
+                sending: tokio::sync::Mutex::new(()),
+                opts,
+            }),
+        }
+    }
+
+    pub fn options(&self) -> &EventOptions {
+        &self.inner.opts
+    }
+
+    /// The device's side of the convergence switch, attached to every event from now on.
+    pub fn set_side(&self, convergence: Option<bool>) {
+        self.inner.side.store(
+            match convergence {
+                None => 0,
+                Some(false) => 1,
+                Some(true) => 2,
+            },
+            Ordering::Relaxed,
+        );
+    }
+
+    fn side(&self) -> Option<bool> {
+        match self.inner.side.load(Ordering::Relaxed) {
+            1 => Some(false),
+            2 => Some(true),
+            _ => None,
+        }
+    }
+
+    /// Queues an event; never waits.
+    pub fn record(&self, event: ClientEvent) {
+        let v = event.to_json(now_s(), self.side());
+        let kind = v["event"].as_str().unwrap_or("?").to_owned();
+        let full = {
+            let mut s = self.inner.state.lock().expect("lock");
+            let seq = s.next_seq;
+            s.next_seq += 1;
+            s.queue.push_back((seq, v));
+            while s.queue.len() > self.inner.opts.max_queue {
+                s.queue.pop_front();
+                s.stats.dropped += 1;
+            }
+            s.stats.recorded += 1;
+            match s.stats.by_type.iter_mut().find(|(k, _)| *k == kind) {
+                Some((_, n)) => *n += 1,
+                None => s.stats.by_type.push((kind, 1)),
+            }
+            s.queue.len() >= self.inner.opts.batch_size
+        };
+        if full {
+            self.inner.notify.notify_one();
+        }
+    }
+
+    pub fn stats(&self) -> ReporterStats {
+        let s = self.inner.state.lock().expect("lock");
+        ReporterStats { queued: s.queue.len(), ..s.stats.clone() }
+    }
+
+    /// Sends one batch. `Ok(0)`: nothing was waiting.
+    async fn send_batch(&self) -> Result<usize, String> {
+        let _one = self.inner.sending.lock().await;
+        let (last_seq, events): (u64, Vec<Value>) = {
+            let s = self.inner.state.lock().expect("lock");
+            let batch: Vec<&(u64, Value)> = s.queue.iter().take(self.inner.opts.batch_size).collect();
+            match batch.last() {
+                None => return Ok(0),
+                Some((seq, _)) => (*seq, batch.iter().map(|(_, v)| v.clone()).collect()),
+            }
+        };
+        let n = events.len();
+        let body = serde_json::to_vec(&json!({ "events": events })).expect("JSON");
+        let mut url = self.inner.url.clone();
+        if let Some(acc) = &self.inner.opts.account {
+            // Valid for ten minutes, as the service's signed lookups are.
+            let t = now_s() + 600;
+            let digest: String = sha2::Sha256::digest(&body).iter().map(|b| format!("{b:02x}")).collect();
+            let s = crate::service::sign(&digest, &acc.secret, t);
+            url.query_pairs_mut()
+                .append_pair("account", &acc.id.to_string())
+                .append_pair("t", &t.to_string())
+                .append_pair("s", &s);
+        }
+        let resp = self
+            .inner
+            .http
+            .post(url)
+            .header(reqwest::header::CONTENT_TYPE, "application/json")
+            .body(body)
+            .send()
+            .await;
+        let drop_sent = |refused: bool| {
+            let mut s = self.inner.state.lock().expect("lock");
+            // By sequence number: events dropped for room meanwhile are not counted twice.
+            let before = s.queue.len();
+            s.queue.retain(|(seq, _)| *seq > last_seq);
+            let gone = (before - s.queue.len()) as u64;
+            if refused {
+                s.stats.refused += gone;
+            } else {
+                s.stats.sent += gone;
+            }
+        };
+        match resp {
+            Ok(r) if r.status().is_success() => {
+                drop_sent(false);
+                Ok(n)
+            }
+            // 400 and 413: this batch will never be taken; retrying it would block the rest.
+            Ok(r) if r.status().as_u16() == 400 || r.status().as_u16() == 413 => {
+                let status = r.status();
+                let body = r.text().await.unwrap_or_default();
+                tracing::warn!(%status, body = body.trim(), "The service refused an event batch; dropped.");
+                drop_sent(true);
+                Err(format!("refused: {status}: {}", body.trim()))
+            }
+            Ok(r) => Err(format!("status {}", r.status())),
+            Err(e) => Err(crate::service::error_chain(&e)),
+        }
+    }
+
+    /// Sends everything waiting now (for a command line about to exit, or a test). Stops at the
+    /// first failure; returns the events sent.
+    pub async fn flush(&self) -> Result<usize, String> {
+        let mut total = 0;
+        loop {
+            match self.send_batch().await {
+                Ok(0) => break,
+                Ok(n) => total += n,
+                Err(e) => {
+                    self.failed(&e);
+                    self.persist().await;
+                    return Err(e);
+                }
+            }
+        }
+        self.persist().await;
+        Ok(total)
+    }
+
+    fn failed(&self, e: &str) {
+        let mut s = self.inner.state.lock().expect("lock");
+        s.stats.failed_sends += 1;
+        s.stats.last_error = Some(e.to_owned());
+    }
+
+    /// Writes the queue to its file, off the async workers.
+    async fn persist(&self) {
+        let Some(path) = self.inner.opts.file.clone() else { return };
+        let bytes = {
+            let s = self.inner.state.lock().expect("lock");
+            serde_json::to_vec(&s.queue.iter().map(|(_, v)| v).collect::<Vec<_>>()).expect("JSON")
+        };
+        let _ = tokio::task::spawn_blocking(move || {
+            if let Err(e) = crate::fsutil::write_atomic(&path, &bytes) {
+                tracing::warn!(path = %path.display(), error = %e, "Could not write the event queue file.");
+            }
+        })
+        .await;
+    }
+
+    /// The sending loop: a batch every interval or when one is full; after a failure, waits
+    /// doubling from one second up to [`EventOptions::max_backoff`].
+    pub fn start(&self) -> JoinHandle<()> {
+        let this = self.clone();
+        tokio::spawn(async move {
+            let opts = &this.inner.opts;
+            let mut backoff: Option<Duration> = None;
+            loop {
+                let wait = backoff.unwrap_or(opts.interval);
+                if backoff.is_some() {
+                    tokio::time::sleep(wait).await;
+                } else {
+                    tokio::select! {
+                        () = tokio::time::sleep(wait) => {}
+                        () = this.inner.notify.notified() => {}
+                    }
+                }
+                let mut result = Ok(());
+                loop {
+                    match this.send_batch().await {
+                        Ok(n) if n < opts.batch_size => break,
+                        Ok(_) => continue,
+                        Err(e) => {
+                            result = Err(e);
+                            break;
+                        }
+                    }
+                }
+                match result {
+                    Ok(()) => backoff = None,
+                    Err(e) => {
+                        tracing::debug!(error = %e, "Event batch not sent; retrying later.");
+                        this.failed(&e);
+                        let next = backoff.map_or(Duration::from_secs(1), |b| b * 2);
+                        backoff = Some(next.min(opts.max_backoff));
+                    }
+                }
+                this.persist().await;
+            }
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn events_in_the_server_schema() {
+        let e = ClientEvent::DnsFallback {
+            host: "www.example.com".into(),
+            reason: FallbackReason::Timeout,
+            duration: Duration::from_millis(120),
+        };
+        assert_eq!(
+            e.to_json(1672531200, Some(true)),
+            json!({"event": "dns_fallback", "timestamp": 1672531200, "host": "www.example.com",
+                "fallback_reason": "HTTPDNS_TIMEOUT", "fallback_duration_ms": 120, "convergence": true})
+        );
+        let s = ClientEvent::HostSwitch {
+            from: "a.example.com".into(),
+            to: None,
+            reason: Failure::Status5xx,
+            duration: Duration::ZERO,
+        };
+        assert!(s.to_json(1, None).get("to").is_none(), "absent, not null");
+    }
+
+    #[test]
+    fn sampling_bounds() {
+        assert!(sampled(1.0));
+        assert!(!sampled(0.0));
+        let hits = (0..10_000).filter(|_| sampled(0.5)).count();
+        assert!((4_000..6_000).contains(&hits), "{hits}");
+    }
+
+    #[tokio::test]
+    async fn bounded_queue_persisted_and_sent_once() {
+        use axum::routing::post;
+        let got = Arc::new(Mutex::new(Vec::<Value>::new()));
+        let fail = Arc::new(std::sync::atomic::AtomicBool::new(true));
+        let app = {
+            let (got, fail) = (got.clone(), fail.clone());
+            axum::Router::new().route(
+                "/app/events",
+                post(move |body: axum::body::Bytes| {
+                    let (got, fail) = (got.clone(), fail.clone());
+                    async move {
+                        if fail.load(Ordering::SeqCst) {
+                            return axum::http::StatusCode::SERVICE_UNAVAILABLE;
+                        }
+                        let v: Value = serde_json::from_slice(&body).unwrap();
+                        got.lock().unwrap().extend(v["events"].as_array().unwrap().iter().cloned());
+                        axum::http::StatusCode::ACCEPTED
+                    }
+                }),
+            )
+        };
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = l.local_addr().unwrap();
+        tokio::spawn(async move { axum::serve(l, app).await.unwrap() });
+        let dir = tempfile::tempdir().unwrap();
+        let opts = EventOptions {
+            batch_size: 2,
+            max_queue: 3,
+            file: Some(dir.path().join("events.json")),
+            ..Default::default()
+        };
+        let url: Url = format!("http://{addr}/app/events").parse().unwrap();
+        let r = Reporter::new(opts.clone(), url.clone());
+        for i in 0..5 {
+            r.record(ClientEvent::HostRevive { host: format!("h{i}.example.com") });
+        }
+        let s = r.stats();
+        assert_eq!((s.recorded, s.queued, s.dropped), (5, 3, 2), "the oldest two dropped");
+        assert!(r.flush().await.is_err(), "the server is down");
+        assert_eq!(r.stats().queued, 3, "kept for a retry");
+
+        // A restart reads the queue back.
+        let r = Reporter::new(opts, url);
+        assert_eq!(r.stats().queued, 3);
+        fail.store(false, Ordering::SeqCst);
+        assert_eq!(r.flush().await.unwrap(), 3);
+        let hosts: Vec<String> =
+            got.lock().unwrap().iter().map(|v| v["host"].as_str().unwrap().to_owned()).collect();
+        assert_eq!(hosts, ["h2.example.com", "h3.example.com", "h4.example.com"]);
+        assert_eq!(r.flush().await.unwrap(), 0, "nothing sent twice");
+        let on_disk: Value =
+            serde_json::from_slice(&std::fs::read(dir.path().join("events.json")).unwrap()).unwrap();
+        assert_eq!(on_disk, json!([]));
+    }
+}
