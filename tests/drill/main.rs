@@ -9,6 +9,9 @@
 #[allow(dead_code)]
 #[path = "../integration/origin.rs"]
 mod origin;
+#[allow(dead_code)]
+#[path = "../integration/promtool.rs"]
+mod promtool;
 mod scenarios;
 mod standin;
 mod topology;

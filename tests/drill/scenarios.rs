@@ -5,7 +5,7 @@ use std::net::IpAddr;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use httpdns_client::{CdnClient, ClientOptions, LocalDns, Path, Route};
+use httpdns_client::{CdnClient, ClientOptions, EventOptions, LocalDns, Path, Route};
 use serde_json::json;
 
 use crate::topology::{self, Topology, LB_503, LB_INVALID, LB_PASS, LB_WRONG_ISP};
@@ -37,6 +37,7 @@ pub(crate) async fn run_all() -> Vec<Row> {
     run!(revival);
     run!(config_publish_mid_run);
     run!(offline_device);
+    run!(fleet_view);
     rows
 }
 
@@ -56,6 +57,14 @@ fn options(t: &Topology, device: &str) -> ClientOptions {
     o.network_probe_timeout = Duration::from_millis(300);
     o.revive_interval = Some(Duration::from_millis(300));
     o.config_interval = Some(Duration::from_millis(200));
+    // Every request and every HTTPDNS answer reported (a phone samples 1%), straight to the
+    // service: the load balancer's faults are the drill's, not the reporting's.
+    o.events = Some(EventOptions {
+        url: Some(format!("{}/app/events", t.server.base()).parse().unwrap()),
+        request_sample_rate: 1.0,
+        localdns_sample_rate: 1.0,
+        ..Default::default()
+    });
     o
 }
 
@@ -63,6 +72,7 @@ fn options(t: &Topology, device: &str) -> ClientOptions {
 async fn client(t: &Topology, device: &str) -> CdnClient {
     let c = CdnClient::new(options(t, device)).unwrap();
     c.config().refresh().await.expect("config fetched");
+    t.reporters.lock().unwrap().push(c.events().expect("reporting on").clone());
     c
 }
 
@@ -517,5 +527,97 @@ async fn offline_device(t: &Topology) -> Row {
     served_by(t, &s, 0);
     count(&mut r, &s);
     r.note = "the host stays enabled; the next host served; the primary serves again once back".into();
+    r
+}
+
+/// The faults as the fleet saw them: every client's events sent, then the fleet view and the
+/// shipped 1% rule (promtool, on the counters the server exported) must name what was injected
+/// for the drill's carrier and region (unicom, shanghai).
+async fn fleet_view(t: &Topology) -> Row {
+    let mut r = row("fleet view of the faults (events)", "flush to summary");
+    let api = t.server.base();
+    // The server started with the drill: every counter was zero (a few batches of the clients
+    // with background tasks may have gone already; the rest go now).
+    let before = std::collections::HashMap::new();
+    let started = Instant::now();
+    // The LocalDNS comparisons run on tasks of their own: give the last ones a moment.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let reporters = t.reporters.lock().unwrap().clone();
+    let mut sent = 0;
+    for rep in &reporters {
+        // As a client's own loop would: retry a refused-for-now batch after a pause (bounded).
+        let mut tries = 0;
+        loop {
+            match rep.flush().await {
+                Ok(n) => {
+                    sent += n;
+                    break;
+                }
+                Err(e) if tries < 20 => {
+                    tries += 1;
+                    eprintln!("drill: events not sent yet ({e}); retrying");
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+                Err(e) => panic!("events sent: {e} {:?}", rep.stats()),
+            }
+        }
+    }
+    let (status, v) = t.admin(&api, reqwest::Method::GET, "/admin/v1/events/summary?window=1h", None).await;
+    assert_eq!(status, 200, "{v}");
+    r.times.push(started.elapsed());
+    let place = v["rates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["isp"] == "unicom" && p["region"] == "shanghai")
+        .unwrap_or_else(|| panic!("unicom/shanghai in {v}"))
+        .clone();
+    let rows = v["events"].as_array().unwrap();
+    let has = |event: &str, reason: &str| {
+        rows.iter().any(|e| e["event"] == event && e["reason"] == reason && e["isp"] == "unicom")
+    };
+    // HTTPDNS answering 503, then not listening: the two fallback reasons.
+    assert!(has("dns_fallback", "HTTPDNS_ERROR"), "{v}");
+    assert!(has("dns_fallback", "HTTPDNS_UNREACHABLE"), "{v}");
+    // A unified host answering 5xx, one refusing connections; the primary revived.
+    assert!(has("host_switch", "5xx"), "{v}");
+    assert!(has("host_switch", "connect_error"), "{v}");
+    assert!(has("host_revive", "revived"), "{v}");
+    assert_eq!(place["alert"], true, "{place}");
+    assert!(
+        ["HTTPDNS_ERROR", "HTTPDNS_UNREACHABLE"]
+            .contains(&place["top_fallback_reason"].as_str().unwrap_or("")),
+        "{place}"
+    );
+
+    // The shipped rule, evaluated by promtool on the server's counters before and after.
+    let after = crate::promtool::samples(
+        &t.http.get(format!("{api}/metrics")).send().await.unwrap().text().await.unwrap(),
+        "httpdns_app_events_total",
+    );
+    let expected = crate::promtool::fallback_alerts(&after);
+    assert!(
+        expected.iter().any(|e| e.labels["isp"] == "unicom" && e.labels["reason"] == "HTTPDNS_ERROR"),
+        "the 503 fault is past 1%: {:?}",
+        expected.iter().map(|e| (&e.labels, e.value)).collect::<Vec<_>>()
+    );
+    let checked =
+        crate::promtool::check(t.dir(), &[before, after], "0", "HttpdnsAppFallbackRateHigh", &expected, &[]);
+    if let Err(report) = checked {
+        panic!("{report}");
+    }
+    let (status, map) = t.admin(&api, reqwest::Method::GET, "/admin/v1/localdns/map?window=1h", None).await;
+    assert_eq!(status, 200, "{map}");
+    let reports = map["map"].as_array().unwrap().iter().map(|p| p["reports"].as_f64().unwrap()).sum::<f64>();
+    assert!(reports > 0.0, "LocalDNS comparisons reported: {map}");
+    r.requests = sent;
+    let alerts: Vec<String> =
+        expected.iter().map(|e| format!("{} {:.1}%", e.labels["reason"], e.value * 100.0)).collect();
+    r.note = format!(
+        "{sent} events from {} clients; unicom/shanghai fallback rate {}, alerts: {}; LocalDNS reports {reports}",
+        reporters.len(),
+        place["fallback_rate"],
+        alerts.join(", ")
+    );
     r
 }

@@ -204,6 +204,8 @@ pub(crate) struct Topology {
     pub(crate) public_key: String,
     pub(crate) http: reqwest::Client,
     published: std::sync::atomic::AtomicBool,
+    /// Every drill client's event reporter, flushed and read back at the end.
+    pub(crate) reporters: std::sync::Mutex<Vec<httpdns_client::Reporter>>,
 }
 
 async fn vendor(name: &str, ips: &[&str], upstream: &str, http: &reqwest::Client) -> Vendor {
@@ -308,6 +310,7 @@ impl Topology {
             lb_mode,
             vendors,
             original,
+            reporters: Default::default(),
             public,
             public_key: String::new(),
             http,
@@ -467,6 +470,11 @@ impl Topology {
     /// The URL of object `i` as the app has it, before convergence.
     pub(crate) fn url(&self, i: usize) -> String {
         format!("http://{}/img/{}.jpg", self.original.host(), i % OBJECTS)
+    }
+
+    /// The directory of this drill's files.
+    pub(crate) fn dir(&self) -> &Path {
+        self._tmp.path()
     }
 
     pub(crate) fn lb_url(&self) -> String {

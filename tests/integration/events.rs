@@ -240,16 +240,8 @@ async fn only_signed_events_when_auth_is_required_and_unsigned_ones_are_rate_lim
     assert!(metrics.contains(r#"httpdns_app_events_rejected_total{reason="rate_limited"} 1"#), "{metrics}");
 }
 
-/// The `httpdns_app_events_total` samples of a scrape, by their label text.
 fn app_series(metrics: &str) -> HashMap<String, f64> {
-    metrics
-        .lines()
-        .filter(|l| l.starts_with("httpdns_app_events_total{"))
-        .filter_map(|l| {
-            let (series, value) = l.rsplit_once(' ')?;
-            Some((series.to_owned(), value.parse().ok()?))
-        })
-        .collect()
+    crate::promtool::samples(metrics, "httpdns_app_events_total")
 }
 
 #[tokio::test]
@@ -287,61 +279,33 @@ async fn the_shipped_1_percent_rules_fire_on_series_the_server_exported() {
         assert_eq!(post(&s, &sign(&body), body, None).await.0, StatusCode::ACCEPTED);
         scrapes.push(app_series(&s.text("/metrics").await));
     }
-    let mut names: Vec<&String> = scrapes.iter().flat_map(|m| m.keys()).collect();
-    names.sort();
-    names.dedup();
-    assert!(names.len() >= 3, "{names:?}");
-    let mut series = String::new();
-    for name in names {
-        let values: Vec<String> =
-            scrapes.iter().map(|m| m.get(name).map_or("_".to_owned(), |v| v.to_string())).collect();
-        series.push_str(&format!("      - series: '{name}'\n        values: '{}'\n", values.join(" ")));
-    }
-    let rules =
-        std::fs::canonicalize(concat!(env!("CARGO_MANIFEST_DIR"), "/deploy/prometheus/alerts.yml")).unwrap();
-    let test = format!(
-        r#"rule_files:
-  - {rules}
-evaluation_interval: 1m
-tests:
-  - interval: 1m
-    input_series:
-{series}    alert_rule_test:
-      - eval_time: 6m
-        alertname: HttpdnsAppFallbackRateHigh
-        exp_alerts:
-          - exp_labels:
-              severity: page
-              isp: unicom
-              region: shanghai
-              reason: HTTPDNS_TIMEOUT
-            exp_annotations:
-              summary: "3% of app requests on unicom in shanghai fell back from HTTPDNS: HTTPDNS_TIMEOUT"
-              description: "Devices there could not use HTTPDNS and resolved through LocalDNS (exposed to hijacking and cross-carrier answers). HTTPDNS_TIMEOUT or HTTPDNS_UNREACHABLE: the service's addresses are not reachable from that network; see /admin/v1/events/summary?window=5m."
-      - eval_time: 6m
-        alertname: HttpdnsAppErrorRateHigh
-        exp_alerts: []
-"#,
-        rules = rules.display()
-    );
-    let file = tmp.path().join("events-rules-test.yml");
-    std::fs::write(&file, &test).unwrap();
-    let promtool = match std::process::Command::new("promtool").arg("test").arg("rules").arg(&file).output() {
-        Ok(out) => out,
-        Err(e) => {
-            httpdns_test_support::skipped(
-                "the alert rules under promtool",
-                &format!("promtool is not installed ({e}); apt-get install prometheus"),
-            );
-            return;
-        }
+    assert!(scrapes.last().unwrap().len() >= 3, "{scrapes:?}");
+    // Written out by hand (not computed): 3 of every 100 requests, the reason, the place.
+    let expected = crate::promtool::Expected {
+        labels: [
+            ("severity", "page"),
+            ("isp", "unicom"),
+            ("region", "shanghai"),
+            ("reason", "HTTPDNS_TIMEOUT"),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        .collect(),
+        value: 0.03,
     };
-    assert!(
-        promtool.status.success(),
-        "promtool test rules failed:\n{}\n{}\n--- test file ---\n{test}",
-        String::from_utf8_lossy(&promtool.stdout),
-        String::from_utf8_lossy(&promtool.stderr)
+    let checked = crate::promtool::check(
+        tmp.path(),
+        &scrapes,
+        "_",
+        "HttpdnsAppFallbackRateHigh",
+        &[expected],
+        &["HttpdnsAppErrorRateHigh", "HttpdnsLocalDnsHijacking"],
     );
+    match checked {
+        Ok(true) => {}
+        Ok(false) => return,
+        Err(report) => panic!("{report}"),
+    }
 
     // The same figures through the fleet view.
     let v = summary(&s, "?window=10m").await;
@@ -426,4 +390,33 @@ async fn the_localdns_map_names_the_carrier_whose_resolver_lies() {
     );
     let (status, _) = s.admin(Method::GET, "/admin/v1/localdns/map?window=0h", None).await;
     assert_eq!(status, StatusCode::BAD_REQUEST);
+}
+
+// The promtool helper's own arithmetic (shared with the drill).
+#[test]
+fn go_percentages() {
+    assert_eq!(crate::promtool::humanize_percentage(0.03), "3%");
+    assert_eq!(crate::promtool::humanize_percentage(0.030000000000000002), "3%");
+    assert_eq!(crate::promtool::humanize_percentage(0.153846), "15.38%");
+    assert_eq!(crate::promtool::humanize_percentage(1.0), "100%");
+    assert_eq!(crate::promtool::humanize_percentage(0.0123456), "1.235%");
+}
+
+#[test]
+fn the_rule_arithmetic() {
+    let mut last = HashMap::new();
+    let s = |event: &str, isp: &str, reason: &str| {
+        format!(
+            r#"httpdns_app_events_total{{convergence="on",event="{event}",isp="{isp}",reason="{reason}",region="r"}}"#
+        )
+    };
+    last.insert(s("request", "a", "ok"), 100.0);
+    last.insert(s("dns_fallback", "a", "HTTPDNS_TIMEOUT"), 2.0);
+    last.insert(s("dns_fallback", "a", "HTTPDNS_ERROR"), 1.0);
+    last.insert(s("request", "b", "ok"), 50.0);
+    last.insert(s("dns_fallback", "b", "HTTPDNS_TIMEOUT"), 25.0);
+    let alerts = crate::promtool::fallback_alerts(&last);
+    assert_eq!(alerts.len(), 1, "1% exactly does not fire; 50 requests are too few");
+    assert_eq!(alerts[0].labels["reason"], "HTTPDNS_TIMEOUT");
+    assert_eq!(alerts[0].value, 0.02);
 }

@@ -23,6 +23,7 @@ mod mirror_images;
 mod openapi;
 mod origin;
 mod persistence;
+mod promtool;
 mod proxy;
 mod shutdown;
 mod support;

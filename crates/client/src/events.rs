@@ -65,7 +65,8 @@ impl Default for EventOptions {
     }
 }
 
-/// Why resolution left HTTPDNS.
+/// Why resolution left HTTPDNS. In sniff mode (the service skipped after every address
+/// failed) the reason is the failure that started it; `Sniffing` is for SDKs that do not know.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FallbackReason {
     Timeout,

@@ -316,19 +316,19 @@ impl Resolver {
         name: &str,
     ) -> Result<Resolution, (Option<FallbackReason>, String)> {
         let opts = &self.inner.opts;
+        // In sniff mode the reason is the failure that started it: what the operator must fix.
+        let reason = |fault| match fault {
+            Fault::Timeout => FallbackReason::Timeout,
+            Fault::Connect => FallbackReason::Unreachable,
+            Fault::Server => FallbackReason::Error,
+        };
         let answer: ServiceAnswer = self.inner.service.query(name).await.map_err(|e| match e {
-            Unavailable::Sniffing => (
-                Some(FallbackReason::Sniffing),
-                "every service address failed recently (sniff mode)".to_owned(),
-            ),
-            Unavailable::Failed(fault, e) => (
-                Some(match fault {
-                    Fault::Timeout => FallbackReason::Timeout,
-                    Fault::Connect => FallbackReason::Unreachable,
-                    Fault::Server => FallbackReason::Error,
-                }),
-                format!("every service address failed, last: {e}"),
-            ),
+            Unavailable::Sniffing(fault) => {
+                (Some(reason(fault)), "every service address failed recently (sniff mode)".to_owned())
+            }
+            Unavailable::Failed(fault, e) => {
+                (Some(reason(fault)), format!("every service address failed, last: {e}"))
+            }
             Unavailable::Refused(e) => (Some(FallbackReason::Refused), format!("refused: {e}")),
             Unavailable::NotConfigured => (None, "no service address configured".to_owned()),
         })?;

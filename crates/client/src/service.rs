@@ -90,14 +90,16 @@ pub struct Service {
     /// Index of the address tried first.
     preferred: AtomicUsize,
     /// When every address last failed; `None` while the service works.
-    all_failed_at: Mutex<Option<Instant>>,
+    /// When every address last failed, and how the last one did; `None` while the service works.
+    all_failed_at: Mutex<Option<(Instant, Fault)>>,
 }
 
 /// Why the service gave no answer.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Unavailable {
-    /// Sniff mode: every address failed recently; this request did not try.
-    Sniffing,
+    /// Sniff mode: every address failed recently (the last one this way); this request did
+    /// not try.
+    Sniffing(Fault),
     /// Every address was tried and failed (how the last one failed, and its error).
     Failed(Fault, String),
     /// An address answered with a client error (4xx other than 429), or said the name's own
@@ -142,12 +144,12 @@ impl Service {
         }
         {
             let mut failed = self.all_failed_at.lock().expect("lock");
-            if let Some(at) = *failed {
+            if let Some((at, fault)) = *failed {
                 if at.elapsed() < self.opts.sniff_interval {
-                    return Err(Unavailable::Sniffing);
+                    return Err(Unavailable::Sniffing(fault));
                 }
                 // This request is the sniff; the next ones wait for another interval.
-                *failed = Some(Instant::now());
+                *failed = Some((Instant::now(), fault));
             }
         }
         let first = self.preferred.load(Ordering::Relaxed) % n;
@@ -169,7 +171,7 @@ impl Service {
                 }
             }
         }
-        *self.all_failed_at.lock().expect("lock") = Some(Instant::now());
+        *self.all_failed_at.lock().expect("lock") = Some((Instant::now(), last.0));
         Err(Unavailable::Failed(last.0, last.1))
     }
 
@@ -304,7 +306,7 @@ mod tests {
             ..Default::default()
         });
         assert!(matches!(svc.query("a.example.com").await, Err(Unavailable::Failed(Fault::Connect, _))));
-        assert_eq!(svc.query("a.example.com").await, Err(Unavailable::Sniffing));
+        assert_eq!(svc.query("a.example.com").await, Err(Unavailable::Sniffing(Fault::Connect)));
     }
 
     #[tokio::test]

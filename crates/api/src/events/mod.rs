@@ -63,8 +63,10 @@ impl Default for EventSettings {
             max_batch: 500,
             max_body_bytes: 1 << 20,
             max_age: Duration::from_secs(24 * 3600),
-            rate_per_client: 20.0,
-            burst: 100.0,
+            // Generous: carrier-grade NAT puts thousands of devices behind one address, each
+            // sending a batch every 30 s; the limit is against one client flooding.
+            rate_per_client: 200.0,
+            burst: 2000.0,
             max_label_pairs: 512,
             alert_rate: 0.01,
             alert_min_requests: 100.0,
