@@ -119,6 +119,7 @@ pub(crate) async fn resolve(args: &ClientArgs, names: &[String]) -> anyhow::Resu
             }
         }
     }
+    report_events(&client).await;
     anyhow::ensure!(!failed, "some names did not resolve");
     Ok(())
 }
@@ -128,7 +129,14 @@ pub(crate) async fn get(args: &ClientArgs, url: &str, output: Option<&PathBuf>) 
     if args.config_url.is_some() {
         client.config().refresh().await.context("fetching the config document")?;
     }
-    let f = client.get(url).await?;
+    let f = match client.get(url).await {
+        Ok(f) => f,
+        Err(e) => {
+            // A failed request is what events are for: report it before giving up.
+            report_events(&client).await;
+            return Err(e.into());
+        }
+    };
     for (n, a) in f.attempts.iter().enumerate() {
         let resolved = a.resolved.as_ref().map_or(String::new(), |(path, ips)| {
             format!(
@@ -175,6 +183,9 @@ async fn report_events(client: &CdnClient) {
     }
     let sent = r.flush().await;
     let s = r.stats();
+    if s.recorded == 0 && s.queued == 0 {
+        return;
+    }
     let types: Vec<String> = s.by_type.iter().map(|(t, n)| format!("{t} {n}")).collect();
     eprintln!(
         "events: recorded {} ({}), sent {}, queued {}, dropped {}, refused {}{}",
@@ -186,7 +197,9 @@ async fn report_events(client: &CdnClient) {
         s.refused,
         match sent {
             Ok(_) => String::new(),
-            Err(e) => format!(" (last send failed: {e}; kept for the next run with --events-file)"),
+            Err(e) if r.options().file.is_some() =>
+                format!(" (last send failed: {e}; kept in --events-file for the next run)"),
+            Err(e) => format!(" (last send failed: {e}; lost without --events-file)"),
         }
     );
 }

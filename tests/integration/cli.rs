@@ -71,4 +71,31 @@ async fn resolve_and_get_against_a_running_server() {
     assert!(ok, "{err}");
     assert_eq!(out, r#"{"status":"ok"}"#);
     assert!(err.contains(&format!("served by {host} (Unified route), status 200")), "{err}");
+
+    // What `get` reported, sent before it exits and counted by the server.
+    let (ok, _, err) = run(&[
+        "get",
+        "--server",
+        &server.base,
+        "--config-url",
+        &server.base,
+        &format!("{}/healthz", server.base),
+    ]);
+    assert!(ok, "{err}");
+    assert!(err.contains("events: recorded 1 (request 1), sent 1, queued 0"), "{err}");
+    let summary: serde_json::Value = http
+        .get(format!("{}/admin/v1/events/summary?window=5m&event=request", server.base))
+        .bearer_auth(TOKEN)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let row = &summary["events"][0];
+    assert_eq!(
+        (row["reason"].as_str(), row["host"].as_str()),
+        (Some("ok"), Some(host.as_str())),
+        "{summary}"
+    );
 }

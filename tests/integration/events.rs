@@ -183,6 +183,11 @@ async fn events_are_checked_counted_and_summed_across_replicas() {
         assert_eq!(sh["fallback_rate"], 0.02);
         assert_eq!(sh["top_fallback_reason"], "HTTPDNS_TIMEOUT");
         assert_eq!(sh["alert"], true, "2% of 200 requests is past 1%");
+        assert_eq!(
+            sh["alert_fallback_reasons"],
+            json!(["HTTPDNS_TIMEOUT"]),
+            "1.5% timeouts, 0.5% unreachable"
+        );
         let bj = place(&v, "telecom", "beijing");
         assert_eq!(
             (bj["requests"].as_f64(), bj["errors"].as_f64()),

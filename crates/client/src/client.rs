@@ -172,15 +172,29 @@ impl CdnClient {
             NetworkCheck::new(opts.network_probe_port, opts.network_probe_timeout, Duration::from_secs(2));
         let hosts = Mutex::new(HostPool::new(Vec::new(), opts.ejection));
         let events = opts.events.as_ref().and_then(|e| {
-            let url = e.url.clone().or_else(|| {
-                let mut u = opts.resolver.service.servers.first()?.clone();
-                u.set_path("/app/events");
-                u.set_query(None);
-                Some(u)
-            })?;
+            // The events URL, or `/app/events` on every service address, in their order: a
+            // batch fails over between them as lookups do.
+            let urls: Vec<Url> = match &e.url {
+                Some(u) => vec![u.clone()],
+                None => opts
+                    .resolver
+                    .service
+                    .servers
+                    .iter()
+                    .map(|s| {
+                        let mut u = s.clone();
+                        u.set_path("/app/events");
+                        u.set_query(None);
+                        u
+                    })
+                    .collect(),
+            };
+            if urls.is_empty() {
+                return None;
+            }
             let mut e = e.clone();
             e.account = e.account.or_else(|| opts.resolver.service.account.clone());
-            Some(Reporter::new(e, url))
+            Some(Reporter::new(e, urls))
         });
         if let Some(r) = &events {
             resolver.set_reporter(r.clone());

@@ -24,6 +24,9 @@ use tokio::task::JoinHandle;
 
 use crate::service::Account;
 
+/// Addresses per side of a `localdns_compare` that the server takes.
+pub const MAX_COMPARE_IPS: usize = 32;
+
 #[derive(Debug, Clone)]
 pub struct EventOptions {
     /// Where batches go; `None`: `/app/events` on the first service address (no address: off).
@@ -184,6 +187,15 @@ pub struct ReporterStats {
     pub by_type: Vec<(String, u64)>,
 }
 
+/// How one POST of a batch ended.
+enum Sent {
+    Taken,
+    /// Never to be taken: dropped.
+    Refused(String),
+    /// Worth another address, or a later try.
+    Retry(String),
+}
+
 /// A cheap handle; clones share the queue.
 #[derive(Clone, Debug)]
 pub struct Reporter {
@@ -193,7 +205,9 @@ pub struct Reporter {
 #[derive(Debug)]
 struct Inner {
     opts: EventOptions,
-    url: Url,
+    /// Where batches go, tried in order from the one that last took a batch.
+    urls: Vec<Url>,
+    preferred: std::sync::atomic::AtomicUsize,
     http: reqwest::Client,
     state: Mutex<State>,
     notify: Notify,
@@ -228,8 +242,13 @@ pub fn sampled(rate: f64) -> bool {
 }
 
 impl Reporter {
-    /// A reporter sending to `url` (see [`EventOptions::url`]). Reads the queue file if any.
-    pub fn new(opts: EventOptions, url: Url) -> Self {
+    /// A reporter sending to the first of `urls` that takes a batch (the service's addresses,
+    /// or [`EventOptions::url`]). Reads the queue file if any. Sample rates are clamped to 0..=1.
+    pub fn new(mut opts: EventOptions, urls: Vec<Url>) -> Self {
+        let clamp = |r: f64| if r.is_nan() { 0.0 } else { r.clamp(0.0, 1.0) };
+        opts.request_sample_rate = clamp(opts.request_sample_rate);
+        opts.localdns_sample_rate = clamp(opts.localdns_sample_rate);
+        opts.batch_size = opts.batch_size.max(1);
         let http = reqwest::Client::builder()
             .no_proxy()
             .timeout(opts.timeout)
@@ -250,7 +269,8 @@ impl Reporter {
         }
         Self {
             inner: Arc::new(Inner {
-                url,
+                urls,
+                preferred: std::sync::atomic::AtomicUsize::new(0),
                 http,
                 state: Mutex::new(state),
                 notify: Notify::new(),
@@ -328,25 +348,6 @@ impl Reporter {
         };
         let n = events.len();
         let body = serde_json::to_vec(&json!({ "events": events })).expect("JSON");
-        let mut url = self.inner.url.clone();
-        if let Some(acc) = &self.inner.opts.account {
-            // Valid for ten minutes, as the service's signed lookups are.
-            let t = now_s() + 600;
-            let digest: String = sha2::Sha256::digest(&body).iter().map(|b| format!("{b:02x}")).collect();
-            let s = crate::service::sign(&digest, &acc.secret, t);
-            url.query_pairs_mut()
-                .append_pair("account", &acc.id.to_string())
-                .append_pair("t", &t.to_string())
-                .append_pair("s", &s);
-        }
-        let resp = self
-            .inner
-            .http
-            .post(url)
-            .header(reqwest::header::CONTENT_TYPE, "application/json")
-            .body(body)
-            .send()
-            .await;
         let drop_sent = |refused: bool| {
             let mut s = self.inner.state.lock().expect("lock");
             // By sequence number: events dropped for room meanwhile are not counted twice.
@@ -359,21 +360,63 @@ impl Reporter {
                 s.stats.sent += gone;
             }
         };
-        match resp {
-            Ok(r) if r.status().is_success() => {
-                drop_sent(false);
-                Ok(n)
+        let urls = &self.inner.urls;
+        if urls.is_empty() {
+            return Err("no events URL".into());
+        }
+        let first = self.inner.preferred.load(Ordering::Relaxed) % urls.len();
+        let mut last = String::new();
+        for i in 0..urls.len() {
+            let idx = (first + i) % urls.len();
+            match self.post(&urls[idx], &body).await {
+                Sent::Taken => {
+                    self.inner.preferred.store(idx, Ordering::Relaxed);
+                    drop_sent(false);
+                    return Ok(n);
+                }
+                Sent::Refused(e) => {
+                    tracing::warn!(error = %e, "The service refused an event batch; dropped.");
+                    drop_sent(true);
+                    return Err(format!("refused: {e}"));
+                }
+                Sent::Retry(e) => last = format!("{}: {e}", urls[idx]),
             }
-            // 400 and 413: this batch will never be taken; retrying it would block the rest.
+        }
+        Err(last)
+    }
+
+    /// One POST of a batch to one address.
+    async fn post(&self, url: &Url, body: &[u8]) -> Sent {
+        let mut url = url.clone();
+        if let Some(acc) = &self.inner.opts.account {
+            // Valid for ten minutes, as the service's signed lookups are.
+            let t = now_s() + 600;
+            let digest: String = sha2::Sha256::digest(body).iter().map(|b| format!("{b:02x}")).collect();
+            let s = crate::service::sign(&digest, &acc.secret, t);
+            url.query_pairs_mut()
+                .append_pair("account", &acc.id.to_string())
+                .append_pair("t", &t.to_string())
+                .append_pair("s", &s);
+        }
+        let resp = self
+            .inner
+            .http
+            .post(url)
+            .header(reqwest::header::CONTENT_TYPE, "application/json")
+            .body(body.to_vec())
+            .send()
+            .await;
+        match resp {
+            Ok(r) if r.status().is_success() => Sent::Taken,
+            // 400 and 413: this batch will never be taken anywhere; retrying it would block
+            // the rest behind it.
             Ok(r) if r.status().as_u16() == 400 || r.status().as_u16() == 413 => {
                 let status = r.status();
                 let body = r.text().await.unwrap_or_default();
-                tracing::warn!(%status, body = body.trim(), "The service refused an event batch; dropped.");
-                drop_sent(true);
-                Err(format!("refused: {status}: {}", body.trim()))
+                Sent::Refused(format!("{status}: {}", body.trim()))
             }
-            Ok(r) => Err(format!("status {}", r.status())),
-            Err(e) => Err(crate::service::error_chain(&e)),
+            Ok(r) => Sent::Retry(format!("status {}", r.status())),
+            Err(e) => Sent::Retry(crate::service::error_chain(&e)),
         }
     }
 
@@ -526,7 +569,7 @@ mod tests {
             ..Default::default()
         };
         let url: Url = format!("http://{addr}/app/events").parse().unwrap();
-        let r = Reporter::new(opts.clone(), url.clone());
+        let r = Reporter::new(opts.clone(), vec![url.clone()]);
         for i in 0..5 {
             r.record(ClientEvent::HostRevive { host: format!("h{i}.example.com") });
         }
@@ -536,7 +579,8 @@ mod tests {
         assert_eq!(r.stats().queued, 3, "kept for a retry");
 
         // A restart reads the queue back.
-        let r = Reporter::new(opts, url);
+        // The first address is down: the second takes the batch.
+        let r = Reporter::new(opts, vec!["http://127.0.0.1:1/app/events".parse().unwrap(), url]);
         assert_eq!(r.stats().queued, 3);
         fail.store(false, Ordering::SeqCst);
         assert_eq!(r.flush().await.unwrap(), 3);

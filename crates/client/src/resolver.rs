@@ -383,7 +383,12 @@ impl Resolver {
         let (name, httpdns) = (name.to_owned(), httpdns.to_vec());
         tokio::spawn(async move {
             // A LocalDNS that does not answer says nothing about what it would have answered.
-            if let Ok(localdns) = local.lookup(&name, timeout).await {
+            if let Ok(mut localdns) = local.lookup(&name, timeout).await {
+                // The server takes at most 32 addresses a side: a long answer must not get
+                // the whole batch refused.
+                localdns.truncate(crate::events::MAX_COMPARE_IPS);
+                let mut httpdns = httpdns;
+                httpdns.truncate(crate::events::MAX_COMPARE_IPS);
                 reporter.record(ClientEvent::LocalDnsCompare { host: name, localdns, httpdns });
             }
         });

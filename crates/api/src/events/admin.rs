@@ -35,7 +35,10 @@ fn parse_window(raw: Option<&str>, default: &str, retention: Duration) -> Result
             ),
         )
     };
-    let (digits, unit) = raw.split_at(raw.len().saturating_sub(1));
+    if !raw.is_ascii() || raw.len() < 2 {
+        return Err(bad());
+    }
+    let (digits, unit) = raw.split_at(raw.len() - 1);
     let n: i64 = digits.parse().ok().filter(|n| *n > 0).ok_or_else(bad)?;
     let minutes = match unit {
         "m" => n,
@@ -60,9 +63,14 @@ async fn rows(
     event: Option<&str>,
 ) -> Result<(Vec<(EventKey, EventCounts)>, i64, i64, i64), ApiError> {
     let store = app.catalog.store();
-    match tokio::time::timeout(OWN_FLUSH_WAIT, app.events.flush(store)).await {
-        Ok(Ok(_)) => {}
-        Ok(Err(e)) => return Err(ApiError::unavailable(&e)),
+    // On a task of its own: a flush is shared work that must not be cut off half-way by this
+    // request's bound or its client hanging up (taken minutes would be lost).
+    let (hub, flush_store) = (app.events.clone(), store.clone());
+    let flush = tokio::spawn(async move { hub.flush(&flush_store).await });
+    match tokio::time::timeout(OWN_FLUSH_WAIT, flush).await {
+        Ok(Ok(Ok(_))) => {}
+        Ok(Ok(Err(e))) => return Err(ApiError::unavailable(&e)),
+        Ok(Err(e)) => return Err(ApiError::internal(&e)),
         Err(_) => tracing::warn!("The summary's own flush timed out; answering from the rows stored."),
     }
     let to = now_minute();
@@ -115,7 +123,15 @@ impl Rates {
     fn json(&self, settings: &super::EventSettings) -> serde_json::Map<String, Value> {
         let (error_rate, fallback_rate) =
             (rate(self.errors, self.requests), rate(self.fallbacks, self.requests));
+        // As the shipped rules judge: each reason's own share of the requests, unrounded.
         let judged = self.requests >= settings.alert_min_requests;
+        let over = |by: &BTreeMap<String, f64>| -> Vec<Value> {
+            by.iter()
+                .filter(|(_, n)| judged && **n / self.requests > settings.alert_rate)
+                .map(|(r, _)| Value::from(r.as_str()))
+                .collect()
+        };
+        let (errors_over, fallbacks_over) = (over(&self.errors_by), over(&self.fallbacks_by));
         let mut m = serde_json::Map::new();
         m.insert("requests".into(), json!(round(self.requests)));
         m.insert("errors".into(), json!(round(self.errors)));
@@ -124,10 +140,9 @@ impl Rates {
         m.insert("fallbacks".into(), json!(round(self.fallbacks)));
         m.insert("fallback_rate".into(), json!(fallback_rate));
         m.insert("top_fallback_reason".into(), Self::top(&self.fallbacks_by));
-        m.insert(
-            "alert".into(),
-            json!(judged && (error_rate > settings.alert_rate || fallback_rate > settings.alert_rate)),
-        );
+        m.insert("alert".into(), json!(!errors_over.is_empty() || !fallbacks_over.is_empty()));
+        m.insert("alert_errors".into(), Value::Array(errors_over));
+        m.insert("alert_fallback_reasons".into(), Value::Array(fallbacks_over));
         m
     }
 }

@@ -89,7 +89,7 @@ async fn accept(
             let t = if account.is_some() { own.as_ref().or(seen.as_ref()) } else { seen.as_ref() };
             t.map_or("unknown", |t| t.as_str()).to_owned()
         };
-        let (isp, region) = hub.labels(&claimed(&e.isp, &view.isp), &claimed(&e.region, &view.region));
+        let (isp, region) = (claimed(&e.isp, &view.isp), claimed(&e.region, &view.region));
         let client_isp =
             if account.is_some() { e.isp.as_ref().or(view.isp.as_ref()) } else { view.isp.as_ref() };
         let (reason, host, duration) = describe(app, e, client_isp, peer, &published);
@@ -110,11 +110,12 @@ async fn accept(
             },
         });
     }
-    hub.record(&batch);
+    let accepted = batch.len();
+    hub.record(batch);
     if stale > 0 {
         hub.metrics.rejected.with_label_values(&["stale"]).inc_by(stale);
     }
-    Ok((StatusCode::ACCEPTED, axum::Json(serde_json::json!({ "accepted": batch.len(), "stale": stale })))
+    Ok((StatusCode::ACCEPTED, axum::Json(serde_json::json!({ "accepted": accepted, "stale": stale })))
         .into_response())
 }
 

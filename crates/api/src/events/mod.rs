@@ -96,6 +96,8 @@ pub struct EventMetrics {
     /// Batches or events refused, by why.
     pub rejected: IntCounterVec,
     pub flush_errors: IntCounter,
+    /// Minutes dropped unflushed (a store outage longer than the minutes kept in memory).
+    pub minutes_dropped: IntCounter,
 }
 
 impl EventMetrics {
@@ -139,7 +141,12 @@ impl EventMetrics {
         .unwrap();
         let flush_errors = IntCounter::new(
             "app_event_flush_errors_total",
-            "Flushes of event minutes to the store that failed.",
+            "Flushes (or retention prunes) of event minutes in the store that failed.",
+        )
+        .unwrap();
+        let minutes_dropped = IntCounter::new(
+            "app_event_minutes_dropped_total",
+            "Minutes of events dropped unflushed: the store was unreachable longer than the minutes kept in memory.",
         )
         .unwrap();
         for c in [&events, &requests_by_host, &duration_sum, &duration_count] {
@@ -147,10 +154,19 @@ impl EventMetrics {
         }
         registry.register(Box::new(rejected.clone())).expect("event metric registered once");
         registry.register(Box::new(flush_errors.clone())).expect("event metric registered once");
+        registry.register(Box::new(minutes_dropped.clone())).expect("event metric registered once");
         for r in ["invalid", "rate_limited", "too_large", "unauthenticated", "stale"] {
             rejected.with_label_values(&[r]);
         }
-        Self { events, requests_by_host, duration_sum, duration_count, rejected, flush_errors }
+        Self {
+            events,
+            requests_by_host,
+            duration_sum,
+            duration_count,
+            rejected,
+            flush_errors,
+            minutes_dropped,
+        }
     }
 }
 
@@ -198,21 +214,18 @@ impl EventHub {
         &self.settings
     }
 
-    /// Bounded (isp, region) labels for a client.
-    pub(crate) fn labels(&self, isp: &str, region: &str) -> (String, String) {
-        self.aggregator.lock().unwrap_or_else(|e| e.into_inner()).labels(isp, region)
-    }
-
-    /// Counts a batch in the current minute and in the Prometheus series.
-    pub fn record(&self, batch: &[Counted]) {
+    /// Counts a batch in the current minute and in the Prometheus series, under one lock. The
+    /// carrier and region of each key are bounded here (past the cap: `other`).
+    pub fn record(&self, mut batch: Vec<Counted>) {
         let minute = now_minute();
         {
             let mut agg = self.aggregator.lock().unwrap_or_else(|e| e.into_inner());
-            for c in batch {
+            for c in &mut batch {
+                (c.key.isp, c.key.region) = agg.labels(&c.key.isp, &c.key.region);
                 agg.add(minute, c.key.clone(), &c.counts);
             }
         }
-        for c in batch {
+        for c in &batch {
             let k = &c.key;
             self.metrics
                 .events
@@ -245,14 +258,27 @@ impl EventHub {
             }
         }
         let now = now_minute();
-        self.aggregator.lock().unwrap_or_else(|e| e.into_inner()).forget_before(now - 1);
+        {
+            let mut agg = self.aggregator.lock().unwrap_or_else(|e| e.into_inner());
+            agg.forget_before(now - 1);
+            let dropped = agg.dropped_minutes;
+            self.metrics.minutes_dropped.inc_by(dropped.saturating_sub(self.metrics.minutes_dropped.get()));
+        }
         if now - *last_prune >= 60 {
+            // A failed prune is retried next time; it never fails the flush that saved rows.
             let keep = (self.settings.retention.as_secs() / 60) as i64;
-            let pruned = store.prune_event_minutes(now - keep).await?;
-            if pruned > 0 {
-                tracing::info!(rows = pruned, "Pruned event minutes past the retention.");
+            match store.prune_event_minutes(now - keep).await {
+                Ok(pruned) => {
+                    if pruned > 0 {
+                        tracing::info!(rows = pruned, "Pruned event minutes past the retention.");
+                    }
+                    *last_prune = now;
+                }
+                Err(e) => {
+                    self.metrics.flush_errors.inc();
+                    tracing::warn!(error = %e, "Could not prune event minutes past the retention.");
+                }
             }
-            *last_prune = now;
         }
         Ok(rows.len())
     }

@@ -18,8 +18,10 @@ use serde_json::{Map, Value};
 pub const MAX_COMPARE_IPS: usize = 32;
 /// Durations and latencies above this are refused (ten minutes).
 pub const MAX_DURATION_MS: u64 = 600_000;
-/// A timestamp this far past the server's clock is refused (device clocks drift).
-pub const MAX_FUTURE_S: i64 = 300;
+/// A timestamp this far past the server's clock is refused as not seconds (milliseconds, most
+/// likely). Less than that is a device clock running fast: the event still counts (in the
+/// minute it arrives, like every event), since devices' clocks are often wrong.
+pub const MAX_FUTURE_S: i64 = 366 * 24 * 3600;
 
 /// The event types.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -259,7 +261,10 @@ fn parse_event(at: &str, o: &Map<String, Value>, now_s: i64) -> Result<Event, Sc
         None => return Err(err(f("timestamp"), "required: Unix seconds")),
     };
     if timestamp > now_s + MAX_FUTURE_S {
-        return Err(err(f("timestamp"), "is in the future (Unix seconds expected, not milliseconds)"));
+        return Err(err(
+            f("timestamp"),
+            "is more than a year ahead: Unix seconds expected, not milliseconds",
+        ));
     }
     let side = match get("convergence") {
         None => Side::Unknown,
