@@ -223,3 +223,38 @@ async fn pools_exist_once_named_and_cidrs_work_with_a_literal_slash() {
     let (status, _) = s.admin(Method::DELETE, "/admin/v1/networks/1.0.1.0/24", None).await;
     assert_eq!(status, StatusCode::NO_CONTENT);
 }
+
+#[tokio::test]
+async fn lists_filter_by_text_server_side_on_every_backend() {
+    for (db, _guard) in backends("list_filter").await {
+        let s = Server::start(&db).await;
+        for (id, pool) in [("a-1", "edge"), ("a-2", "backup_pool"), ("b-1", "edge")] {
+            s.put_ok(
+                &format!("/admin/v1/nodes/{id}"),
+                json!({"ip": "1.1.1.1", "pool": pool, "isp": "unicom", "region": "shanghai"}),
+            )
+            .await;
+        }
+        let names = |v: &serde_json::Value| -> Vec<String> {
+            v["items"].as_array().unwrap().iter().map(|i| i["name"].as_str().unwrap().to_owned()).collect()
+        };
+        let (status, v) = s.admin(Method::GET, "/admin/v1/nodes?q=backup", None).await;
+        assert_eq!((status, names(&v)), (StatusCode::OK, vec!["a-2".to_owned()]), "a field's text matches");
+        let (_, v) = s.admin(Method::GET, "/admin/v1/nodes?q=a-", None).await;
+        assert_eq!(names(&v), ["a-1", "a-2"], "the name matches");
+        let (_, v) = s.admin(Method::GET, "/admin/v1/nodes?q=a-&limit=1", None).await;
+        assert_eq!((names(&v), v["next"].as_str()), (vec!["a-1".to_owned()], Some("a-1")), "paged");
+        let (_, v) = s.admin(Method::GET, "/admin/v1/nodes?q=a-&limit=1&after=a-1", None).await;
+        assert_eq!(names(&v), ["a-2"]);
+        // `_` and `%` are text, not wildcards.
+        let (_, v) = s.admin(Method::GET, "/admin/v1/nodes?q=%25", None).await;
+        assert!(names(&v).is_empty(), "{v}");
+        let (_, v) = s.admin(Method::GET, "/admin/v1/nodes?q=p_pool", None).await;
+        assert_eq!(names(&v), ["a-2"], "backup_pool contains p_pool literally");
+        let (_, v) = s.admin(Method::GET, "/admin/v1/nodes?q=pxpool", None).await;
+        assert!(names(&v).is_empty(), "_ matched one character: {v}");
+        // Implied resources (pools) filter too.
+        let (_, v) = s.admin(Method::GET, "/admin/v1/pools?q=backup", None).await;
+        assert_eq!(names(&v), ["backup_pool"]);
+    }
+}

@@ -9,6 +9,7 @@ mod backup;
 mod cli;
 mod clients;
 mod config_center;
+mod console;
 mod deploy;
 mod dns;
 mod dns_rfcs;

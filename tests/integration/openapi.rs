@@ -15,7 +15,7 @@ use crate::support::{Db, Server, TOKEN};
 fn registered_paths() -> BTreeSet<String> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("crates/api/src");
     let mut out = BTreeSet::new();
-    for file in ["lib.rs", "admin/mod.rs", "config_center/mod.rs"] {
+    for file in ["lib.rs", "admin/mod.rs", "config_center/mod.rs", "console/mod.rs"] {
         let text = std::fs::read_to_string(root.join(file)).unwrap();
         let mut rest = text.as_str();
         while let Some(i) = rest.find(".route(") {

@@ -21,6 +21,7 @@ pub mod admin;
 mod answer;
 pub mod catalog;
 pub mod config_center;
+pub mod console;
 pub mod dnspod;
 mod doh;
 pub mod error;
@@ -79,6 +80,7 @@ pub fn router_with(state: AppState, public_metrics: bool) -> Router {
         .route("/feedback", axum::routing::post(live::feedback::handle))
         .route("/app/events", axum::routing::post(events::intake::handle))
         .merge(admin)
+        .merge(console::routes())
         .fallback(not_found)
         .layer(middleware::from_fn_with_state(state.clone(), track));
     Router::new()

@@ -51,6 +51,8 @@ pub struct Shared {
     pub live: Arc<LiveHub>,
     /// Client events and the LocalDNS map.
     pub events: Arc<crate::events::EventHub>,
+    /// The admin console's sessions.
+    pub console: Arc<crate::console::Console>,
     /// Resolution of names that are not managed here.
     pub upstream: Arc<httpdns_dns::upstream::Upstream>,
     pub metrics: Arc<Metrics>,

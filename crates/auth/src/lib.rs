@@ -34,6 +34,15 @@ pub enum CryptoError {
     Data,
 }
 
+/// HMAC-SHA256 of `message` under `key` (RFC 2104), for signed tokens of our own (the
+/// console's session cookies).
+pub fn hmac_sha256(key: &[u8], message: &[u8]) -> [u8; 32] {
+    use hmac::Mac as _;
+    let mut mac = <hmac::Hmac<sha2::Sha256> as hmac::KeyInit>::new_from_slice(key).expect("any key length");
+    mac.update(message);
+    mac.finalize().into_bytes().into()
+}
+
 /// Lowercase hex.
 pub fn hex(bytes: &[u8]) -> String {
     const DIGITS: &[u8; 16] = b"0123456789abcdef";

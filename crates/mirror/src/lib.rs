@@ -230,6 +230,14 @@ impl Mirror {
 
     /// Writes an object straight into the store under a request path (the seed's "dual
     /// write" for JSON that is overwritten in place). Its variants are dropped.
+    /// The stored copy of the mirror path `path` (percent-encoded as requested), if there is
+    /// one: its metadata (size, ETag, content type, when it was stored).
+    pub async fn lookup(&self, path: &str) -> Result<Option<Arc<StoredMeta>>, PurgeError> {
+        let segments = purge_segments(path)?;
+        let location = objects::store_path("o", segments.iter().map(String::as_str));
+        Ok(self.objects.find(&location).await?.map(|f| f.meta))
+    }
+
     pub async fn write(
         &self,
         path: &str,

@@ -169,6 +169,7 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
         geo: geo.clone(),
         live: live.clone(),
         events: events.clone(),
+        console: Arc::new(httpdns_api::console::Console::new(&admin_token)),
         upstream: upstream.clone(),
         mirror: mirror.clone(),
         metrics: metrics.clone(),

@@ -285,6 +285,30 @@ impl Store {
         rows.iter().map(|r| resource(kind, r)).collect()
     }
 
+    /// [`Store::list`] of the resources whose name or stored body contains `text` (a plain
+    /// substring: `%` and `_` match themselves). For the console's filter over large lists.
+    pub async fn list_matching(
+        &self,
+        kind: Kind,
+        after: Option<&str>,
+        limit: i64,
+        text: &str,
+    ) -> Result<Vec<Resource>, StoreError> {
+        let escaped = text.replace('\\', "\\\\").replace('%', "\\%").replace('_', "\\_");
+        let rows = sqlx::query(
+            "SELECT name, body, revision, updated_at FROM resources \
+             WHERE kind = $1 AND body IS NOT NULL AND name > $2 \
+             AND (name LIKE $4 ESCAPE '\\' OR body LIKE $4 ESCAPE '\\') ORDER BY name LIMIT $3",
+        )
+        .bind(kind.as_str())
+        .bind(after.unwrap_or(""))
+        .bind(limit)
+        .bind(format!("%{escaped}%"))
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter().map(|r| resource(kind, r)).collect()
+    }
+
     /// Every change after `revision`, in revision order, and the store revision they lead to.
     /// Kinds this build does not know (written by a newer replica) are skipped.
     pub async fn changes_since(&self, revision: i64) -> Result<(i64, Vec<Change>), StoreError> {

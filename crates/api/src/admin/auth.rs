@@ -6,7 +6,9 @@ use axum::response::{IntoResponse, Response};
 use crate::error::ApiError;
 use crate::state::AppState;
 
-/// Lets a request through only with `Authorization: Bearer <admin token>`.
+/// Lets a request through only with `Authorization: Bearer <admin token>`, or with a console
+/// session cookie (and, for a change, its CSRF token: `crate::console::authorize`). Both carry
+/// the same authority today; a session's role is where a read-only one would be checked.
 pub async fn require_token(State(app): State<AppState>, req: Request, next: Next) -> Response {
     let presented = req
         .headers()
@@ -21,6 +23,10 @@ pub async fn require_token(State(app): State<AppState>, req: Request, next: Next
         {
             next.run(req).await
         }
-        _ => ApiError::unauthorized().into_response(),
+        Some(_) => ApiError::unauthorized().into_response(),
+        None => match crate::console::authorize(&app, &req) {
+            Ok(crate::console::session::Role::Admin) => next.run(req).await,
+            Err(e) => e.into_response(),
+        },
     }
 }

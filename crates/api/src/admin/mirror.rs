@@ -98,6 +98,31 @@ pub(crate) async fn write(
     Ok((StatusCode::CREATED, Json(body)).into_response())
 }
 
+/// `GET /admin/v1/mirror/objects/{*path}`: whether the mirror path `/{path}` has a stored copy,
+/// and its size, ETag, content type and age. `404` when it has none.
+pub(crate) async fn lookup(State(app): State<AppState>, uri: Uri) -> Result<Response, ApiError> {
+    let path = uri.path().strip_prefix("/admin/v1/mirror/objects").unwrap_or("").to_owned();
+    let shown = format!("/{}", path.trim_start_matches('/'));
+    match app.mirror.lookup(&path).await.map_err(purge_error)? {
+        None => Err(ApiError::not_found(format!("no stored copy of {shown}"))),
+        Some(meta) => {
+            let now = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_millis() as u64);
+            Ok(Json(serde_json::json!({
+                "path": shown,
+                "length": meta.length,
+                "etag": meta.etag,
+                "content_type": meta.content_type,
+                "origin_etag": meta.origin_etag,
+                "stored_at_ms": meta.stored_at_ms,
+                "age_s": now.saturating_sub(meta.stored_at_ms) / 1000,
+            }))
+            .into_response())
+        }
+    }
+}
+
 /// `GET /admin/v1/mirror/report`: per rule (prefix) figures since start.
 pub(crate) async fn report(State(app): State<AppState>) -> Response {
     Json(serde_json::json!({ "store": app.mirror.objects.backend_name(), "rules": app.mirror.report() }))

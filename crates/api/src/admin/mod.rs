@@ -31,13 +31,16 @@ pub fn routes() -> Router<AppState> {
         .route("/admin/v1/nodes/{name}/metrics", axum::routing::post(crate::live::reports::one))
         .route("/admin/v1/metrics", axum::routing::post(crate::live::reports::batch))
         .route("/admin/v1/explain", get(crate::live::explain::handle))
+        .route("/admin/v1/overview", get(crate::console::overview::handle))
         .route("/admin/v1/events/summary", get(crate::events::admin::summary))
         .route("/admin/v1/localdns/map", get(crate::events::admin::localdns_map))
         .route("/admin/v1/mirror/purge", axum::routing::post(mirror::purge))
         .route("/admin/v1/mirror/report", get(mirror::report))
         .route(
             "/admin/v1/mirror/objects/{*path}",
-            axum::routing::put(mirror::write).layer(axum::extract::DefaultBodyLimit::max(MAX_OBJECT_WRITE)),
+            axum::routing::put(mirror::write)
+                .layer(axum::extract::DefaultBodyLimit::max(MAX_OBJECT_WRITE))
+                .get(mirror::lookup),
         );
     // Networks take a catch-all, so a CIDR works percent-encoded (`1.0.1.0%2F24`, as
     // documented) and also with a literal slash.

@@ -205,6 +205,8 @@ pub(crate) async fn delete_one<R: AdminResource>(
 pub(crate) struct ListParams {
     after: Option<String>,
     limit: Option<String>,
+    /// Only resources whose name or body contains this text.
+    q: Option<String>,
 }
 
 #[derive(Serialize)]
@@ -244,9 +246,19 @@ pub(crate) async fn list<R: AdminResource>(
             }
         },
     };
+    let filter = params.q.as_deref().filter(|q| !q.is_empty());
+    if filter.is_some_and(|q| q.len() > 256) {
+        return Err(ApiError::bad_request("InvalidArgument", "q", "at most 256 bytes"));
+    }
     let implied = R::implied(&app);
     // One more than asked tells whether there is a next page.
-    let mut rows: Vec<Resource> = if implied.is_empty() {
+    let mut rows: Vec<Resource> = if let (true, Some(q)) = (implied.is_empty(), filter) {
+        app.catalog
+            .store()
+            .list_matching(R::KIND, params.after.as_deref(), limit + 1, q)
+            .await
+            .map_err(|e| ApiError::unavailable(&e))?
+    } else if implied.is_empty() {
         app.catalog
             .store()
             .list(R::KIND, params.after.as_deref(), limit + 1)
@@ -263,7 +275,12 @@ pub(crate) async fn list<R: AdminResource>(
         }
         stored.sort_by(|a, b| a.name.cmp(&b.name));
         let after = params.after.as_deref().unwrap_or("");
-        stored.into_iter().filter(|r| r.name.as_str() > after).take(limit as usize + 1).collect()
+        stored
+            .into_iter()
+            .filter(|r| r.name.as_str() > after)
+            .filter(|r| filter.is_none_or(|q| r.name.contains(q) || r.body.contains(q)))
+            .take(limit as usize + 1)
+            .collect()
     };
     let next = if rows.len() as i64 > limit {
         rows.truncate(limit as usize);

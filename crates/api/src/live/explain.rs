@@ -1,4 +1,5 @@
-//! `GET /admin/v1/explain?dn=NAME&ip=ADDR[&type=a|aaaa|addrs]`: for that client, every node of
+//! `GET /admin/v1/explain?dn=NAME&ip=ADDR[&isp=&region=][&type=a|aaaa|addrs]`: for that client
+//! (`isp` and `region`, when given, replace the address's classification), every node of
 //! the domain's pool with each term of its score, its health, and why it is or is not in the
 //! answer. The answer in the explanation is computed by the same code as `/d`'s.
 
@@ -39,7 +40,16 @@ pub(crate) async fn handle(
         _ => return Err(ApiError::bad_request("InvalidArgument", "type", "type must be a, aaaa or addrs")),
     };
     let published = app.catalog.snapshot();
-    let view = httpdns_geo::classify(&published, &app.geo, client);
+    let mut view = httpdns_geo::classify(&published, &app.geo, client);
+    // A carrier and region asked for directly (the console's "what would a unicom client in
+    // shanghai get"): they replace what the address classifies as.
+    for (field, slot) in [("isp", &mut view.isp), ("region", &mut view.region)] {
+        if let Some(v) = get(field).filter(|s| !s.is_empty()) {
+            let token = httpdns_core::Token::parse(v)
+                .map_err(|e| ApiError::bad_request("InvalidArgument", field, e.to_string()))?;
+            *slot = Some(token);
+        }
+    }
     let network = published.network(client);
     let seed = client_seed(client);
     let explanations: Vec<_> = families

@@ -1,0 +1,249 @@
+//! The admin console at `/console` (docs/console.md): one page and its script and styles,
+//! embedded in the binary (nothing is loaded from elsewhere, so it works air-gapped), over the
+//! admin API it calls with a session cookie instead of the bearer token.
+//!
+//! * `POST /console/session` `{"token": "<admin token>"}` signs in: an `HttpOnly`,
+//!   `SameSite=Strict` cookie (`Secure` over TLS) with an 8-hour expiry ([`session`]).
+//! * `GET /console/session` says who is signed in and gives the CSRF token, which every
+//!   change (any method but GET and HEAD) through the cookie must carry as `X-CSRF-Token`
+//!   ([`authorize`], used by the admin API's guard).
+//! * `DELETE /console/session` signs out (this replica also refuses the cookie from then on).
+//!
+//! Every console response carries a strict Content-Security-Policy: scripts, styles and
+//! fetches from this origin only, no inline script, no framing.
+
+pub(crate) mod overview;
+pub mod session;
+
+use std::collections::HashMap;
+use std::net::IpAddr;
+use std::sync::Mutex;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use axum::body::Bytes;
+use axum::extract::{Request, State};
+use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use axum::Router;
+
+use crate::error::ApiError;
+use crate::ratelimit::RateLimiter;
+use crate::state::{AppState, PeerAddr};
+use session::{Role, Session, Sessions};
+
+/// The session cookie's name.
+pub const COOKIE: &str = "httpdns_console";
+/// How long a session lasts (a working day).
+pub const LIFETIME_S: u64 = 8 * 3600;
+/// Revoked sessions remembered at most (older ones expire anyway).
+const MAX_REVOKED: usize = 10_000;
+
+const INDEX: &str = include_str!("assets/index.html");
+const SCRIPT: &str = include_str!("assets/app.js");
+const STYLE: &str = include_str!("assets/app.css");
+
+/// Only this origin's script, styles and fetches; nothing inline, nothing framed.
+const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; \
+    connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
+
+/// The console's state: how sessions are signed, which were signed out, and sign-in attempts.
+#[derive(Debug)]
+pub struct Console {
+    sessions: Sessions,
+    /// Signed-out nonces until their expiry (this replica; others honour the expiry).
+    revoked: Mutex<HashMap<String, u64>>,
+    /// Sign-in attempts per client address: guessing the token is slow.
+    attempts: RateLimiter<IpAddr>,
+}
+
+fn now_s() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs())
+}
+
+impl Console {
+    pub fn new(admin_token: &str) -> Self {
+        Self {
+            sessions: Sessions::new(admin_token),
+            revoked: Mutex::new(HashMap::new()),
+            attempts: RateLimiter::new(0.5, 10.0),
+        }
+    }
+
+    /// The valid, not signed-out session of a request's cookie.
+    pub fn session(&self, headers: &HeaderMap) -> Option<Session> {
+        let value = cookie(headers, COOKIE)?;
+        let now = now_s();
+        let s = self.sessions.verify(value, now)?;
+        let revoked = self.revoked.lock().unwrap_or_else(|e| e.into_inner());
+        (!revoked.contains_key(&s.nonce)).then_some(s)
+    }
+
+    fn revoke(&self, s: &Session) {
+        let now = now_s();
+        let mut revoked = self.revoked.lock().unwrap_or_else(|e| e.into_inner());
+        revoked.retain(|_, expires| *expires > now);
+        if revoked.len() < MAX_REVOKED {
+            revoked.insert(s.nonce.clone(), s.expires);
+        }
+    }
+}
+
+/// The value of cookie `name` in the request's `Cookie` headers.
+fn cookie<'h>(headers: &'h HeaderMap, name: &str) -> Option<&'h str> {
+    headers
+        .get_all(header::COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(';'))
+        .filter_map(|kv| kv.trim().split_once('='))
+        .find(|(k, _)| *k == name)
+        .map(|(_, v)| v.trim())
+}
+
+/// How the admin API's guard judges a request that has no bearer token: the session's role
+/// when its cookie is valid and, for a change, its CSRF token matches.
+pub fn authorize(app: &AppState, req: &Request) -> Result<Role, ApiError> {
+    let session = app.console.session(req.headers()).ok_or_else(ApiError::unauthorized)?;
+    let safe = matches!(*req.method(), Method::GET | Method::HEAD);
+    if !safe {
+        let presented = req.headers().get("x-csrf-token").and_then(|v| v.to_str().ok()).unwrap_or("");
+        if !app.console.sessions.csrf_ok(&session, presented) {
+            return Err(ApiError::new(
+                StatusCode::FORBIDDEN,
+                "CsrfTokenInvalid",
+                "a change through the console session needs its X-CSRF-Token (GET /console/session)",
+            )
+            .with_field("X-CSRF-Token"));
+        }
+    }
+    Ok(session.role)
+}
+
+/// The console's routes (public: the page itself signs in).
+pub fn routes() -> Router<AppState> {
+    Router::new()
+        .route("/console", get(page))
+        .route("/console/", get(page))
+        .route("/console/app.js", get(|| async { asset(SCRIPT, "text/javascript; charset=utf-8") }))
+        .route("/console/app.css", get(|| async { asset(STYLE, "text/css; charset=utf-8") }))
+        .route("/console/session", get(whoami).post(sign_in).delete(sign_out))
+}
+
+fn secure_headers(resp: &mut Response) {
+    let h = resp.headers_mut();
+    h.insert(header::CONTENT_SECURITY_POLICY, HeaderValue::from_static(CSP));
+    h.insert(header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
+    h.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
+    h.insert(header::REFERRER_POLICY, HeaderValue::from_static("no-referrer"));
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+}
+
+fn asset(body: &'static str, content_type: &'static str) -> Response {
+    let mut resp = ([(header::CONTENT_TYPE, content_type)], body).into_response();
+    secure_headers(&mut resp);
+    resp
+}
+
+async fn page() -> Response {
+    asset(INDEX, "text/html; charset=utf-8")
+}
+
+fn session_body(app: &AppState, s: &Session) -> serde_json::Value {
+    serde_json::json!({
+        "role": match s.role { Role::Admin => "admin" },
+        "expires": s.expires,
+        "csrf": app.console.sessions.csrf(s),
+    })
+}
+
+async fn whoami(State(app): State<AppState>, headers: HeaderMap) -> Response {
+    let mut resp = match app.console.session(&headers) {
+        Some(s) => axum::Json(session_body(&app, &s)).into_response(),
+        None => ApiError::new(StatusCode::UNAUTHORIZED, "Unauthorized", "not signed in").into_response(),
+    };
+    secure_headers(&mut resp);
+    resp
+}
+
+fn set_cookie(value: &str, max_age: u64, secure: bool) -> HeaderValue {
+    let secure = if secure { "; Secure" } else { "" };
+    HeaderValue::from_str(&format!(
+        "{COOKIE}={value}; Path=/; HttpOnly; SameSite=Strict; Max-Age={max_age}{secure}"
+    ))
+    .expect("cookie characters")
+}
+
+async fn sign_in(State(app): State<AppState>, PeerAddr(peer): PeerAddr, req: Request) -> Response {
+    let secure = req.extensions().get::<httpdns_net::http::Secure>().is_some();
+    let body = axum::body::to_bytes(req.into_body(), 4096).await.unwrap_or_default();
+    let mut resp = match check_token(&app, peer, &body) {
+        Ok(()) => {
+            let mut nonce = [0u8; 16];
+            if getrandom::fill(&mut nonce).is_err() {
+                return ApiError::internal(&"no randomness for a session").into_response();
+            }
+            let value = app.console.sessions.issue(Role::Admin, now_s(), LIFETIME_S, &nonce);
+            let session = app.console.sessions.verify(&value, now_s()).expect("just issued");
+            tracing::info!(%peer, "Console sign-in.");
+            let mut resp = axum::Json(session_body(&app, &session)).into_response();
+            resp.headers_mut().insert(header::SET_COOKIE, set_cookie(&value, LIFETIME_S, secure));
+            resp
+        }
+        Err(e) => e.into_response(),
+    };
+    secure_headers(&mut resp);
+    resp
+}
+
+fn check_token(app: &AppState, peer: IpAddr, body: &Bytes) -> Result<(), ApiError> {
+    if !app.console.attempts.allow(peer) {
+        return Err(ApiError::new(
+            StatusCode::TOO_MANY_REQUESTS,
+            "Throttled",
+            "too many sign-in attempts; wait",
+        ));
+    }
+    let token = serde_json::from_slice::<serde_json::Value>(body)
+        .ok()
+        .and_then(|v| v.get("token").and_then(|t| t.as_str()).map(str::to_owned))
+        .ok_or_else(|| {
+            ApiError::bad_request("InvalidBody", "token", "send {\"token\": \"<admin token>\"}")
+        })?;
+    if httpdns_auth::constant_time_eq(token.trim().as_bytes(), app.settings.admin_token.as_bytes()) {
+        Ok(())
+    } else {
+        tracing::warn!(%peer, "Console sign-in with a wrong token.");
+        Err(ApiError::new(StatusCode::UNAUTHORIZED, "Unauthorized", "wrong admin token").with_field("token"))
+    }
+}
+
+async fn sign_out(State(app): State<AppState>, req: Request) -> Response {
+    let secure = req.extensions().get::<httpdns_net::http::Secure>().is_some();
+    let mut resp = match authorize(&app, &req) {
+        Ok(_) => {
+            if let Some(s) = app.console.session(req.headers()) {
+                app.console.revoke(&s);
+            }
+            let mut resp = StatusCode::NO_CONTENT.into_response();
+            resp.headers_mut().insert(header::SET_COOKIE, set_cookie("", 0, secure));
+            resp
+        }
+        Err(e) => e.into_response(),
+    };
+    secure_headers(&mut resp);
+    resp
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cookies_are_found_among_others() {
+        let mut h = HeaderMap::new();
+        h.append(header::COOKIE, "a=1; httpdns_console=v1.x ; b=2".parse().unwrap());
+        assert_eq!(cookie(&h, COOKIE), Some("v1.x"));
+        assert_eq!(cookie(&h, "c"), None);
+    }
+}

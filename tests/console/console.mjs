@@ -1,0 +1,221 @@
+// The admin console in a real browser (Debian's chromium through playwright-core), against a
+// running httpdns that tests/integration/console.rs started and seeded. Every step asserts;
+// the first failure exits non-zero with what was seen. Screenshots of each page go to SHOTS.
+//
+//   BASE=http://127.0.0.1:PORT TOKEN=... SHOTS=dir node console.mjs
+import { chromium } from 'playwright-core';
+import { mkdirSync } from 'node:fs';
+
+const BASE = process.env.BASE;
+const TOKEN = process.env.TOKEN;
+const SHOTS = process.env.SHOTS;
+const CHROMIUM = process.env.CHROMIUM || '/usr/bin/chromium';
+if (!BASE || !TOKEN || !SHOTS) throw new Error('BASE, TOKEN and SHOTS are required');
+mkdirSync(SHOTS, { recursive: true });
+
+function check(ok, what) {
+  if (!ok) throw new Error('FAILED: ' + what);
+  console.log('ok - ' + what);
+}
+
+async function until(what, fn, ms = 5000) {
+  const end = Date.now() + ms;
+  let last;
+  while (Date.now() < end) {
+    last = await fn();
+    if (last) return last;
+    await new Promise(r => setTimeout(r, 100));
+  }
+  throw new Error('FAILED (timed out): ' + what + '; last: ' + JSON.stringify(last));
+}
+
+const browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--no-sandbox', '--disable-gpu'] });
+const context = await browser.newContext({ viewport: { width: 1280, height: 860 } });
+const page = await context.newPage();
+const errors = [];
+page.on('pageerror', e => errors.push(String(e)));
+// The browser logs every non-2xx fetch as an error; the refusals asked for here are expected.
+page.on('console', m => { if (m.type() === 'error' && !m.text().startsWith('Failed to load resource')) errors.push(m.text()); });
+page.on('dialog', d => d.accept());
+const shot = name => page.screenshot({ path: `${SHOTS}/${name}.png`, fullPage: true });
+const api = context.request;
+const d = async () => (await (await api.get(`${BASE}/d?dn=www.example.com&ip=1.0.2.7`)).text()).trim();
+
+try {
+  // Without a session the admin API is closed, and the page says so by asking to sign in.
+  check((await api.get(`${BASE}/admin/v1/nodes`)).status() === 401, 'the admin API refuses a request without a session');
+  const first = await page.goto(`${BASE}/console`);
+  const csp = first.headers()['content-security-policy'] || '';
+  check(csp.includes("script-src 'self'") && csp.includes("frame-ancestors 'none'"), 'the page is served with a strict CSP: ' + csp);
+  await page.waitForSelector('#signin');
+  await shot('signin');
+
+  // A wrong token is refused on the field; the right one, typed and sent with Enter, signs in.
+  await page.fill('input[name=token]', 'wrong-token-0000000000');
+  await page.keyboard.press('Enter');
+  await page.waitForSelector('input[name=token][aria-invalid=true]');
+  check(true, 'a wrong token is shown on the token field');
+  await page.fill('input[name=token]', '');
+  await page.keyboard.type(TOKEN);
+  await page.keyboard.press('Enter');
+  await page.waitForSelector('text=Nodes up');
+  const cookie = (await context.cookies()).find(c => c.name === 'httpdns_console');
+  check(cookie && cookie.httpOnly && cookie.sameSite === 'Strict' && cookie.expires > Date.now() / 1000, 'an HttpOnly, SameSite=Strict session cookie with an expiry');
+  await page.waitForSelector('text=Answers per second by front-end', { timeout: 6000 });
+
+  // A change through the session without its CSRF token, or with a wrong one, is refused.
+  const forged = await page.evaluate(async () => {
+    const out = [];
+    for (const token of [null, 'not-the-token']) {
+      const headers = { 'Content-Type': 'application/json' };
+      if (token) headers['X-CSRF-Token'] = token;
+      const r = await fetch('/admin/v1/nodes/forged', { method: 'PUT', headers, body: JSON.stringify({ ip: '1.1.1.9', pool: 'edge', isp: 'unicom', region: 'shanghai' }) });
+      out.push([r.status, (await r.json()).field]);
+    }
+    return out;
+  });
+  check(JSON.stringify(forged) === JSON.stringify([[403, 'X-CSRF-Token'], [403, 'X-CSRF-Token']]), 'changes without the CSRF token are refused: ' + JSON.stringify(forged));
+  check((await api.get(`${BASE}/admin/v1/nodes/forged`)).status() === 404, 'and nothing was written');
+
+  // A domain, then a node: the API's validation error is shown on the field; /d answers it.
+  await page.goto(`${BASE}/console#/domains`);
+  await page.click('main > .row button:has-text("Create")');
+  await page.fill('input[name=name]', 'www.example.com');
+  await page.fill('input[name=pool]', 'edge');
+  await page.fill('input[name=ttl]', '60');
+  await page.click('form button[type=submit]');
+  await page.waitForSelector('td:has-text("www.example.com")');
+  await shot('domains');
+
+  await page.goto(`${BASE}/console#/nodes`);
+  await page.click('main > .row button:has-text("Create")');
+  await page.fill('input[name=name]', 'edge-1');
+  await page.fill('input[name=ip]', 'not-an-ip');
+  await page.fill('input[name=pool]', 'edge');
+  await page.fill('input[name=isp]', 'unicom');
+  await page.fill('input[name=region]', 'shanghai');
+  await page.click('form button[type=submit]');
+  await page.waitForSelector('input[name=ip][aria-invalid=true]');
+  const shown = await page.textContent('.field-error');
+  check(/ip/.test(shown), 'the invalid address is reported on the ip field: ' + shown);
+  await page.fill('input[name=ip]', '1.1.1.1');
+  await page.click('form button[type=submit]');
+  await page.waitForSelector('td:has-text("edge-1")');
+  await until('/d answers the new node', async () => (await d()).includes('1.1.1.1'));
+  check(true, 'the node created in the page is in /d');
+  await page.fill('input[type=search]', 'edge-1');
+  await until('the filter shows one row', async () => (await page.locator('tbody tr').count()) === 1);
+  await shot('nodes');
+
+  // Disabled in the page: it leaves /d.
+  await page.click('tr:has-text("edge-1") >> text=Disable');
+  await page.waitForSelector('tr:has-text("edge-1") >> text=Enable');
+  await until('/d no longer answers the disabled node', async () => !(await d()).includes('1.1.1.1'));
+  check(true, 'the node disabled in the page left /d');
+  await page.click('tr:has-text("edge-1") >> text=Enable');
+  await page.waitForSelector('tr:has-text("edge-1") >> text=Disable');
+
+  await page.goto(`${BASE}/console#/pools`);
+  await page.waitForSelector('td:has-text("edge")');
+  await shot('pools');
+
+  // Explain: by carrier and region, the same ranking as /d.
+  await page.goto(`${BASE}/console#/explain`);
+  await page.fill('input[name=dn]', 'www.example.com');
+  await page.fill('input[name=isp]', 'unicom');
+  await page.fill('input[name=region]', 'shanghai');
+  await page.click('button:has-text("Explain")');
+  await page.waitForSelector('text=carrier unicom, region shanghai');
+  check((await page.textContent('main')).includes('1.1.1.1'), 'the explanation lists the node');
+  await shot('explain');
+
+  // Config: publish, change, roll back; a concurrent publish is shown, not overwritten.
+  await page.goto(`${BASE}/console#/config/cdn`);
+  await page.waitForSelector('text=Publish the first version');
+  await page.click('button:has-text("Publish the first version")');
+  await page.waitForSelector('text=Current version 1.');
+  const doc = JSON.parse(await page.inputValue('textarea'));
+  doc.hostListConfig[0].rate = 0.5;
+  await page.fill('textarea', JSON.stringify(doc, null, 2));
+  await page.click('text=Preview difference');
+  await page.waitForSelector('pre.diff .add');
+  check((await page.textContent('pre.diff')).includes('"rate": 0.5'), 'the preview shows the change');
+  await page.click('text=Dry run');
+  await page.waitForSelector('text=Valid.');
+  await page.click('button:has-text("Publish over version 1")');
+  await page.waitForSelector('text=Current version 2.');
+  const served = async () => (await (await api.get(`${BASE}/app/config-center/module-config?module=cdn`)).json());
+  check((await served()).hostListConfig[0].rate === 0.5, 'apps get the published rate');
+  await page.click('text=Roll back to v1');
+  await page.waitForSelector('text=Current version 3.');
+  const back = await served();
+  check(back.configVersion === 3 && back.hostListConfig[0].rate === 1, 'rolled back: version 3 with version 1\'s content');
+  await page.selectOption('select[aria-label="From version"]', '2');
+  await page.selectOption('select[aria-label="To version"]', '3');
+  await page.click('button:has-text("Compare")');
+  await page.waitForSelector('pre.diff .del');
+  await shot('config');
+  // Someone else publishes while this page shows version 3.
+  const other = await api.put(`${BASE}/admin/v1/config/cdn`, {
+    headers: { Authorization: `Bearer ${TOKEN}`, 'If-Match': '"3"', 'Content-Type': 'application/json' },
+    data: JSON.stringify(Object.assign({}, back, { configRequestInterval: 300000 })),
+  });
+  check(other.status() === 200 || other.status() === 201, 'a concurrent publish through the API: ' + other.status());
+  await page.fill('textarea', JSON.stringify(Object.assign({}, back, { reviveProbeInterval: 300000 }), null, 2));
+  await page.click('button:has-text("Publish over version 3")');
+  await page.waitForSelector('text=Someone published meanwhile');
+  check((await served()).configRequestInterval === 300000 && (await page.inputValue('textarea')).includes('300000'), 'the concurrent edit is shown, not overwritten, and the text is kept');
+
+  // Mirror: the stored copy is found, purged, and gone.
+  await page.goto(`${BASE}/console#/mirror`);
+  await page.waitForSelector('text=Traffic per prefix since start');
+  await page.fill('form[aria-label="Look up an object"] input[name=path]', '/image/a.txt');
+  await page.click('text=Look up');
+  await page.waitForSelector('td:has-text("yes")');
+  await page.fill('form[aria-label="Purge"] input[name=path]', '/image/a.txt');
+  await page.click('button:has-text("Purge")');
+  await page.waitForSelector('text=/Purged \\d+ stored cop/');
+  await page.click('text=Look up');
+  await page.waitForSelector('text=Not stored: /image/a.txt');
+  check(true, 'the copy purged in the page is gone');
+  await shot('mirror');
+
+  await page.goto(`${BASE}/console#/events/1h`);
+  await page.waitForSelector('text=By carrier and region');
+  check((await page.textContent('main')).includes('HTTPDNS_TIMEOUT'), 'the events page names the fallback reason');
+  await shot('events');
+  await page.goto(`${BASE}/console#/localdns/1h`);
+  await page.waitForSelector('td:has-text("unicom")');
+  await shot('localdns');
+
+  // The overview with traffic: answers flowing between two readings.
+  await page.goto(`${BASE}/console#/overview`);
+  await page.waitForSelector('text=Nodes up');
+  const end = Date.now() + 2500;
+  while (Date.now() < end) await Promise.all(Array.from({ length: 10 }, () => d()));
+  await page.waitForSelector('text=Answers per second by front-end', { timeout: 6000 });
+  await until('the overview shows /d answers per second', async () =>
+    page.evaluate(() => [...document.querySelectorAll('tr')].some(tr => tr.cells[0] && tr.cells[0].textContent === 'd' && Number(tr.cells[1].textContent.replace(/,/g, '')) > 0)));
+  check(true, 'the overview counts answers per second');
+  await shot('overview');
+
+  // Readable at a phone's width.
+  await page.setViewportSize({ width: 390, height: 844 });
+  await page.goto(`${BASE}/console#/overview`);
+  await page.waitForSelector('text=Nodes up');
+  const overflow = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
+  check(overflow <= 1, 'no sideways scrolling at 390 px: ' + overflow);
+  await shot('overview-phone');
+  await page.setViewportSize({ width: 1280, height: 860 });
+
+  // Sign-out: the cookie is cleared, and this replica refuses the old one.
+  await page.click('#signout');
+  await page.waitForSelector('#signin');
+  const old = `httpdns_console=${cookie.value}`;
+  const after = await api.get(`${BASE}/admin/v1/nodes`, { headers: { Cookie: old } });
+  check(after.status() === 401, 'the signed-out session is refused: ' + after.status());
+  check(errors.length === 0, 'no script errors: ' + JSON.stringify(errors));
+} finally {
+  await browser.close();
+}
+console.log('console: all checks passed');
