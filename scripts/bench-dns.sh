@@ -1,43 +1,55 @@
 #!/usr/bin/env bash
 # Plain DNS over UDP for a managed name: httpdns against Knot DNS serving an equivalent zone,
-# in one run, with the ratio.
+# in one run; then `/d` for a name resolved upstream and cached against `/d` for a managed name.
 #
-#   scripts/bench-dns.sh [duration_seconds] [clients]
+#   scripts/bench-dns.sh [duration_seconds] [clients] [outstanding]
+#   ROUNDS=N (default 5)
 #
-# Then `/d` for a name resolved upstream (Knot is the upstream, and the answer is cached)
-# against `/d` for the managed name, with wrk (-t1, 64 connections), and the ratio.
+# What: 1. queries per second for `www.example.com A` (no EDNS) over UDP, answered by httpdns
+# (20 nodes, the managed domain answering two of them) and by Knot DNS (a zone
+# www.example.com with the same two A records), and queries per server CPU-second.
+# 2. `/d` requests per second for www.partner.example (a Knot zone, httpdns's upstream:
+# resolved once, then answered from httpdns's cache) against `/d` for the managed name.
 #
-# Needs dnsperf and knot (apt-get install dnsperf knot). Both servers answer `www.example.com A`
-# with two addresses and run with two UDP workers (httpdns: its tokio runtime, two threads on
-# this machine; Knot: udp-workers 2). dnsperf sends the same query file to both; ROUNDS rounds
-# (default 3), interleaved, best of each compared.
+# How: both servers are pinned to core 0 (`taskset -c 0`): httpdns's runtime sizes itself from
+# the CPUs it may use, so it has one worker; Knot runs `udp-workers: 1`, `tcp-workers: 1`,
+# `background-workers: 1`. The load generators run on core 1: `taskset -c 1 dnsperf -T 1
+# -c CLIENTS -q OUTSTANDING` (default -c 4 -q 500: four sockets and enough queries in flight
+# that neither server waits on the client between answers) and `taskset -c 1 wrk -t1 -c64`.
+# Every round runs httpdns and then Knot (part 2: managed, then upstream) for DURATION each;
+# the report is each round's raw numbers and the median of the per-round ratios with their
+# min and max. Server CPU is utime+stime from /proc/PID/stat (fields 14 and 15, clock ticks;
+# for Knot its one process, which counts all its threads) before and after each server's run,
+# and queries per CPU-second are the queries dnsperf completed over that. One dnsperf on one
+# core can saturate before either server does: then both servers show "busy" (CPU over the
+# run time) well under 100% and queries per second compare the client's limit more than the
+# servers; queries per server CPU-second compare what each answer costs the server either way,
+# and are the figure to quote when busy is low.
+#
+# Needs dnsperf, knot (knotd) and dig, wrk, curl and taskset (apt-get install dnsperf knot
+# bind9-dnsutils wrk curl util-linux), and cargo to build.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DURATION="${1:-10}"
-CLIENTS="${2:-8}"
-ROUNDS="${ROUNDS:-3}"
+CLIENTS="${2:-4}"
+OUTSTANDING="${3:-500}"
+ROUNDS="${ROUNDS:-5}"
 API=127.0.0.1:18590
 DNS_PORT=18553
 KNOT_PORT=18554
 TOKEN=bench-admin-token-0123456789
 
-command -v dnsperf >/dev/null || { echo "dnsperf is required: apt-get install dnsperf" >&2; exit 1; }
-command -v knotd >/dev/null || { echo "knotd is required: apt-get install knot" >&2; exit 1; }
+for t in dnsperf knotd dig wrk curl taskset; do
+    command -v "$t" >/dev/null || { echo "$t is required (apt-get install dnsperf knot bind9-dnsutils wrk curl util-linux)" >&2; exit 1; }
+done
 cargo build --release --quiet --bin httpdns
 
 W="$(mktemp -d)"
-cleanup() { kill "${HPID:-}" "${KPID:-}" 2>/dev/null || true; rm -rf "$W"; }
+cleanup() {
+    kill "${HPID:-}" "${KPID:-}" 2>/dev/null || true
+    rm -rf "$W"
+}
 trap cleanup EXIT
-
-HTTPDNS_API_ADDR=$API HTTPDNS_MIRROR_ADDR=off HTTPDNS_DNS_ADDR=127.0.0.1:$DNS_PORT HTTPDNS_UPSTREAMS=127.0.0.1:$KNOT_PORT \
-HTTPDNS_DATA_DIR="$W/data" HTTPDNS_ADMIN_TOKEN=$TOKEN RUST_LOG=warn ./target/release/httpdns serve &
-HPID=$!
-for _ in $(seq 1 100); do curl -sf "http://$API/readyz" >/dev/null && break; sleep 0.1; done
-put() { curl -sf -X PUT -H "Authorization: Bearer $TOKEN" "http://$API/admin/v1/$1" -d "$2" >/dev/null; }
-for i in $(seq 1 20); do
-    put "nodes/n$i" "{\"ip\":\"1.1.1.$i\",\"pool\":\"edge\",\"isp\":\"telecom\",\"region\":\"beijing\",\"latency_ms\":$((i * 3)),\"load_pct\":$((i * 4)),\"bandwidth_mbps\":1000}"
-done
-put "domains/www.example.com" '{"pool":"edge","ttl":60,"max_answers":2}'
 
 mkdir -p "$W/knot/run" "$W/knot/db" "$W/knot/zones"
 cat >"$W/knot/zones/www.example.com.zone" <<'EOF'
@@ -60,7 +72,7 @@ cat >"$W/knot/knot.conf" <<EOF
 server:
     rundir: "$W/knot/run"
     listen: 127.0.0.1@$KNOT_PORT
-    udp-workers: 2
+    udp-workers: 1
     tcp-workers: 1
     background-workers: 1
 database:
@@ -77,38 +89,101 @@ zone:
   - domain: partner.example
     file: partner.example.zone
 EOF
-knotd -c "$W/knot/knot.conf" &
+taskset -c 0 knotd -c "$W/knot/knot.conf" &
 KPID=$!
-for _ in $(seq 1 100); do dig +short @127.0.0.1 -p $KNOT_PORT www.example.com >/dev/null 2>&1 && break; sleep 0.1; done
-echo "httpdns: $(dig +short @127.0.0.1 -p $DNS_PORT www.example.com | tr '\n' ' ')"
-echo "knot:    $(dig +short @127.0.0.1 -p $KNOT_PORT www.example.com | tr '\n' ' ')"
+
+HTTPDNS_API_ADDR=$API HTTPDNS_MIRROR_ADDR=off HTTPDNS_DNS_ADDR=127.0.0.1:$DNS_PORT HTTPDNS_UPSTREAMS=127.0.0.1:$KNOT_PORT \
+HTTPDNS_DATA_DIR="$W/data" HTTPDNS_ADMIN_TOKEN=$TOKEN RUST_LOG=warn taskset -c 0 ./target/release/httpdns serve &
+HPID=$!
+ready=
+for _ in $(seq 1 100); do curl -sf "http://$API/readyz" >/dev/null && { ready=1; break; }; sleep 0.1; done
+[ -n "$ready" ] || { echo "httpdns did not come up within 10 s" >&2; exit 1; }
+put() { curl -sf -X PUT -H "Authorization: Bearer $TOKEN" "http://$API/admin/v1/$1" -d "$2" >/dev/null; }
+for i in $(seq 1 20); do
+    put "nodes/n$i" "{\"ip\":\"1.1.1.$i\",\"pool\":\"edge\",\"isp\":\"telecom\",\"region\":\"beijing\",\"latency_ms\":$((i * 3)),\"load_pct\":$((i * 4)),\"bandwidth_mbps\":1000}"
+done
+put "domains/www.example.com" '{"pool":"edge","ttl":60,"max_answers":2}'
+
+answer() { # port -> the A records, sorted (nothing on an error: dig prints those with +short too)
+    { dig +short +time=1 +tries=1 @127.0.0.1 -p "$1" www.example.com A 2>/dev/null || true; } |
+        { grep -E '^[0-9]+(\.[0-9]+){3}$' || true; } | sort | tr '\n' ' '
+}
+for port in $KNOT_PORT $DNS_PORT; do
+    ready=
+    for _ in $(seq 1 50); do [ -n "$(answer "$port")" ] && { ready=1; break; }; sleep 0.1; done
+    [ -n "$ready" ] || { echo "no answer for www.example.com A on port $port" >&2; exit 1; }
+done
+echo "httpdns: $(answer $DNS_PORT)"
+echo "knot:    $(answer $KNOT_PORT)"
+
+cpu() { awk '{print $14 + $15}' "/proc/$1/stat"; } # utime+stime in clock ticks, all threads
+HZ=$(getconf CLK_TCK)
+ratios() { # "name" list-of-ratios -> median and spread
+    sort -g | awk -v name="$1" '{v[NR]=$1} END {m = (NR % 2) ? v[(NR+1)/2] : (v[NR/2] + v[NR/2+1]) / 2;
+        printf "%s: median ratio %.3f (min %.3f, max %.3f, %d rounds)\n", name, m, v[1], v[NR], NR}'
+}
+median() { sort -g | awk '{v[NR]=$1} END {print (NR % 2) ? v[(NR+1)/2] : (v[NR/2] + v[NR/2+1]) / 2}'; }
 
 echo "www.example.com A" >"$W/queries"
-run() { # port -> qps
-    dnsperf -s 127.0.0.1 -p "$1" -d "$W/queries" -l "$DURATION" -c "$CLIENTS" -T 1 -q 200 2>/dev/null |
-        awk '/Queries per second/ {print $4}'
+# One dnsperf run against a server; sets QPS, DONE (queries completed), LOST, CPU_S (server
+# CPU seconds over the run).
+dns_run() { # port pid
+    local c0 c1
+    c0=$(cpu "$2")
+    taskset -c 1 dnsperf -s 127.0.0.1 -p "$1" -d "$W/queries" -l "$DURATION" -c "$CLIENTS" -T 1 -q "$OUTSTANDING" \
+        >"$W/dnsperf.out" 2>"$W/dnsperf.err" || true
+    c1=$(cpu "$2")
+    read -r QPS DONE LOST < <(awk '
+        /Queries completed:/ {d = $3}
+        /Queries lost:/ {l = $3}
+        /Queries per second:/ {q = $4}
+        END {printf "%s %s %s\n", q, d, l}' "$W/dnsperf.out")
+    [ -n "$QPS" ] && [ "${DONE:-0}" -gt 0 ] || { echo "dnsperf failed on port $1:" >&2; cat "$W/dnsperf.out" "$W/dnsperf.err" >&2; exit 1; }
+    CPU_S=$(awk -v c=$((c1 - c0)) -v hz="$HZ" 'BEGIN {printf "%.3f", (c > 0 ? c : 1) / hz}')
 }
-best_h=0; best_k=0
-for r in $(seq 1 "$ROUNDS"); do
-    h=$(run $DNS_PORT)
-    k=$(run $KNOT_PORT)
-    echo "round $r: httpdns $h qps, knot $k qps"
-    awk "BEGIN{exit !($h > $best_h)}" && best_h=$h
-    awk "BEGIN{exit !($k > $best_k)}" && best_k=$k
-done
-awk -v h="$best_h" -v k="$best_k" 'BEGIN { printf "UDP www.example.com A: httpdns %.0f qps vs Knot %.0f qps: ratio %.3f\n", h, k, h / k }'
 
-command -v wrk >/dev/null || { echo "wrk is required for the /d part: apt-get install wrk" >&2; exit 1; }
+echo
+echo "== UDP www.example.com A; servers on core 0, dnsperf -T 1 -c $CLIENTS -q $OUTSTANDING on core 1; $ROUNDS rounds of ${DURATION}s"
+: >"$W/qps"; : >"$W/eff"; : >"$W/hq"; : >"$W/kq"
+for r in $(seq 1 "$ROUNDS"); do
+    dns_run $DNS_PORT "$HPID"
+    h=$QPS hd=$DONE hl=$LOST hc=$CPU_S
+    [ "$r" = 1 ] && echo "  httpdns: $(grep -E 'Response codes|Average packet size' "$W/dnsperf.out" | tr -s ' ' | tr '\n' ';')"
+    dns_run $KNOT_PORT "$KPID"
+    k=$QPS kd=$DONE kl=$LOST kc=$CPU_S
+    [ "$r" = 1 ] && echo "  knot:    $(grep -E 'Response codes|Average packet size' "$W/dnsperf.out" | tr -s ' ' | tr '\n' ';')"
+    awk -v r="$r" -v h="$h" -v hd="$hd" -v hl="$hl" -v hc="$hc" -v k="$k" -v kd="$kd" -v kl="$kl" -v kc="$kc" -v d="$DURATION" 'BEGIN {
+        printf "  round %d: httpdns %.0f qps (%d lost), server CPU %.2fs (busy %.0f%%), %.0f queries per CPU-s\n",
+            r, h, hl, hc, 100 * hc / d, hd / hc
+        printf "           knot    %.0f qps (%d lost), server CPU %.2fs (busy %.0f%%), %.0f queries per CPU-s\n",
+            k, kl, kc, 100 * kc / d, kd / kc }'
+    awk -v h="$h" -v k="$k" 'BEGIN {print h / k}' >>"$W/qps"
+    awk -v hd="$hd" -v hc="$hc" -v kd="$kd" -v kc="$kc" 'BEGIN {print (hd / hc) / (kd / kc)}' >>"$W/eff"
+    awk -v n="$hd" -v c="$hc" 'BEGIN {print n / c}' >>"$W/hq"
+    awk -v n="$kd" -v c="$kc" 'BEGIN {print n / c}' >>"$W/kq"
+done
+echo
+ratios "UDP queries per second, httpdns / Knot" <"$W/qps"
+ratios "UDP queries per server CPU-second, httpdns / Knot" <"$W/eff"
+printf 'median queries per server CPU-second: httpdns %.0f, Knot %.0f\n' "$(median <"$W/hq")" "$(median <"$W/kq")"
+
 echo
 echo "sample managed: $(curl -s "http://$API/d?dn=www.example.com&ip=1.0.1.7")"
 echo "sample upstream: $(curl -s -D - "http://$API/d?dn=www.partner.example&ip=1.0.1.7" | tr -d '\r' | grep -iE '^x-httpdns-status|^[0-9]')"
-rps() { wrk -t1 -c64 -d"${DURATION}s" "$1" | awk '/^Requests\/sec/ {print $2}'; }
-best_m=0; best_u=0
+# One wrk run; sets RPS.
+wrk_run() { # url
+    taskset -c 1 wrk -t1 -c64 -d"${DURATION}s" "$1" >"$W/wrk.out"
+    RPS=$(awk '/^Requests\/sec/ {print $2}' "$W/wrk.out")
+    [ -n "$RPS" ] || { echo "wrk failed on $1:" >&2; cat "$W/wrk.out" >&2; exit 1; }
+}
+echo
+echo "== /d, upstream name (cached) against managed name; httpdns on core 0, wrk -t1 -c64 on core 1; $ROUNDS rounds of ${DURATION}s"
+: >"$W/d"
 for r in $(seq 1 "$ROUNDS"); do
-    m=$(rps "http://$API/d?dn=www.example.com&ip=1.0.1.7")
-    u=$(rps "http://$API/d?dn=www.partner.example&ip=1.0.1.7")
-    echo "round $r: /d managed $m req/s, /d upstream (cached) $u req/s"
-    awk "BEGIN{exit !($m > $best_m)}" && best_m=$m
-    awk "BEGIN{exit !($u > $best_u)}" && best_u=$u
+    wrk_run "http://$API/d?dn=www.example.com&ip=1.0.1.7"; m=$RPS
+    wrk_run "http://$API/d?dn=www.partner.example&ip=1.0.1.7"; u=$RPS
+    echo "  round $r: /d managed $m req/s, /d upstream (cached) $u req/s"
+    awk -v m="$m" -v u="$u" 'BEGIN {print u / m}' >>"$W/d"
 done
-awk -v m="$best_m" -v u="$best_u" 'BEGIN { printf "/d: upstream (cached) %.0f req/s vs managed %.0f req/s: ratio %.3f\n", u, m, u / m }'
+ratios "/d requests/s, upstream (cached) / managed" <"$W/d"
+echo "command: ROUNDS=$ROUNDS scripts/bench-dns.sh $DURATION $CLIENTS $OUTSTANDING"

@@ -1,82 +1,159 @@
 #!/usr/bin/env bash
-# An httpdns endpoint against a bare axum handler, in one run, with the ratio.
+# An httpdns endpoint against a bare axum handler (examples/bare_axum.rs), in one run:
 #
 #   scripts/bench-http.sh d      [duration_seconds] [connections]   # /d for a managed domain
 #   scripts/bench-http.sh config [duration_seconds] [connections]   # config GET answered 304
+#   ROUNDS=N scripts/bench-http.sh ...                              # rounds (default 5)
 #
-# Needs wrk (apt-get install wrk). Both servers are release builds on the same runtime shape
-# and send the same bytes (see examples/bare_axum.rs); wrk runs one thread and sends the same
-# request to both, so on a 2-core machine client and server share the cores the same way for
-# both targets. Each target is measured ROUNDS times (default 3), interleaved, and the best
-# run of each is compared.
+# What: requests per second of `httpdns serve` and of the bare axum server for the same
+# request, and requests per server CPU-second. The bare server answers a constant response
+# with the same bytes on the wire (status, header set, body; compared before measuring), so
+# the ratio is the cost of httpdns's own work: routing, classifying the client, choosing nodes
+# and formatting (/d), or looking up the module and comparing the ETag (config).
+#
+# How: both servers are release builds pinned to core 0 (`taskset -c 0`). Each builds a
+# multi-thread tokio runtime sized from the CPUs it may use, so both run one worker: the same
+# runtime shape. wrk runs on core 1 (`taskset -c 1 wrk -t1 -cCONNS --latency`, keep-alive).
+# Every round runs httpdns and then bare axum for DURATION each (after a 2 s warm-up of
+# both); the report is each round's raw numbers and the median of the per-round ratios
+# httpdns / bare with their min and max. Server CPU is utime+stime of the server process (all
+# threads) from /proc/PID/stat over the run; "busy" is that over the run time, near 100% when
+# the server core (not the client) was the limit.
+#
+# d: 20 nodes, one operator network, www.example.com answering two nodes;
+#    GET /d?dn=www.example.com&ip=1.0.1.7&ttl=1.
+# config: one published module `cdn`; GET /app/config-center/module-config?module=cdn with
+#    If-None-Match set to its ETag.
+#
+# Needs wrk, curl and taskset (apt-get install wrk curl util-linux), and cargo to build.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 TARGET="${1:-d}"
 DURATION="${2:-10}"
 CONNS="${3:-64}"
+ROUNDS="${ROUNDS:-5}"
 API=127.0.0.1:18480
 BARE=127.0.0.1:18481
 TOKEN=bench-admin-token-0123456789
 
-command -v wrk >/dev/null || { echo "wrk is required: apt-get install wrk" >&2; exit 1; }
+case "$TARGET" in d | config) ;; *) echo "unknown target $TARGET (d or config)" >&2; exit 2 ;; esac
+for t in wrk curl taskset; do
+    command -v "$t" >/dev/null || { echo "$t is required (apt-get install wrk curl util-linux)" >&2; exit 1; }
+done
 cargo build --release --quiet --bin httpdns --example bare_axum
 
-DATA="$(mktemp -d)"
-cleanup() { kill "${HPID:-}" "${BPID:-}" 2>/dev/null || true; rm -rf "$DATA"; }
+W="$(mktemp -d)"
+cleanup() {
+    kill "${HPID:-}" "${BPID:-}" 2>/dev/null || true
+    rm -rf "$W"
+}
 trap cleanup EXIT
 
-HTTPDNS_API_ADDR=$API HTTPDNS_MIRROR_ADDR=off HTTPDNS_DNS_ADDR=off HTTPDNS_UPSTREAMS=off HTTPDNS_DATA_DIR="$DATA" \
-HTTPDNS_ADMIN_TOKEN=$TOKEN RUST_LOG=warn ./target/release/httpdns serve &
+HTTPDNS_API_ADDR=$API HTTPDNS_MIRROR_ADDR=off HTTPDNS_DNS_ADDR=off HTTPDNS_UPSTREAMS=off HTTPDNS_DATA_DIR="$W/data" \
+HTTPDNS_ADMIN_TOKEN=$TOKEN RUST_LOG=warn taskset -c 0 ./target/release/httpdns serve &
 HPID=$!
-./target/release/examples/bare_axum $BARE 2>/dev/null &
+taskset -c 0 ./target/release/examples/bare_axum $BARE 2>/dev/null &
 BPID=$!
-for _ in $(seq 1 100); do curl -sf "http://$API/readyz" >/dev/null && curl -s "http://$BARE/" >/dev/null && break; sleep 0.1; done
+ready=
+for _ in $(seq 1 100); do
+    if curl -sf "http://$API/readyz" >/dev/null && curl -s -o /dev/null "http://$BARE/d"; then ready=1; break; fi
+    sleep 0.1
+done
+[ -n "$ready" ] || { echo "servers did not come up within 10 s" >&2; exit 1; }
 
 put() { curl -sf -X PUT -H "Authorization: Bearer $TOKEN" "http://$API/admin/v1/$1" -d "$2" >/dev/null; }
 HEADER=()
 case "$TARGET" in
 d)
-  for i in $(seq 1 20); do
-    isp=$([ $((i % 2)) = 0 ] && echo telecom || echo unicom)
-    put "nodes/n$i" "{\"ip\":\"1.1.1.$i\",\"pool\":\"edge\",\"isp\":\"$isp\",\"region\":\"beijing\",\"latency_ms\":$((i * 3)),\"load_pct\":$((i * 4)),\"bandwidth_mbps\":1000}"
-  done
-  put "networks/1.0.1.0%2F24" '{"isp":"telecom","region":"beijing"}'
-  put "domains/www.example.com" '{"pool":"edge","ttl":60,"max_answers":2}'
-  REQUEST="d?dn=www.example.com&ip=1.0.1.7&ttl=1"
-  echo "sample answer: $(curl -s "http://$API/$REQUEST")"
-  ;;
+    for i in $(seq 1 20); do
+        isp=$([ $((i % 2)) = 0 ] && echo telecom || echo unicom)
+        put "nodes/n$i" "{\"ip\":\"1.1.1.$i\",\"pool\":\"edge\",\"isp\":\"$isp\",\"region\":\"beijing\",\"latency_ms\":$((i * 3)),\"load_pct\":$((i * 4)),\"bandwidth_mbps\":1000}"
+    done
+    put "networks/1.0.1.0%2F24" '{"isp":"telecom","region":"beijing"}'
+    put "domains/www.example.com" '{"pool":"edge","ttl":60,"max_answers":2}'
+    REQUEST="d?dn=www.example.com&ip=1.0.1.7&ttl=1"
+    WANT=200
+    ;;
 config)
-  put "config/cdn" '{"mergeHostConfigs":[{"host":"image.xxx.com","pathPrefix":"/image","rate":1}],
-    "hostListConfig":[{"host":"cdn.xxx.com","rate":1},{"host":"cdn-bak.xxx.com","rate":1}],
-    "reviveProbeInterval":600000,"configRequestInterval":600000,"publicIpList":["223.5.5.5"]}'
-  REQUEST="app/config-center/module-config?module=cdn"
-  HEADER=(-H 'If-None-Match: "1"')
-  echo "sample answer: $(curl -s -o /dev/null -w '%{http_code}' -H 'If-None-Match: "1"' "http://$API/$REQUEST")"
-  ;;
-*) echo "unknown target $TARGET (d or config)" >&2; exit 2 ;;
+    put "config/cdn" '{"mergeHostConfigs":[{"host":"image.xxx.com","pathPrefix":"/image","rate":1}],
+      "hostListConfig":[{"host":"cdn.xxx.com","rate":1},{"host":"cdn-bak.xxx.com","rate":1}],
+      "reviveProbeInterval":600000,"configRequestInterval":600000,"publicIpList":["223.5.5.5"]}'
+    REQUEST="app/config-center/module-config?module=cdn"
+    ETAG=
+    for _ in $(seq 1 50); do
+        ETAG=$(curl -s -o /dev/null -D - "http://$API/$REQUEST" | tr -d '\r' | awk 'tolower($1) == "etag:" {print $2}')
+        [ -n "$ETAG" ] && break
+        sleep 0.1
+    done
+    [ -n "$ETAG" ] || { echo "the published module has no ETag after 5 s" >&2; exit 1; }
+    HEADER=(-H "If-None-Match: $ETAG")
+    WANT=304
+    ;;
 esac
-
-run() { # url -> "rps p99_ms"
-  local out rps p99
-  out="$(wrk -t1 -c"$CONNS" -d"${DURATION}s" --latency "${HEADER[@]}" "$1")"
-  rps="$(awk '/Requests\/sec/ {print $2}' <<<"$out")"
-  p99="$(awk '$1=="99%" {v=$2; if (v ~ /us$/) {sub(/us/,"",v); v=v/1000} else if (v ~ /ms$/) {sub(/ms/,"",v)} else if (v ~ /s$/) {sub(/s/,"",v); v=v*1000}; print v}' <<<"$out")"
-  echo "$rps $p99"
-}
-best() { awk '{ if ($1 > r) { r = $1; p = $2 } } END { print r, p }'; }
-
 H_URL="http://$API/$REQUEST"
 B_URL="http://$BARE/$REQUEST"
-wrk -t1 -c"$CONNS" -d2s "${HEADER[@]}" "$H_URL" >/dev/null; wrk -t1 -c"$CONNS" -d2s "${HEADER[@]}" "$B_URL" >/dev/null  # warm-up
-: > "$DATA/bare"; : > "$DATA/httpdns"
-for _ in $(seq 1 "${ROUNDS:-3}"); do
-  run "$B_URL" >> "$DATA/bare"
-  run "$H_URL" >> "$DATA/httpdns"
+sleep 0.5 # the snapshot follows the store
+
+# The same bytes on the wire from both (the Date value changes, not its length).
+for who in httpdns:"$H_URL" bare:"$B_URL"; do
+    : >"$W/body.${who%%:*}" # curl writes no file for an empty body (304)
+    code=$(curl -s -D "$W/head.${who%%:*}" -o "$W/body.${who%%:*}" -w '%{http_code}' "${HEADER[@]}" "${who#*:}")
+    [ "$code" = "$WANT" ] || { echo "${who%%:*} answered $code to $REQUEST, not $WANT" >&2; exit 1; }
 done
-echo "runs (requests/s p99_ms): bare: $(tr '\n' ' ' < "$DATA/bare")| httpdns: $(tr '\n' ' ' < "$DATA/httpdns")"
-read -r BR BP <<<"$(best < "$DATA/bare")"
-read -r HR HP <<<"$(best < "$DATA/httpdns")"
-printf '%-32s %12s %10s\n' target "requests/s" "p99 ms"
-printf '%-32s %12.0f %10.3f\n' "bare axum (ceiling)" "$BR" "$BP"
-printf '%-32s %12.0f %10.3f\n' "httpdns $TARGET" "$HR" "$HP"
-awk -v h="$HR" -v b="$BR" -v t="$TARGET" 'BEGIN { printf "ratio httpdns %s : bare = %.3f\n", t, h / b }'
+headers() { tr -d '\r' <"$1" | awk -F': ' 'NR > 1 && NF {print tolower($1)}' | sort | tr '\n' ' '; }
+echo "httpdns: $(wc -c <"$W/head.httpdns") header bytes, body '$(cat "$W/body.httpdns")'; headers: $(headers "$W/head.httpdns")"
+echo "bare:    $(wc -c <"$W/head.bare") header bytes, body '$(cat "$W/body.bare")'; headers: $(headers "$W/head.bare")"
+if ! cmp -s "$W/body.httpdns" "$W/body.bare" || [ "$(wc -c <"$W/head.httpdns")" != "$(wc -c <"$W/head.bare")" ]; then
+    echo "WARNING: the two responses differ in bytes; update examples/bare_axum.rs to match" >&2
+fi
+
+cpu() { awk '{print $14 + $15}' "/proc/$1/stat"; } # utime+stime in clock ticks, all threads
+HZ=$(getconf CLK_TCK)
+ratios() { # "name" list-of-ratios -> median and spread
+    sort -g | awk -v name="$1" '{v[NR]=$1} END {m = (NR % 2) ? v[(NR+1)/2] : (v[NR/2] + v[NR/2+1]) / 2;
+        printf "%s: median ratio %.3f (min %.3f, max %.3f, %d rounds)\n", name, m, v[1], v[NR], NR}'
+}
+median() { sort -g | awk '{v[NR]=$1} END {print (NR % 2) ? v[(NR+1)/2] : (v[NR/2] + v[NR/2+1]) / 2}'; }
+# One wrk run against a server; sets RPS, P99 (ms), REQS, CPU_S (server CPU seconds), ERRS.
+run() { # url pid
+    local c0 c1
+    c0=$(cpu "$2")
+    taskset -c 1 wrk -t1 -c"$CONNS" -d"${DURATION}s" --latency "${HEADER[@]}" "$1" >"$W/wrk.out"
+    c1=$(cpu "$2")
+    read -r RPS P99 REQS ERRS < <(awk '
+        /requests in/ {n = $1}
+        /^Requests\/sec/ {r = $2}
+        $1 == "99%" {v = $2; if (v ~ /us$/) {sub(/us$/, "", v); v /= 1000} else if (v ~ /ms$/) {sub(/ms$/, "", v)} else if (v ~ /s$/) {sub(/s$/, "", v); v *= 1000}; p = v}
+        /Non-2xx or 3xx/ {e += $NF}
+        /Socket errors/ {for (i = 3; i <= NF; i++) {x = $i; sub(/,$/, "", x); if (x ~ /^[0-9]+$/) e += x}}
+        END {printf "%s %s %d %d\n", r, (p == "" ? 0 : p), n, e}' "$W/wrk.out")
+    [ -n "$RPS" ] && [ "$REQS" -gt 0 ] || { echo "wrk failed on $1:" >&2; cat "$W/wrk.out" >&2; exit 1; }
+    CPU_S=$(awk -v c=$((c1 - c0)) -v hz="$HZ" 'BEGIN {printf "%.3f", (c > 0 ? c : 1) / hz}')
+}
+
+taskset -c 1 wrk -t1 -c"$CONNS" -d2s "${HEADER[@]}" "$H_URL" >/dev/null # warm-up
+taskset -c 1 wrk -t1 -c"$CONNS" -d2s "${HEADER[@]}" "$B_URL" >/dev/null
+echo
+echo "== $TARGET: GET /$REQUEST ${HEADER[*]}"
+echo "   servers on core 0 (one runtime worker each), wrk -t1 -c$CONNS on core 1; $ROUNDS rounds of ${DURATION}s"
+: >"$W/ratio"; : >"$W/eff"; : >"$W/hp99"; : >"$W/bp99"
+for r in $(seq 1 "$ROUNDS"); do
+    run "$H_URL" "$HPID"
+    h=$RPS hp=$P99 hn=$REQS hc=$CPU_S he=$ERRS
+    run "$B_URL" "$BPID"
+    b=$RPS bp=$P99 bn=$REQS bc=$CPU_S be=$ERRS
+    awk -v r="$r" -v h="$h" -v hp="$hp" -v hn="$hn" -v hc="$hc" -v he="$he" \
+        -v b="$b" -v bp="$bp" -v bn="$bn" -v bc="$bc" -v be="$be" -v d="$DURATION" 'BEGIN {
+        printf "  round %d: httpdns %.0f req/s, p99 %.3f ms, server CPU %.2fs (busy %.0f%%), %.0f req per CPU-s%s\n",
+            r, h, hp, hc, 100 * hc / d, hn / hc, (he ? sprintf(", %d errors", he) : "")
+        printf "           bare    %.0f req/s, p99 %.3f ms, server CPU %.2fs (busy %.0f%%), %.0f req per CPU-s%s\n",
+            b, bp, bc, 100 * bc / d, bn / bc, (be ? sprintf(", %d errors", be) : "") }'
+    awk -v h="$h" -v b="$b" 'BEGIN {print h / b}' >>"$W/ratio"
+    awk -v hn="$hn" -v hc="$hc" -v bn="$bn" -v bc="$bc" 'BEGIN {print (hn / hc) / (bn / bc)}' >>"$W/eff"
+    echo "$hp" >>"$W/hp99"; echo "$bp" >>"$W/bp99"
+done
+echo
+ratios "$TARGET requests/s, httpdns / bare axum" <"$W/ratio"
+ratios "$TARGET requests per server CPU-second, httpdns / bare axum" <"$W/eff"
+echo "median p99: httpdns $(median <"$W/hp99") ms, bare $(median <"$W/bp99") ms"
+echo "command: ROUNDS=$ROUNDS scripts/bench-http.sh $TARGET $DURATION $CONNS"

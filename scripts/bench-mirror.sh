@@ -1,134 +1,218 @@
 #!/usr/bin/env bash
-# The mirror gateway against nginx, in one run, with ratios:
+# The mirror gateway against nginx, in one run:
 #
 #   scripts/bench-mirror.sh [duration_seconds] [connections]
+#   ROUNDS=N (default 5)   MEMORY_MB=M (HTTPDNS_MIRROR_MEMORY_MB, default 64; 0: every hit
+#   reads the file)   HIT_ONLY=1 (stop after part 1)
 #
-# 1. Hit path: 4 KiB and 1 MiB objects served by the mirror (stored copies on the local disk)
-#    and by nginx serving the same files from disk (sendfile on). wrk, one thread, the same
-#    request to both, ROUNDS rounds interleaved (default 3), best of each compared.
-# 2. A 1 GiB object through a miss and then a hit, with the gateway's peak RSS (VmHWM)
-#    before and after.
-# 3. 1,000 concurrent misses on one 64 MiB key served slowly (nginx limit_rate), with the
-#    origin request count and the time to first byte of every waiter (examples/mirror_herd.rs).
+# 1. Hit path: 4 KiB and 1 MiB objects, requests per second and per server CPU-second, from
+#    - the mirror: `httpdns serve` with a rule whose origin is nginx, copies stored on the
+#      local disk after one warm-up miss each (X-Cache: HIT checked);
+#    - nginx serving the same files from disk (`sendfile on`, `tcp_nopush on`, access log
+#      off), the origin itself;
+#    - nginx `proxy_cache` in front of that same origin, what operators would run instead of
+#      the mirror: a second server block of the same nginx, cache on the local disk
+#      (`proxy_cache_valid 200 1d`, `use_temp_path=off`), warmed by one miss each and checked
+#      to answer `X-Cache: HIT` before measuring.
+#    The mirror and nginx (`worker_processes 1`; the proxy and the origin are the same worker)
+#    are pinned to core 0 (`taskset -c 0`; httpdns's runtime sizes itself from the CPUs it
+#    may use, so it has one worker). wrk runs on core 1 (`taskset -c 1 wrk -t1 -cCONNS
+#    --latency`, keep-alive). Every round runs the mirror, nginx static and nginx proxy_cache
+#    for DURATION each; the report is each round's raw numbers and the median of the
+#    per-round ratios mirror / nginx with their min and max. Server CPU is utime+stime from
+#    /proc/PID/stat (the httpdns process with all its threads; nginx's worker process) over
+#    the run; "busy" is that over the run time. With 1 MiB bodies one wrk on one core can be
+#    the limit (busy well under 100%): then compare the per-CPU-second figures.
+# 2. A 1 GiB object through a miss and then a hit, with the gateway's peak RSS (VmHWM) before
+#    and after (curl on core 1).
+# 3. 1,000 concurrent misses on one 64 MiB key served slowly (nginx limit_rate 32m), with the
+#    origin request count and the time to first byte of every waiter (examples/mirror_herd.rs
+#    on core 1).
 #
-# MEMORY_MB sets HTTPDNS_MIRROR_MEMORY_MB (default 64; 0: every hit reads the file); HIT_ONLY=1
-# stops after part 1. Needs wrk and nginx (apt-get install wrk nginx-light).
+# Needs wrk, nginx, curl and taskset (apt-get install wrk nginx-light curl util-linux), python3
+# for part 3's report, and cargo to build.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DURATION="${1:-10}"
 CONNS="${2:-32}"
-ROUNDS="${ROUNDS:-3}"
+ROUNDS="${ROUNDS:-5}"
+MEMORY_MB="${MEMORY_MB:-64}"
 API=127.0.0.1:18580
 MIRROR=127.0.0.1:18581
 NGINX=127.0.0.1:18582
+NGINX_CACHE=127.0.0.1:18583
 TOKEN=bench-admin-token-0123456789
 
-command -v wrk >/dev/null || { echo "wrk is required: apt-get install wrk" >&2; exit 1; }
-command -v nginx >/dev/null || { echo "nginx is required: apt-get install nginx-light" >&2; exit 1; }
+for t in wrk nginx curl taskset; do
+    command -v "$t" >/dev/null || { echo "$t is required (apt-get install wrk nginx-light curl util-linux)" >&2; exit 1; }
+done
 cargo build --release --quiet --bin httpdns --example mirror_herd
 
-WORK="$(mktemp -d)"
+W="$(mktemp -d)"
 cleanup() {
     kill "${HPID:-}" 2>/dev/null || true
-    [ -f "$WORK/nginx.pid" ] && kill "$(cat "$WORK/nginx.pid")" 2>/dev/null || true
-    rm -rf "$WORK"
+    [ -f "$W/nginx.pid" ] && kill "$(cat "$W/nginx.pid")" 2>/dev/null || true
+    rm -rf "$W"
 }
 trap cleanup EXIT
+COMMAND="ROUNDS=$ROUNDS MEMORY_MB=$MEMORY_MB${HIT_ONLY:+ HIT_ONLY=$HIT_ONLY} scripts/bench-mirror.sh $DURATION $CONNS"
 
-mkdir -p "$WORK/www/files" "$WORK/data" "$WORK/nginx-tmp"
-# nginx workers run as an unprivileged user: they must be able to read the files.
-chmod 755 "$WORK" "$WORK/www" "$WORK/www/files"
-head -c 4096 /dev/urandom >"$WORK/www/files/4k.bin"
-head -c $((1 << 20)) /dev/urandom >"$WORK/www/files/1m.bin"
-head -c $((64 << 20)) /dev/urandom >"$WORK/www/files/64m.bin"
-truncate -s 1G "$WORK/www/files/1g.bin"
-chmod 644 "$WORK"/www/files/*
+mkdir -p "$W/www/files" "$W/data" "$W/nginx-tmp" "$W/nginx-cache"
+# nginx workers run as an unprivileged user: they must be able to read the files (nginx's
+# master chowns its temp and cache directories to that user itself).
+chmod 755 "$W" "$W/www" "$W/www/files"
+head -c 4096 /dev/urandom >"$W/www/files/4k.bin"
+head -c $((1 << 20)) /dev/urandom >"$W/www/files/1m.bin"
+head -c $((64 << 20)) /dev/urandom >"$W/www/files/64m.bin"
+truncate -s 1G "$W/www/files/1g.bin"
+chmod 644 "$W"/www/files/*
 
-# One nginx worker per core, as shipped; sendfile on, access log off, as tuned servers run.
-cat >"$WORK/nginx.conf" <<EOF
-worker_processes auto;
-pid $WORK/nginx.pid;
-error_log $WORK/nginx-error.log;
+cat >"$W/nginx.conf" <<EOF
+worker_processes 1;
+pid $W/nginx.pid;
+error_log $W/nginx-error.log;
 events { worker_connections 4096; }
 http {
     access_log off;
     sendfile on;
     tcp_nopush on;
     keepalive_requests 1000000;
-    client_body_temp_path $WORK/nginx-tmp;
-    proxy_temp_path $WORK/nginx-tmp;
-    fastcgi_temp_path $WORK/nginx-tmp;
-    uwsgi_temp_path $WORK/nginx-tmp;
-    scgi_temp_path $WORK/nginx-tmp;
+    client_body_temp_path $W/nginx-tmp;
+    proxy_temp_path $W/nginx-tmp;
+    fastcgi_temp_path $W/nginx-tmp;
+    uwsgi_temp_path $W/nginx-tmp;
+    scgi_temp_path $W/nginx-tmp;
+    proxy_cache_path $W/nginx-cache levels=1:2 keys_zone=mirror:10m max_size=4g inactive=1d use_temp_path=off;
     types { application/octet-stream bin; }
+    # The origin of the mirror and of the caching proxy, and the static-file peer.
     server {
         listen $NGINX;
-        root $WORK/www;
-        location /slow/ { alias $WORK/www/files/; limit_rate 32m; }
+        root $W/www;
+        location /slow/ { alias $W/www/files/; limit_rate 32m; }
+    }
+    # The caching proxy peer: the same origin behind nginx's own cache.
+    server {
+        listen $NGINX_CACHE;
+        location /files/ {
+            proxy_pass http://$NGINX;
+            proxy_http_version 1.1;
+            proxy_set_header Connection "";
+            proxy_cache mirror;
+            proxy_cache_valid 200 1d;
+            add_header X-Cache \$upstream_cache_status;
+        }
     }
 }
 EOF
-nginx -c "$WORK/nginx.conf"
+taskset -c 0 nginx -c "$W/nginx.conf"
 
 HTTPDNS_API_ADDR=$API HTTPDNS_MIRROR_ADDR=$MIRROR HTTPDNS_DNS_ADDR=off HTTPDNS_UPSTREAMS=off \
-HTTPDNS_DATA_DIR="$WORK/data" HTTPDNS_ADMIN_TOKEN=$TOKEN HTTPDNS_MIRROR_MEMORY_MB="${MEMORY_MB:-64}" \
-RUST_LOG=warn ./target/release/httpdns serve &
+HTTPDNS_DATA_DIR="$W/data" HTTPDNS_ADMIN_TOKEN=$TOKEN HTTPDNS_MIRROR_MEMORY_MB="$MEMORY_MB" \
+RUST_LOG=warn taskset -c 0 ./target/release/httpdns serve &
 HPID=$!
-for _ in $(seq 1 100); do curl -sf "http://$API/readyz" >/dev/null && break; sleep 0.1; done
+ready=
+for _ in $(seq 1 100); do
+    if curl -sf "http://$API/readyz" >/dev/null && curl -sf -o /dev/null "http://$NGINX/files/4k.bin"; then ready=1; break; fi
+    sleep 0.1
+done
+[ -n "$ready" ] || { echo "httpdns or nginx did not come up within 10 s" >&2; exit 1; }
+# nginx's worker (besides it, the master runs a cache manager and a cache loader).
+NWORKER=$(pgrep -P "$(cat "$W/nginx.pid")" -f 'worker process' | head -n1)
+[ -n "$NWORKER" ] || { echo "no nginx worker process" >&2; exit 1; }
 put() { curl -sf -X PUT -H "Authorization: Bearer $TOKEN" "http://$API/admin/v1/$1" -d "$2" >/dev/null; }
 put mirror/rules/files "{\"path_prefix\":\"/files\",\"origin\":\"http://$NGINX/files\"}"
 put mirror/rules/slow "{\"path_prefix\":\"/slow\",\"origin\":\"http://$NGINX/slow\",\"idle_timeout_ms\":60000}"
 
-# Warm: one miss each, then the copies are hits.
+# Warm both caches: one miss each, then every request is a hit.
+xcache() { curl -s -o /dev/null -D - "$1" | tr -d '\r' | awk 'tolower($1) == "x-cache:" {print $2}'; }
 for f in 4k 1m; do
-    curl -sf -o /dev/null "http://$MIRROR/files/$f.bin"
-    cmp <(curl -sf "http://$MIRROR/files/$f.bin") "$WORK/www/files/$f.bin"
-done
-echo "x-cache after warm-up: $(curl -s -o /dev/null -D - "http://$MIRROR/files/4k.bin" | tr -d '\r' | grep -i '^x-cache')"
-
-run() { # url -> "rps p99_ms"
-    local out rps p99
-    out="$(wrk -t1 -c"$CONNS" -d"${DURATION}s" --latency "$1")"
-    rps="$(awk '/^Requests\/sec/ {print $2}' <<<"$out")"
-    p99="$(awk '$1 == "99%" {v=$2; if (v ~ /us$/) {sub(/us/,"",v); v/=1000} else if (v ~ /ms$/) {sub(/ms/,"",v)} else if (v ~ /s$/) {sub(/s/,"",v); v*=1000}; print v}' <<<"$out")"
-    echo "$rps $p99"
-}
-
-echo
-echo "== hit path: $ROUNDS rounds of ${DURATION}s, $CONNS connections, wrk -t1"
-for f in 4k 1m; do
-    best_m=0; best_n=0; p99_m=0; p99_n=0
-    for r in $(seq 1 "$ROUNDS"); do
-        read -r m mp <<<"$(run "http://$MIRROR/files/$f.bin")"
-        read -r n np <<<"$(run "http://$NGINX/files/$f.bin")"
-        echo "  $f round $r: mirror $m req/s (p99 $mp ms), nginx $n req/s (p99 $np ms)"
-        if awk "BEGIN{exit !($m > $best_m)}"; then best_m=$m; p99_m=$mp; fi
-        if awk "BEGIN{exit !($n > $best_n)}"; then best_n=$n; p99_n=$np; fi
+    for via in "$MIRROR" "$NGINX_CACHE"; do
+        curl -sf -o /dev/null "http://$via/files/$f.bin"
+        cmp <(curl -sf "http://$via/files/$f.bin") "$W/www/files/$f.bin"
+        for _ in $(seq 1 50); do
+            x=$(xcache "http://$via/files/$f.bin")
+            [ "$x" = HIT ] && break
+            sleep 0.1
+        done
+        [ "$x" = HIT ] || { echo "$via/files/$f.bin: X-Cache '$x' after warm-up, not HIT" >&2; exit 1; }
     done
-    awk -v f="$f" -v m="$best_m" -v n="$best_n" -v pm="$p99_m" -v pn="$p99_n" \
-        'BEGIN { printf "%s: mirror %.0f req/s (p99 %s ms) vs nginx %.0f req/s (p99 %s ms): ratio %.3f\n", f, m, pm, n, pn, m / n }'
 done
+echo "x-cache after warm-up: mirror $(xcache "http://$MIRROR/files/4k.bin"), nginx proxy_cache $(xcache "http://$NGINX_CACHE/files/4k.bin")"
 
-[ -n "${HIT_ONLY:-}" ] && exit 0
+cpu() { awk '{print $14 + $15}' "/proc/$1/stat"; } # utime+stime in clock ticks, all threads
+HZ=$(getconf CLK_TCK)
+ratios() { # "name" list-of-ratios -> median and spread
+    sort -g | awk -v name="$1" '{v[NR]=$1} END {m = (NR % 2) ? v[(NR+1)/2] : (v[NR/2] + v[NR/2+1]) / 2;
+        printf "%s: median ratio %.3f (min %.3f, max %.3f, %d rounds)\n", name, m, v[1], v[NR], NR}'
+}
+median() { sort -g | awk '{v[NR]=$1} END {print (NR % 2) ? v[(NR+1)/2] : (v[NR/2] + v[NR/2+1]) / 2}'; }
+# One wrk run against a server; prints "req_per_s p99_ms requests server_cpu_s errors".
+run() { # url pid
+    local c0 c1 line
+    c0=$(cpu "$2")
+    taskset -c 1 wrk -t1 -c"$CONNS" -d"${DURATION}s" --latency "$1" >"$W/wrk.out"
+    c1=$(cpu "$2")
+    line=$(awk -v c=$((c1 - c0)) -v hz="$HZ" '
+        /requests in/ {n = $1}
+        /^Requests\/sec/ {r = $2}
+        $1 == "99%" {v = $2; if (v ~ /us$/) {sub(/us$/, "", v); v /= 1000} else if (v ~ /ms$/) {sub(/ms$/, "", v)} else if (v ~ /s$/) {sub(/s$/, "", v); v *= 1000}; p = v}
+        /Non-2xx or 3xx/ {e += $NF}
+        /Socket errors/ {for (i = 3; i <= NF; i++) {x = $i; sub(/,$/, "", x); if (x ~ /^[0-9]+$/) e += x}}
+        END {if (r != "" && n > 0) printf "%s %s %d %.3f %d\n", r, (p == "" ? 0 : p), n, (c > 0 ? c : 1) / hz, e}' "$W/wrk.out")
+    [ -n "$line" ] || { echo "wrk failed on $1:" >&2; cat "$W/wrk.out" >&2; exit 1; }
+    echo "$line"
+}
+show() { # "label" "req_per_s p99_ms requests server_cpu_s errors"
+    awk -v l="$1" -v d="$DURATION" '{printf "%s %.0f req/s, p99 %.3f ms, server CPU %.2fs (busy %.0f%%), %.0f req per CPU-s%s\n",
+        l, $1, $2, $4, 100 * $4 / d, $3 / $4, ($5 ? sprintf(", %d errors", $5) : "")}' <<<"$2"
+}
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN {split(a, x, " "); split(b, y, " "); print x[1] / y[1]}'; }
+eff() { awk -v a="$1" -v b="$2" 'BEGIN {split(a, x, " "); split(b, y, " "); print (x[3] / x[4]) / (y[3] / y[4])}'; }
 
 echo
-echo "== 1 GiB object: miss, then hit"
+echo "== hit path: servers on core 0 (one worker each), wrk -t1 -c$CONNS on core 1; $ROUNDS rounds of ${DURATION}s"
+for f in 4k 1m; do
+    : >"$W/static"; : >"$W/static.eff"; : >"$W/cache"; : >"$W/cache.eff"
+    for r in $(seq 1 "$ROUNDS"); do
+        m=$(run "http://$MIRROR/files/$f.bin" "$HPID")
+        n=$(run "http://$NGINX/files/$f.bin" "$NWORKER")
+        c=$(run "http://$NGINX_CACHE/files/$f.bin" "$NWORKER")
+        echo "  $f round $r: $(show "mirror           " "$m")"
+        echo "             $(show "nginx static     " "$n")"
+        echo "             $(show "nginx proxy_cache" "$c")"
+        ratio "$m" "$n" >>"$W/static"; eff "$m" "$n" >>"$W/static.eff"
+        ratio "$m" "$c" >>"$W/cache"; eff "$m" "$c" >>"$W/cache.eff"
+    done
+    ratios "$f requests/s, mirror / nginx static (sendfile)" <"$W/static"
+    ratios "$f requests per server CPU-second, mirror / nginx static (sendfile)" <"$W/static.eff"
+    ratios "$f requests/s, mirror / nginx proxy_cache" <"$W/cache"
+    ratios "$f requests per server CPU-second, mirror / nginx proxy_cache" <"$W/cache.eff"
+done
+
+if [ -n "${HIT_ONLY:-}" ]; then
+    echo "command: $COMMAND"
+    exit 0
+fi
+
+echo
+echo "== 1 GiB object: miss, then hit (curl on core 1)"
 hwm() { awk '/^VmHWM/ {print $2}' "/proc/$HPID/status"; }
 before=$(hwm)
 t0=$(date +%s.%N)
-curl -sf -o /dev/null "http://$MIRROR/files/1g.bin"
+taskset -c 1 curl -sf -o /dev/null "http://$MIRROR/files/1g.bin"
 t1=$(date +%s.%N)
 after_miss=$(hwm)
-curl -sf -o /dev/null -D "$WORK/h" "http://$MIRROR/files/1g.bin"
+taskset -c 1 curl -sf -o /dev/null -D "$W/h" "http://$MIRROR/files/1g.bin"
 t2=$(date +%s.%N)
 after_hit=$(hwm)
-echo "  second request: $(tr -d '\r' <"$WORK/h" | grep -i '^x-cache')"
+echo "  second request: $(tr -d '\r' <"$W/h" | grep -i '^x-cache')"
 awk -v b="$before" -v m="$after_miss" -v h="$after_hit" -v t0="$t0" -v t1="$t1" -v t2="$t2" 'BEGIN {
     printf "1g: miss %.2f s, hit %.2f s; peak RSS %.1f MiB before, %.1f MiB after the miss, %.1f MiB after the hit: growth %.1f MiB\n",
         t1 - t0, t2 - t1, b / 1024, m / 1024, h / 1024, (h - b) / 1024 }'
 
 echo
-echo "== 1000 concurrent misses on one 64 MiB key (origin sends 32 MiB/s)"
-./target/release/examples/mirror_herd "http://$MIRROR/slow/64m.bin" 1000
+echo "== 1000 concurrent misses on one 64 MiB key (origin sends 32 MiB/s; mirror_herd on core 1)"
+taskset -c 1 ./target/release/examples/mirror_herd "http://$MIRROR/slow/64m.bin" 1000
 curl -sf -H "Authorization: Bearer $TOKEN" "http://$API/admin/v1/mirror/report" |
     python3 -c 'import json,sys; r=[x for x in json.load(sys.stdin)["rules"] if x["rule"]=="slow"][0]; print("origin requests (back_to_source): %d, misses %d, coalesced %d, hits %d" % (r["back_to_source"], r["misses"], r["coalesced"], r["hits"]))'
+echo "command: $COMMAND"

@@ -102,6 +102,16 @@ try {
   await page.click('form button[type=submit]');
   await page.waitForSelector('td:has-text("edge-1")');
   await until('/d answers the new node', async () => (await d()).includes('1.1.1.1'));
+  await page.click('main > .row button:has-text("Create")');
+  await page.fill('input[name=name]', 'edge-1');
+  await page.fill('input[name=ip]', '1.1.1.2');
+  await page.fill('input[name=pool]', 'edge');
+  await page.fill('input[name=isp]', 'unicom');
+  await page.fill('input[name=region]', 'shanghai');
+  await page.click('form button[type=submit]');
+  await page.waitForSelector('input[name=name][aria-invalid=true]');
+  check((await page.textContent('.field-error')).includes('already exists') && !(await d()).includes('1.1.1.2'), 'creating an existing node is refused on its name, nothing replaced');
+  await page.click('form button:has-text("Cancel")');
   check(true, 'the node created in the page is in /d');
   await page.fill('input[type=search]', 'edge-1');
   await until('the filter shows one row', async () => (await page.locator('tbody tr').count()) === 1);

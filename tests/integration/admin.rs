@@ -258,3 +258,48 @@ async fn lists_filter_by_text_server_side_on_every_backend() {
         assert_eq!(names(&v), ["backup_pool"]);
     }
 }
+
+#[tokio::test]
+async fn conditional_writes_neither_replace_on_create_nor_overwrite_a_newer_revision() {
+    for (db, _guard) in backends("conditional_writes").await {
+        let s = Server::start(&db).await;
+        let node = |ip: &str| json!({"ip": ip, "pool": "edge", "isp": "unicom", "region": "shanghai"});
+        let put = |ip: &'static str, header: (&'static str, String)| {
+            let req = s
+                .http
+                .put(s.url("/admin/v1/nodes/n1"))
+                .bearer_auth(crate::support::TOKEN)
+                .header(header.0, header.1)
+                .body(node(ip).to_string());
+            async move {
+                let r = req.send().await.unwrap();
+                let (status, etag) =
+                    (r.status(), r.headers().get("etag").map(|v| v.to_str().unwrap().to_owned()));
+                (status, etag, r.json::<serde_json::Value>().await.unwrap_or_default())
+            }
+        };
+        let (status, etag, _) = put("1.1.1.1", ("if-none-match", "*".into())).await;
+        assert_eq!(status, StatusCode::CREATED);
+        let (status, _, body) = put("1.1.1.2", ("if-none-match", "*".into())).await;
+        assert_eq!(
+            (status, body["field"].as_str()),
+            (StatusCode::PRECONDITION_FAILED, Some("name")),
+            "{body}"
+        );
+        let first = etag.unwrap();
+        let (status, second, _) = put("1.1.1.3", ("if-match", first.clone())).await;
+        assert_eq!(status, StatusCode::OK, "the revision read is current");
+        let (status, _, body) = put("1.1.1.4", ("if-match", first)).await;
+        assert_eq!(
+            (status, body["field"].as_str()),
+            (StatusCode::PRECONDITION_FAILED, Some("If-Match")),
+            "{body}"
+        );
+        let (_, now) = s.admin(Method::GET, "/admin/v1/nodes/n1", None).await;
+        assert_eq!(now["ip"], "1.1.1.3", "the stale edit wrote nothing");
+        let (status, _, _) = put("1.1.1.5", ("if-match", second.unwrap())).await;
+        assert_eq!(status, StatusCode::OK);
+        let (status, _, body) = put("1.1.1.6", ("if-match", "\"x\"".into())).await;
+        assert_eq!((status, body["field"].as_str()), (StatusCode::BAD_REQUEST, Some("If-Match")));
+    }
+}

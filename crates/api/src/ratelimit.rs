@@ -28,6 +28,15 @@ impl<K: Hash + Eq> RateLimiter<K> {
         self.allow_at(key, self.rate, self.burst)
     }
 
+    /// Whether `key` has a token left, without taking it.
+    pub fn peek(&self, key: K) -> bool {
+        let now = Instant::now();
+        let map = self.buckets.lock().unwrap_or_else(|e| e.into_inner());
+        map.get(&key).is_none_or(|(tokens, last)| {
+            (tokens + now.duration_since(*last).as_secs_f64() * self.rate).min(self.burst) >= 1.0
+        })
+    }
+
     /// Takes a token for `key` at `rate` per second with `burst` tokens at most.
     pub fn allow_at(&self, key: K, rate: f64, burst: f64) -> bool {
         let now = Instant::now();

@@ -228,8 +228,6 @@ impl Mirror {
         Ok(n)
     }
 
-    /// Writes an object straight into the store under a request path (the seed's "dual
-    /// write" for JSON that is overwritten in place). Its variants are dropped.
     /// The stored copy of the mirror path `path` (percent-encoded as requested), if there is
     /// one: its metadata (size, ETag, content type, when it was stored).
     pub async fn lookup(&self, path: &str) -> Result<Option<Arc<StoredMeta>>, PurgeError> {
@@ -238,6 +236,8 @@ impl Mirror {
         Ok(self.objects.find(&location).await?.map(|f| f.meta))
     }
 
+    /// Writes an object straight into the store under a request path (the seed's "dual
+    /// write" for JSON that is overwritten in place). Its variants are dropped.
     pub async fn write(
         &self,
         path: &str,

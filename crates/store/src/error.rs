@@ -14,6 +14,8 @@ pub enum StoreError {
     Backup(String),
     #[error("the database is not empty (rows in {}): restoring would replace its content; force it to", .0.join(", "))]
     NotEmpty(Vec<String>),
+    #[error("the resource is not as expected (current revision {current:?})")]
+    Precondition { current: Option<i64> },
     #[error("cannot create the database directory {path}: {source}")]
     Io { path: String, source: std::io::Error },
 }

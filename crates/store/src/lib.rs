@@ -27,4 +27,4 @@ pub mod replicas;
 mod resources;
 
 pub use error::StoreError;
-pub use resources::{Change, Kind, Resource, Store, Written, NOTIFY_CHANNEL};
+pub use resources::{Change, Kind, Precondition, Resource, Store, Written, NOTIFY_CHANNEL};

@@ -109,6 +109,17 @@ pub(crate) fn now_ms() -> i64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64)
 }
 
+/// What a conditional write expects of the stored resource.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Precondition {
+    /// Write whatever is stored.
+    None,
+    /// The resource must not exist (`If-None-Match: *`).
+    Absent,
+    /// The resource must exist at this revision (`If-Match: "N"`).
+    Revision(i64),
+}
+
 impl Store {
     /// Connects to `url` (`sqlite://PATH` or `postgres://...`) and applies the migrations.
     /// A SQLite file and its directory are created when missing.
@@ -200,17 +211,41 @@ impl Store {
 
     /// Creates or replaces a resource, atomically with its revision.
     pub async fn put(&self, kind: Kind, name: &str, body: &str) -> Result<Written, StoreError> {
+        self.put_if(kind, name, body, Precondition::None).await
+    }
+
+    /// [`Store::put`] if `pre` holds for the stored resource, checked in the write's own
+    /// transaction (so two editors cannot both win); else [`StoreError::Precondition`] with
+    /// the current revision, and nothing is written.
+    pub async fn put_if(
+        &self,
+        kind: Kind,
+        name: &str,
+        body: &str,
+        pre: Precondition,
+    ) -> Result<Written, StoreError> {
         let mut tx = self.pool.begin().await?;
         let revision = next_revision(&mut tx).await?;
-        let existing = sqlx::query("SELECT body FROM resources WHERE kind = $1 AND name = $2")
+        let existing = sqlx::query("SELECT body, revision FROM resources WHERE kind = $1 AND name = $2")
             .bind(kind.as_str())
             .bind(name)
             .fetch_optional(&mut *tx)
             .await?;
-        let created = match existing {
-            None => true,
-            Some(row) => row.try_get::<Option<String>, _>(0)?.is_none(),
+        let current = match existing {
+            None => None,
+            Some(row) => {
+                row.try_get::<Option<String>, _>(0)?.map(|_| row.try_get::<i64, _>(1)).transpose()?
+            }
         };
+        let created = current.is_none();
+        let holds = match pre {
+            Precondition::None => true,
+            Precondition::Absent => current.is_none(),
+            Precondition::Revision(r) => current == Some(r),
+        };
+        if !holds {
+            return Err(StoreError::Precondition { current });
+        }
         sqlx::query(
             "INSERT INTO resources (kind, name, body, revision, updated_at) VALUES ($1, $2, $3, $4, $5) \
              ON CONFLICT (kind, name) DO UPDATE SET body = excluded.body, revision = excluded.revision, \
@@ -294,11 +329,13 @@ impl Store {
         limit: i64,
         text: &str,
     ) -> Result<Vec<Resource>, StoreError> {
-        let escaped = text.replace('\\', "\\\\").replace('%', "\\%").replace('_', "\\_");
+        // `!` as the escape character: a backslash literal reads differently on PostgreSQL
+        // without standard_conforming_strings.
+        let escaped = text.replace('!', "!!").replace('%', "!%").replace('_', "!_");
         let rows = sqlx::query(
             "SELECT name, body, revision, updated_at FROM resources \
              WHERE kind = $1 AND body IS NOT NULL AND name > $2 \
-             AND (name LIKE $4 ESCAPE '\\' OR body LIKE $4 ESCAPE '\\') ORDER BY name LIMIT $3",
+             AND (name LIKE $4 ESCAPE '!' OR body LIKE $4 ESCAPE '!') ORDER BY name LIMIT $3",
         )
         .bind(kind.as_str())
         .bind(after.unwrap_or(""))

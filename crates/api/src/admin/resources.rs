@@ -1,13 +1,13 @@
 use axum::body::Bytes;
 use axum::extract::{Path, Query, State};
-use axum::http::{header, HeaderValue, StatusCode};
+use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use httpdns_core::model::{
     parse_account_id, validate_resource_id, AccountSpec, DomainSpec, FieldError, NetworkSpec, NodeSpec,
     PoolSpec,
 };
 use httpdns_core::{DomainName, Token};
-use httpdns_store::{Kind, Resource};
+use httpdns_store::{Kind, Precondition, Resource, StoreError};
 use ipnet::IpNet;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
@@ -159,18 +159,62 @@ pub(crate) async fn get_one<R: AdminResource>(
     Ok(json_response(StatusCode::OK, &spec, Some(res.revision)))
 }
 
+/// The optional precondition of a write: `If-None-Match: *` (create only) or `If-Match: "N"`
+/// (replace revision `N` only, the `ETag` a read gave), so two editors cannot overwrite each
+/// other unseen. Without either, a `PUT` creates or replaces.
+fn precondition(headers: &HeaderMap) -> Result<Precondition, ApiError> {
+    let text =
+        |name: header::HeaderName| headers.get(name).map(|v| v.to_str().unwrap_or("?").trim().to_owned());
+    match (text(header::IF_NONE_MATCH), text(header::IF_MATCH)) {
+        (Some(_), Some(_)) => Err(ApiError::bad_request(
+            "InvalidArgument",
+            "If-Match",
+            "send If-Match or If-None-Match, not both",
+        )),
+        (Some(v), None) if v == "*" => Ok(Precondition::Absent),
+        (Some(_), None) => {
+            Err(ApiError::bad_request("InvalidArgument", "If-None-Match", "only * is supported"))
+        }
+        (None, Some(v)) => v.trim_matches('"').parse::<i64>().map(Precondition::Revision).map_err(|_| {
+            ApiError::bad_request("InvalidArgument", "If-Match", "must be the ETag of a read: \"<revision>\"")
+        }),
+        (None, None) => Ok(Precondition::None),
+    }
+}
+
 pub(crate) async fn put_one<R: AdminResource>(
     State(app): State<AppState>,
     Path(raw): Path<String>,
+    headers: HeaderMap,
     bytes: Bytes,
 ) -> Result<Response, ApiError> {
     let name = name_of::<R>(&raw)?;
+    let pre = precondition(&headers)?;
     let spec: R::Spec = body::parse(&bytes)?;
     R::validate(&spec, &app.settings).map_err(ApiError::invalid)?;
     // Store the canonical form (defaults filled in), so reads and the snapshot agree.
     let canonical = serde_json::to_string(&spec).map_err(|e| ApiError::internal(&e))?;
-    let written =
-        app.catalog.store().put(R::KIND, &name, &canonical).await.map_err(|e| ApiError::unavailable(&e))?;
+    let written = app.catalog.store().put_if(R::KIND, &name, &canonical, pre).await.map_err(|e| match e {
+        StoreError::Precondition { current: Some(_) } if pre == Precondition::Absent => ApiError::new(
+            StatusCode::PRECONDITION_FAILED,
+            "PreconditionFailed",
+            format!("{name} already exists"),
+        )
+        .with_field("name"),
+        StoreError::Precondition { current: Some(r) } => ApiError::new(
+            StatusCode::PRECONDITION_FAILED,
+            "PreconditionFailed",
+            format!("{name} was changed meanwhile (now revision {r}); read it again"),
+        )
+        .with_field("If-Match"),
+        StoreError::Precondition { current: None } => ApiError::new(
+            StatusCode::PRECONDITION_FAILED,
+            "PreconditionFailed",
+            format!("{name} does not exist (any more)"),
+        )
+        .with_field("If-Match"),
+        e => ApiError::unavailable(&e),
+    })?;
     if let Err(e) = app.catalog.sync().await {
         tracing::warn!(error = %e, "Write stored but the snapshot sync failed; the sync loop will retry.");
     }

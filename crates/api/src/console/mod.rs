@@ -70,34 +70,61 @@ impl Console {
         }
     }
 
-    /// The valid, not signed-out session of a request's cookie.
+    /// The valid, not signed-out session of a request's cookies (every cookie of that name is
+    /// tried: another port of the same host may have set one too).
     pub fn session(&self, headers: &HeaderMap) -> Option<Session> {
-        let value = cookie(headers, COOKIE)?;
         let now = now_s();
-        let s = self.sessions.verify(value, now)?;
         let revoked = self.revoked.lock().unwrap_or_else(|e| e.into_inner());
-        (!revoked.contains_key(&s.nonce)).then_some(s)
+        cookies(headers, COOKIE)
+            .filter_map(|v| self.sessions.verify(v, now))
+            .find(|s| !revoked.contains_key(&s.nonce))
     }
 
     fn revoke(&self, s: &Session) {
         let now = now_s();
         let mut revoked = self.revoked.lock().unwrap_or_else(|e| e.into_inner());
         revoked.retain(|_, expires| *expires > now);
-        if revoked.len() < MAX_REVOKED {
-            revoked.insert(s.nonce.clone(), s.expires);
+        if revoked.len() >= MAX_REVOKED {
+            // Full of live sessions: the one ending soonest goes (it is closest to harmless).
+            if let Some(k) = revoked.iter().min_by_key(|(_, e)| **e).map(|(k, _)| k.clone()) {
+                revoked.remove(&k);
+            }
         }
+        revoked.insert(s.nonce.clone(), s.expires);
+    }
+
+    /// Takes one attempt of `peer`'s budget of failed authentications (sign-ins and wrong
+    /// bearer tokens alike); false when it is spent. IPv6 clients count per /64.
+    pub fn failed_attempt(&self, peer: IpAddr) -> bool {
+        self.attempts.allow(attempt_key(peer))
+    }
+
+    /// Whether `peer` still has attempts left, without spending one.
+    fn may_attempt(&self, peer: IpAddr) -> bool {
+        self.attempts.peek(attempt_key(peer))
     }
 }
 
-/// The value of cookie `name` in the request's `Cookie` headers.
-fn cookie<'h>(headers: &'h HeaderMap, name: &str) -> Option<&'h str> {
+/// An address as attempts are counted: IPv6 by its /64 (one host can hold all of it).
+fn attempt_key(peer: IpAddr) -> IpAddr {
+    match peer {
+        IpAddr::V6(v6) => {
+            let s = v6.segments();
+            IpAddr::V6(std::net::Ipv6Addr::new(s[0], s[1], s[2], s[3], 0, 0, 0, 0))
+        }
+        v4 => v4,
+    }
+}
+
+/// The values of cookie `name` in the request's `Cookie` headers.
+fn cookies<'h>(headers: &'h HeaderMap, name: &'h str) -> impl Iterator<Item = &'h str> + 'h {
     headers
         .get_all(header::COOKIE)
         .iter()
         .filter_map(|v| v.to_str().ok())
         .flat_map(|v| v.split(';'))
         .filter_map(|kv| kv.trim().split_once('='))
-        .find(|(k, _)| *k == name)
+        .filter(move |(k, _)| *k == name)
         .map(|(_, v)| v.trim())
 }
 
@@ -175,7 +202,8 @@ fn set_cookie(value: &str, max_age: u64, secure: bool) -> HeaderValue {
 }
 
 async fn sign_in(State(app): State<AppState>, PeerAddr(peer): PeerAddr, req: Request) -> Response {
-    let secure = req.extensions().get::<httpdns_net::http::Secure>().is_some();
+    // Over TLS, or behind a trusted proxy that terminated it (`X-Forwarded-Proto: https`).
+    let secure = crate::dnspod::is_secure(&app, &req);
     let body = axum::body::to_bytes(req.into_body(), 4096).await.unwrap_or_default();
     let mut resp = match check_token(&app, peer, &body) {
         Ok(()) => {
@@ -196,13 +224,18 @@ async fn sign_in(State(app): State<AppState>, PeerAddr(peer): PeerAddr, req: Req
     resp
 }
 
+fn throttled() -> ApiError {
+    ApiError::new(
+        StatusCode::TOO_MANY_REQUESTS,
+        "Throttled",
+        "too many failed attempts from this address; wait",
+    )
+}
+
 fn check_token(app: &AppState, peer: IpAddr, body: &Bytes) -> Result<(), ApiError> {
-    if !app.console.attempts.allow(peer) {
-        return Err(ApiError::new(
-            StatusCode::TOO_MANY_REQUESTS,
-            "Throttled",
-            "too many sign-in attempts; wait",
-        ));
+    // Only failures spend the budget, so signing in often never locks anyone out.
+    if !app.console.may_attempt(peer) {
+        return Err(throttled());
     }
     let token = serde_json::from_slice::<serde_json::Value>(body)
         .ok()
@@ -214,23 +247,24 @@ fn check_token(app: &AppState, peer: IpAddr, body: &Bytes) -> Result<(), ApiErro
         Ok(())
     } else {
         tracing::warn!(%peer, "Console sign-in with a wrong token.");
+        app.console.failed_attempt(peer);
         Err(ApiError::new(StatusCode::UNAUTHORIZED, "Unauthorized", "wrong admin token").with_field("token"))
     }
 }
 
 async fn sign_out(State(app): State<AppState>, req: Request) -> Response {
-    let secure = req.extensions().get::<httpdns_net::http::Secure>().is_some();
+    let secure = crate::dnspod::is_secure(&app, &req);
     let mut resp = match authorize(&app, &req) {
         Ok(_) => {
             if let Some(s) = app.console.session(req.headers()) {
                 app.console.revoke(&s);
             }
-            let mut resp = StatusCode::NO_CONTENT.into_response();
-            resp.headers_mut().insert(header::SET_COOKIE, set_cookie("", 0, secure));
-            resp
+            StatusCode::NO_CONTENT.into_response()
         }
         Err(e) => e.into_response(),
     };
+    // Cleared in the browser whatever happened: a sign-out never leaves a cookie behind.
+    resp.headers_mut().insert(header::SET_COOKIE, set_cookie("", 0, secure));
     secure_headers(&mut resp);
     resp
 }
@@ -243,7 +277,10 @@ mod tests {
     fn cookies_are_found_among_others() {
         let mut h = HeaderMap::new();
         h.append(header::COOKIE, "a=1; httpdns_console=v1.x ; b=2".parse().unwrap());
-        assert_eq!(cookie(&h, COOKIE), Some("v1.x"));
-        assert_eq!(cookie(&h, "c"), None);
+        h.append(header::COOKIE, "httpdns_console=v1.y".parse().unwrap());
+        assert_eq!(cookies(&h, COOKIE).collect::<Vec<_>>(), ["v1.x", "v1.y"]);
+        assert_eq!(cookies(&h, "c").count(), 0);
+        let v6: IpAddr = "2001:db8:1:2:aaaa::1".parse().unwrap();
+        assert_eq!(attempt_key(v6), "2001:db8:1:2::".parse::<IpAddr>().unwrap(), "per /64");
     }
 }

@@ -3,7 +3,10 @@
 // page as text (textContent), never as markup.
 'use strict';
 
-const S = { csrf: null, poll: null };
+const S = { csrf: null, poll: null, gen: 0 };
+
+// Thrown once the session is gone: the sign-in page is up and the page being drawn stops.
+class SignedOut extends Error {}
 
 // ---- small helpers ----------------------------------------------------------------------
 
@@ -30,7 +33,7 @@ function say(text) {
   say.t = setTimeout(() => { s.textContent = ''; }, 4000);
 }
 
-async function api(method, path, body, extra) {
+async function api(method, path, body, extra, retried) {
   const headers = Object.assign({}, extra || {});
   if (body !== undefined) headers['Content-Type'] = 'application/json';
   if (method !== 'GET' && S.csrf) headers['X-CSRF-Token'] = S.csrf;
@@ -41,7 +44,15 @@ async function api(method, path, body, extra) {
   const text = await resp.text();
   let json = null;
   try { json = text ? JSON.parse(text) : null; } catch (_) { json = null; }
-  if (resp.status === 401 && !path.startsWith('/console/session')) { signInPage('Your session ended; sign in again.'); }
+  if (resp.status === 401 && !path.startsWith('/console/session')) {
+    signInPage('Your session ended; sign in again.');
+    throw new SignedOut();
+  }
+  // Signed in again in another tab: this tab's CSRF token is stale. Fetch the current one once.
+  if (resp.status === 403 && json && json.code === 'CsrfTokenInvalid' && !retried) {
+    const who = await fetch('/console/session', { credentials: 'same-origin' });
+    if (who.ok) { S.csrf = (await who.json()).csrf; return api(method, path, body, extra, true); }
+  }
   return { status: resp.status, ok: resp.ok, json, text, headers: resp.headers };
 }
 
@@ -79,12 +90,14 @@ function page(title, ...content) {
 }
 
 // Marks the field an API error names, or shows the error under the form.
-function showError(form, res) {
-  form.querySelectorAll('[aria-invalid]').forEach(el => el.removeAttribute('aria-invalid'));
+function showError(form, res, nameField) {
+  form.querySelectorAll('[aria-invalid]').forEach(el => { el.removeAttribute('aria-invalid'); el.removeAttribute('aria-describedby'); });
   form.querySelectorAll('.field-error').forEach(el => el.remove());
   const body = res.json || {};
   const message = body.error || res.text || ('HTTP ' + res.status);
-  const field = body.field ? String(body.field) : '';
+  let field = body.field ? String(body.field) : '';
+  // The API names a resource's key by its own word (id, cidr); the form's input is `name`.
+  if (nameField && (field === nameField || field === 'name')) field = 'name';
   const input = field && [...form.elements].find(el => el.name && (el.name === field || field.endsWith('.' + el.name) || field.startsWith(el.name + '.')));
   const msg = h('p', { class: 'field-error', id: 'err-' + Math.random().toString(36).slice(2), role: 'alert' },
     field ? field + ': ' + message : message);
@@ -99,6 +112,13 @@ function showError(form, res) {
 }
 
 function clearPoll() { if (S.poll) { clearInterval(S.poll); S.poll = null; } }
+
+// Starts a page's poller, unless the user has moved on since the page started drawing.
+function startPoll(gen, fn, ms) {
+  if (gen !== S.gen) return;
+  clearPoll();
+  S.poll = setInterval(() => { if (gen === S.gen) fn().catch(() => {}); else clearPoll(); }, ms);
+}
 
 // ---- sign-in ----------------------------------------------------------------------------
 
@@ -116,8 +136,9 @@ function signInPage(note) {
     if (!res.ok) return showError(form, res);
     S.csrf = res.json.csrf;
     signedIn();
-    location.hash = location.hash && location.hash !== '#/signin' ? location.hash : '#/overview';
-    route();
+    const target = location.hash.startsWith('#/') ? location.hash : '#/overview';
+    // A changed hash routes by itself (hashchange); route only when it stays the same.
+    if (location.hash !== target) location.hash = target; else route();
   });
   page('Sign in', note ? h('p', { class: 'error' }, note) : null,
     h('p', { class: 'muted' }, 'The admin token is in the server\'s data directory (admin-token) or HTTPDNS_ADMIN_TOKEN.'), form);
@@ -130,20 +151,23 @@ function signedIn() {
 }
 
 async function signOut() {
-  await api('DELETE', '/console/session');
+  const res = await api('DELETE', '/console/session').catch(e => { if (e instanceof SignedOut) return { ok: true }; throw e; });
+  if (!res.ok) { say(`Not signed out: ${(res.json && res.json.error) || res.status}`); return; }
   signInPage('Signed out.');
 }
 
 // ---- overview ---------------------------------------------------------------------------
 
+// Per-second rates between two readings; never negative (readings from two replicas behind a
+// balancer, or across a restart, are not comparable: the rate shows 0 until the next pair).
 function rates(prev, cur, key) {
   const dt = (cur.at_ms - prev.at_ms) / 1000;
   const out = {};
-  for (const [k, v] of Object.entries(cur[key] || {})) out[k] = dt > 0 ? (v - ((prev[key] || {})[k] || 0)) / dt : 0;
+  for (const [k, v] of Object.entries(cur[key] || {})) out[k] = dt > 0 ? Math.max(0, (v - ((prev[key] || {})[k] || 0)) / dt) : 0;
   return out;
 }
 
-async function overviewPage() {
+async function overviewPage(gen) {
   const box = h('div', {});
   page('Overview', h('p', { class: 'muted' }, 'From this server\'s own counters, refreshed every 2 seconds.'), box);
   let prev = null;
@@ -181,7 +205,7 @@ async function overviewPage() {
     prev = cur;
   };
   await tick();
-  S.poll = setInterval(tick, 2000);
+  startPoll(gen, tick, 2000);
 }
 
 // ---- resources (nodes, pools, domains, networks) -----------------------------------------
@@ -212,6 +236,12 @@ const KINDS = {
   },
 };
 
+function deletePath(obj, path) {
+  const ks = path.split('.');
+  const parent = ks.slice(0, -1).reduce((o, k) => (o == null ? undefined : o[k]), obj);
+  if (parent && typeof parent === 'object') delete parent[ks[ks.length - 1]];
+}
+
 function getPath(obj, path) { return path.split('.').reduce((o, k) => (o == null ? undefined : o[k]), obj); }
 function setPath(obj, path, v) {
   const ks = path.split('.');
@@ -235,20 +265,24 @@ function resourceForm(kind, item, done) {
     h('div', { class: 'row' }, h('button', { type: 'submit' }, item ? 'Save' : 'Create'), h('button', { type: 'button', class: 'secondary', onclick: () => done(false) }, 'Cancel')));
   form.addEventListener('submit', async ev => {
     ev.preventDefault();
-    const body = {};
+    // Start from what is stored, so fields the form does not show (a health check's method,
+    // its SNI) survive an edit.
+    const body = JSON.parse(JSON.stringify(spec || {}));
     let hc = false;
     for (const [f, , type] of k.fields) {
       const el = form.elements[f];
       if (type === 'checkbox') { setPath(body, f, el.checked); continue; }
-      if (el.value === '') continue;
+      if (el.value === '') { deletePath(body, f); continue; }
       if (f.startsWith('health_check.')) hc = true;
       setPath(body, f, type === 'number' ? Number(el.value) : el.value);
     }
     if (kind === 'pools' && !hc) delete body.health_check;
     if (kind === 'pools' && body.health_check && !body.health_check.kind) delete body.health_check;
     const name = form.elements.name.value.trim();
-    const res = await api('PUT', `/admin/v1/${k.path}/${encodeURIComponent(name)}`, body);
-    if (!res.ok) return showError(form, res);
+    // Create must not replace, and an edit must not overwrite someone else's change.
+    const pre = item ? { 'If-Match': `"${item.revision}"` } : { 'If-None-Match': '*' };
+    const res = await api('PUT', `/admin/v1/${k.path}/${encodeURIComponent(name)}`, body, pre);
+    if (!res.ok) return showError(form, res, k.name);
     say(`${k.title.slice(0, -1)} ${name} saved.`);
     done(true);
   });
@@ -261,19 +295,23 @@ async function resourcePage(kind) {
   const list = h('div', {});
   const editor = h('div', {});
   let cursor = [''];
+  let seq = 0;
   const load = async () => {
+    const mine = ++seq;
     const after = cursor[cursor.length - 1];
     const params = new URLSearchParams({ limit: '50' });
     if (after) params.set('after', after);
     if (q.value.trim()) params.set('q', q.value.trim());
     const res = await api('GET', `/admin/v1/${k.path}?${params}`);
+    // A slower answer to an older filter must not replace a newer one.
+    if (mine !== seq) return;
     if (!res.ok) { list.replaceChildren(h('p', { class: 'error' }, (res.json && res.json.error) || res.text)); return; }
     const items = res.json.items;
     const cols = [['name', k.name === 'cidr' ? 'CIDR' : k.name === 'id' ? 'Id' : 'Name']].concat(k.cols.map(c => [c, c, r => cell(r.spec[c])]));
     cols.push(['', 'Actions', r => h('span', { class: 'row' },
-      h('button', { type: 'button', class: 'secondary', onclick: () => edit(r) }, 'Edit'),
-      kind === 'nodes' ? h('button', { type: 'button', class: 'secondary', onclick: () => toggle(r) }, r.spec.enabled === false ? 'Enable' : 'Disable') : null,
-      h('button', { type: 'button', class: 'danger', onclick: () => remove(r) }, 'Delete'))]);
+      h('button', { type: 'button', class: 'secondary', 'aria-label': 'Edit ' + r.name, onclick: () => edit(r) }, 'Edit'),
+      kind === 'nodes' ? h('button', { type: 'button', class: 'secondary', 'aria-label': (r.spec.enabled === false ? 'Enable ' : 'Disable ') + r.name, onclick: () => toggle(r) }, r.spec.enabled === false ? 'Enable' : 'Disable') : null,
+      h('button', { type: 'button', class: 'danger', 'aria-label': 'Delete ' + r.name, onclick: () => remove(r) }, 'Delete'))]);
     list.replaceChildren(table(items, cols),
       h('div', { class: 'row' },
         h('button', { type: 'button', class: 'secondary', disabled: cursor.length < 2 ? true : null, onclick: () => { cursor.pop(); load(); } }, 'Previous page'),
@@ -283,7 +321,7 @@ async function resourcePage(kind) {
   const edit = item => { editor.replaceChildren(resourceForm(kind, item, saved => { editor.replaceChildren(); if (saved) load(); })); editor.querySelector('input:not([readonly])').focus(); };
   const toggle = async item => {
     const spec = Object.assign({}, item.spec, { enabled: item.spec.enabled === false });
-    const res = await api('PUT', `/admin/v1/${k.path}/${encodeURIComponent(item.name)}`, spec);
+    const res = await api('PUT', `/admin/v1/${k.path}/${encodeURIComponent(item.name)}`, spec, { 'If-Match': `"${item.revision}"` });
     say(res.ok ? `${item.name} ${spec.enabled ? 'enabled' : 'disabled'}.` : `Not changed: ${(res.json && res.json.error) || res.status}`);
     load();
   };
@@ -373,8 +411,12 @@ async function mirrorPage() {
   lookup.addEventListener('submit', async ev => {
     ev.preventDefault();
     const path = lookup.elements.path.value.startsWith('/') ? lookup.elements.path.value : '/' + lookup.elements.path.value;
-    const res = await api('GET', '/admin/v1/mirror/objects' + path);
-    if (res.status === 404) { found.replaceChildren(h('p', {}, `Not stored: ${path}`)); return; }
+    if (path.split('/').some(seg => seg === '.' || seg === '..')) {
+      return showError(lookup, { status: 400, json: { field: 'path', error: 'no . or .. segments in a mirror path' } });
+    }
+    // `?` and `#` are part of the key here, not the URL's query or fragment.
+    const res = await api('GET', '/admin/v1/mirror/objects' + path.replace(/\?/g, '%3F').replace(/#/g, '%23'));
+    if (res.status === 404 && res.json && res.json.code === 'NotFound') { found.replaceChildren(h('p', {}, `Not stored: ${path}`)); return; }
     if (!res.ok) return showError(lookup, res);
     const o = res.json;
     found.replaceChildren(table([{ stored: 'yes', size: o.length, etag: o.etag, 'content type': o.content_type, 'age (s)': o.age_s }]));
@@ -402,6 +444,8 @@ function diffLines(a, b) {
 }
 
 function diffView(a, b) {
+  // The table is lines × lines: past a few thousand each way, say so instead of freezing the tab.
+  if (a.split('\n').length * b.split('\n').length > 4e6) return h('p', { class: 'muted' }, 'Too large to compare here; use the API and a diff tool.');
   const lines = diffLines(a, b);
   if (!lines.some(([t]) => t !== '  ')) return h('p', { class: 'muted' }, 'No difference.');
   return h('pre', { class: 'diff', 'aria-label': 'Difference' }, lines.map(([t, l]) => h('span', { class: t === '+ ' ? 'add' : t === '- ' ? 'del' : null }, t + l + '\n')));
@@ -438,10 +482,15 @@ async function configPage(module) {
     if (form.elements.summary.value) hd['X-Config-Summary'] = form.elements.summary.value;
     return hd;
   };
+  const summaryOk = () => {
+    if (/^[\x20-\x7e]*$/.test(form.elements.summary.value)) return true;
+    showError(form, { status: 400, json: { field: 'summary', error: 'printable ASCII only (it travels in the X-Config-Summary header)' } });
+    return false;
+  };
   const parsed = () => { try { return JSON.parse(body()); } catch (e) { result.replaceChildren(h('p', { class: 'error' }, 'Not JSON: ' + e.message)); return null; } };
   form.elements.preview.addEventListener('click', () => { const d = parsed(); if (d) result.replaceChildren(h('h2', {}, `Difference to version ${version || 'none'}`), diffView(currentText, pretty(d))); });
   form.elements.dry.addEventListener('click', async () => {
-    if (!parsed()) return;
+    if (!parsed() || !summaryOk()) return;
     const res = await api('PUT', `/admin/v1/config/${encodeURIComponent(module)}?dry_run=1`, body(), headers());
     if (!res.ok) return conflictOrError(res);
     result.replaceChildren(h('p', { class: 'ok' }, `Valid. ${res.json.summary}`));
@@ -458,7 +507,7 @@ async function configPage(module) {
   form.addEventListener('submit', async ev => {
     ev.preventDefault();
     const d = parsed();
-    if (!d) return;
+    if (!d || !summaryOk()) return;
     if (!confirm(`Publish ${module}? Apps receive it at their next poll.`)) return;
     const res = await api('PUT', `/admin/v1/config/${encodeURIComponent(module)}`, body(), headers());
     if (!res.ok) return conflictOrError(res);
@@ -502,7 +551,7 @@ function windowPicker(current, go) {
 
 async function eventsPage(win) {
   win = win || '5m';
-  const res = await api('GET', '/admin/v1/events/summary?window=' + win);
+  const res = await api('GET', '/admin/v1/events/summary?window=' + encodeURIComponent(win));
   const v = res.json || {};
   page('Client events', windowPicker(win, w => { location.hash = '#/events/' + w; }),
     res.ok ? h('p', { class: 'muted' }, `${v.replicas} replica(s) reporting; a place is flagged past ${pct(v.alert_rate)} of at least ${v.alert_min_requests} requests.`) : h('p', { class: 'error' }, (v && v.error) || res.text),
@@ -518,7 +567,7 @@ async function eventsPage(win) {
 
 async function localdnsPage(win) {
   win = win || '1h';
-  const res = await api('GET', '/admin/v1/localdns/map?window=' + win);
+  const res = await api('GET', '/admin/v1/localdns/map?window=' + encodeURIComponent(win));
   const v = res.json || {};
   page('LocalDNS map', windowPicker(win, w => { location.hash = '#/localdns/' + w; }),
     h('p', { class: 'muted' }, 'Sampled system-resolver answers beside HTTPDNS\'s, judged by this service: worst places first.'),
@@ -530,9 +579,16 @@ async function localdnsPage(win) {
 // ---- routing ----------------------------------------------------------------------------
 
 async function route() {
+  // Only `#/...` is a page: `#main` (the skip link) moves focus, nothing else.
+  if (location.hash && !location.hash.startsWith('#/')) return;
   clearPoll();
-  const parts = location.hash.replace(/^#\/?/, '').split('/').map(decodeURIComponent);
-  const [name, arg] = parts;
+  const gen = ++S.gen;
+  let name, arg;
+  try {
+    [name, arg] = location.hash.replace(/^#\/?/, '').split('/').map(decodeURIComponent);
+  } catch (_) {
+    name = 'overview';
+  }
   document.querySelectorAll('#nav a').forEach(a => {
     if (a.getAttribute('href') === '#/' + (name || 'overview')) a.setAttribute('aria-current', 'page'); else a.removeAttribute('aria-current');
   });
@@ -545,9 +601,10 @@ async function route() {
       case 'config': return await configPage(arg);
       case 'events': return await eventsPage(arg);
       case 'localdns': return await localdnsPage(arg);
-      default: return await overviewPage();
+      default: return await overviewPage(gen);
     }
   } catch (e) {
+    if (e instanceof SignedOut) return;
     page('Error', h('p', { class: 'error' }, String(e)));
   }
 }
