@@ -1,8 +1,8 @@
 //! The ceiling for the `/d` benchmark: a bare axum server answering `GET /d` with a constant
 //! response, byte for byte the size and header set of a real `/d` answer, on the same runtime
-//! shape as `httpdns serve`. The same bytes on the wire keep the load generator's own cost
-//! (which shares the machine's two cores) equal for both targets, so the ratio measures the
-//! server-side work only.
+//! shape as `httpdns serve`. Both are pinned to one core by `scripts/bench-http.sh` (the load
+//! generator to the other), and the same bytes on the wire keep the load generator's cost
+//! equal for both targets, so the ratio measures the server-side work only.
 //!
 //! It also answers the config center's conditional GET with a constant `304`.
 //!

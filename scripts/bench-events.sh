@@ -137,5 +137,9 @@ done
 ratios "batches/s, httpdns / nginx return 202" <"$W/ratio"
 ratios "events per server CPU-second (httpdns)" <"$W/eff"
 V=$(curl -s -H "Authorization: Bearer $TOKEN" "http://$API/admin/v1/events/summary?window=10m")
-echo "fleet view after the run: $(echo "$V" | python3 -c 'import json,sys; v=json.load(sys.stdin); r=v["rates"][0]; print(f"{r[\"isp\"]}/{r[\"region\"]}: requests {r[\"requests\"]:.0f} (weighted), fallbacks {r[\"fallbacks\"]:.0f}")')"
+echo "fleet view after the run: $(echo "$V" | python3 -c '
+import json, sys
+r = json.load(sys.stdin)["rates"][0]
+print("%s/%s: requests %.0f (weighted), fallbacks %.0f" % (r["isp"], r["region"], r["requests"], r["fallbacks"]))
+')"
 echo "command: scripts/bench-events.sh $DURATION $ROUNDS (BATCH=$BATCH)"
