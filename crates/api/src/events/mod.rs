@@ -158,6 +158,12 @@ impl EventMetrics {
         for r in ["invalid", "rate_limited", "too_large", "unauthenticated", "stale"] {
             rejected.with_label_values(&[r]);
         }
+        // One zero series of each family, so a replica that has received no event yet still
+        // exports them (dashboards and rules find the names; a zero never fires a rule).
+        events.with_label_values(&["request", "unknown", "unknown", "ok", "unknown"]);
+        requests_by_host.with_label_values(&["other", "ok"]);
+        duration_sum.with_label_values(&["request", "unknown", "unknown"]);
+        duration_count.with_label_values(&["request", "unknown", "unknown"]);
         Self {
             events,
             requests_by_host,
