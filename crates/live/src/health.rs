@@ -130,6 +130,13 @@ impl HealthRegistry {
 #[derive(Debug, Default, Clone)]
 pub struct HealthView(Vec<Arc<NodeState>>);
 
+impl HealthView {
+    /// The state of the snapshot's node at `index`: no lock, no lookup by id.
+    pub fn get(&self, index: usize) -> Option<&NodeState> {
+        self.0.get(index).map(|s| &**s)
+    }
+}
+
 impl NodeHealth for HealthView {
     fn is_up(&self, node: u32) -> bool {
         self.0.get(node as usize).is_none_or(|s| s.is_up())

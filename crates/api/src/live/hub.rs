@@ -145,8 +145,12 @@ impl LiveHub {
         let reports: HashMap<String, _> = catalog.store().reports_since(horizon).await?.into_iter().collect();
         let published = catalog.snapshot();
         let mut live = HashMap::new();
-        for node in published.nodes() {
-            let probed = catalog.registry().state(&node.id).latency_ms().map(|l| (l * 10.0).round() / 10.0);
+        // By snapshot index through the published health view: once a second over every node,
+        // a lookup by id (a lock and a key allocation each) would stall the answer path of a
+        // 100,000-node fleet for milliseconds.
+        for (index, node) in published.nodes().iter().enumerate() {
+            let probed =
+                published.health.get(index).and_then(|s| s.latency_ms()).map(|l| (l * 10.0).round() / 10.0);
             let mut entry = LiveNode { latency_ms: probed, ..LiveNode::default() };
             if let Some(r) = reports.get(&*node.id) {
                 let age = now.saturating_sub(r.reported_at.max(0) as u64);
