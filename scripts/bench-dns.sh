@@ -116,12 +116,8 @@ done
 echo "httpdns: $(answer $DNS_PORT)"
 echo "knot:    $(answer $KNOT_PORT)"
 
-cpu() { awk '{print $14 + $15}' "/proc/$1/stat"; } # utime+stime in clock ticks, all threads
-HZ=$(getconf CLK_TCK)
-ratios() { # "name" list-of-ratios -> median and spread
-    sort -g | awk -v name="$1" '{v[NR]=$1} END {m = (NR % 2) ? v[(NR+1)/2] : (v[NR/2] + v[NR/2+1]) / 2;
-        printf "%s: median ratio %.3f (min %.3f, max %.3f, %d rounds)\n", name, m, v[1], v[NR], NR}'
-}
+# cpu, HZ, ratios and medians (the working directory is the repository here).
+. scripts/bench-lib.sh
 median() { sort -g | awk '{v[NR]=$1} END {print (NR % 2) ? v[(NR+1)/2] : (v[NR/2] + v[NR/2+1]) / 2}'; }
 
 echo "www.example.com A" >"$W/queries"

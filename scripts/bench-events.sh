@@ -108,12 +108,8 @@ EOL
 echo "batch: $BATCH events, $(wc -c <"$W/body.json") bytes"
 echo "httpdns: $(curl -s -X POST --data-binary @"$W/body.json" "http://$API/app/events")   nginx: $(curl -s -X POST --data-binary @"$W/body.json" "http://$NGINX/app/events")"
 
-cpu() { awk '{print $14 + $15}' "/proc/$1/stat"; } # utime+stime in clock ticks
-HZ=$(getconf CLK_TCK)
-ratios() { # "name" list-of-ratios -> median and spread
-    sort -g | awk -v name="$1" '{v[NR]=$1} END {m = (NR % 2) ? v[(NR+1)/2] : (v[NR/2] + v[NR/2+1]) / 2;
-        printf "%s: median %.3f (min %.3f, max %.3f, %d rounds)\n", name, m, v[1], v[NR], NR}'
-}
+# cpu, HZ, ratios and medians (the working directory is the repository here).
+. scripts/bench-lib.sh
 run() { # url -> "req_per_s non_2xx"
     taskset -c 1 wrk -t1 -c16 -d"${DURATION}s" -s "$W/post.lua" "$1" >"$W/wrk.out"
     awk '/^Requests\/sec/ {r=$2} /Non-2xx/ {e=$NF} END {printf "%s %d\n", r, e}' "$W/wrk.out"
@@ -135,7 +131,7 @@ for r in $(seq 1 "$ROUNDS"); do
     awk -v h="$h" -v b="$BATCH" -v c=$((c1 - c0)) -v hz="$HZ" -v d="$DURATION" 'BEGIN {print h * b * d / (c / hz)}' >>"$W/eff"
 done
 ratios "batches/s, httpdns / nginx return 202" <"$W/ratio"
-ratios "events per server CPU-second (httpdns)" <"$W/eff"
+medians "events per server CPU-second (httpdns)" <"$W/eff"
 V=$(curl -s -H "Authorization: Bearer $TOKEN" "http://$API/admin/v1/events/summary?window=10m")
 echo "fleet view after the run: $(echo "$V" | python3 -c '
 import json, sys

@@ -107,12 +107,8 @@ if ! cmp -s "$W/body.httpdns" "$W/body.bare" || [ "$(wc -c <"$W/head.httpdns")" 
     echo "WARNING: the two responses differ in bytes; update examples/bare_axum.rs to match" >&2
 fi
 
-cpu() { awk '{print $14 + $15}' "/proc/$1/stat"; } # utime+stime in clock ticks, all threads
-HZ=$(getconf CLK_TCK)
-ratios() { # "name" list-of-ratios -> median and spread
-    sort -g | awk -v name="$1" '{v[NR]=$1} END {m = (NR % 2) ? v[(NR+1)/2] : (v[NR/2] + v[NR/2+1]) / 2;
-        printf "%s: median ratio %.3f (min %.3f, max %.3f, %d rounds)\n", name, m, v[1], v[NR], NR}'
-}
+# cpu, HZ, ratios and medians (the working directory is the repository here).
+. scripts/bench-lib.sh
 median() { sort -g | awk '{v[NR]=$1} END {print (NR % 2) ? v[(NR+1)/2] : (v[NR/2] + v[NR/2+1]) / 2}'; }
 # One wrk run against a server; sets RPS, P99 (ms), REQS, CPU_S (server CPU seconds), ERRS.
 run() { # url pid

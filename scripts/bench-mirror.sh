@@ -139,12 +139,8 @@ for f in 4k 1m; do
 done
 echo "x-cache after warm-up: mirror $(xcache "http://$MIRROR/files/4k.bin"), nginx proxy_cache $(xcache "http://$NGINX_CACHE/files/4k.bin")"
 
-cpu() { awk '{print $14 + $15}' "/proc/$1/stat"; } # utime+stime in clock ticks, all threads
-HZ=$(getconf CLK_TCK)
-ratios() { # "name" list-of-ratios -> median and spread
-    sort -g | awk -v name="$1" '{v[NR]=$1} END {m = (NR % 2) ? v[(NR+1)/2] : (v[NR/2] + v[NR/2+1]) / 2;
-        printf "%s: median ratio %.3f (min %.3f, max %.3f, %d rounds)\n", name, m, v[1], v[NR], NR}'
-}
+# cpu, HZ, ratios and medians (the working directory is the repository here).
+. scripts/bench-lib.sh
 median() { sort -g | awk '{v[NR]=$1} END {print (NR % 2) ? v[(NR+1)/2] : (v[NR/2] + v[NR/2+1]) / 2}'; }
 # One wrk run against a server; prints "req_per_s p99_ms requests server_cpu_s errors".
 run() { # url pid

@@ -100,12 +100,8 @@ for who in "$API_TLS" "$NGINX"; do
     echo "resumption at $who: $(openssl s_client -connect "$who" -sess_in "$W/sess" </dev/null 2>/dev/null | grep -E '^(Reused|New),' | head -n1)"
 done
 
-cpu() { awk '{print $14 + $15}' "/proc/$1/stat"; } # utime+stime in clock ticks
-HZ=$(getconf CLK_TCK)
-ratios() { # "name" list-of-ratios -> median and spread
-    sort -g | awk -v name="$1" '{v[NR]=$1} END {m = (NR % 2) ? v[(NR+1)/2] : (v[NR/2] + v[NR/2+1]) / 2;
-        printf "%s: median ratio %.3f (min %.3f, max %.3f, %d rounds)\n", name, m, v[1], v[NR], NR}'
-}
+# cpu, HZ, ratios and medians (the working directory is the repository here).
+. scripts/bench-lib.sh
 
 wrk_rps() { taskset -c 1 wrk -t1 -c32 -d"${DURATION}s" "$1" | awk '/^Requests\/sec/ {print $2}'; }
 # s_time processes in parallel on core 1: total connections per second, and the server's

@@ -1,0 +1,18 @@
+# Shared by the bench-*.sh scripts (sourced): the server CPU reading and the median of
+# per-round ratios that every benchmark reports.
+
+# utime+stime of a process, all its threads, in clock ticks (divide by $HZ for seconds).
+cpu() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+HZ=$(getconf CLK_TCK)
+
+# Reads one ratio per line; prints "<name>: median ratio M (min A, max B, N rounds)".
+ratios() {
+    sort -g | awk -v name="$1" '{v[NR]=$1} END {m = (NR % 2) ? v[(NR+1)/2] : (v[NR/2] + v[NR/2+1]) / 2;
+        printf "%s: median ratio %.3f (min %.3f, max %.3f, %d rounds)\n", name, m, v[1], v[NR], NR}'
+}
+
+# Reads one value per line; prints "<name>: median M (min A, max B, N rounds)".
+medians() {
+    sort -g | awk -v name="$1" '{v[NR]=$1} END {m = (NR % 2) ? v[(NR+1)/2] : (v[NR/2] + v[NR/2+1]) / 2;
+        printf "%s: median %.0f (min %.0f, max %.0f, %d rounds)\n", name, m, v[1], v[NR], NR}'
+}
