@@ -61,13 +61,37 @@ impl FormatOptions {
     }
 }
 
+/// Writes an address. IPv4 by hand: this is the answer path's hottest formatting, and
+/// `core::fmt` showed in its profile (docs/benchmarks.md); IPv6 through `Display`.
+fn push_ip(out: &mut String, ip: &IpAddr) {
+    match ip {
+        IpAddr::V4(v4) => {
+            let mut buf = itoa::Buffer::new();
+            for (i, octet) in v4.octets().iter().enumerate() {
+                if i > 0 {
+                    out.push('.');
+                }
+                out.push_str(buf.format(*octet));
+            }
+        }
+        IpAddr::V6(_) => {
+            let _ = write!(out, "{ip}");
+        }
+    }
+}
+
+fn push_u32(out: &mut String, n: u32) {
+    out.push_str(itoa::Buffer::new().format(n));
+}
+
 fn write_part(out: &mut String, part: &Part, other: &Part, ttl: bool, opts: FormatOptions) {
     if part.ips.is_empty() {
         out.push('0');
         if ttl && !opts.document_form {
             // The SDK's pattern needs `,ttl` here; the TTL says how long "nothing" holds.
             let t = [part.ttl, other.ttl].into_iter().find(|t| *t > 0).unwrap_or(EMPTY_PART_TTL);
-            let _ = write!(out, ",{t}");
+            out.push(',');
+            push_u32(out, t);
         }
         return;
     }
@@ -75,10 +99,11 @@ fn write_part(out: &mut String, part: &Part, other: &Part, ttl: bool, opts: Form
         if i > 0 {
             out.push(';');
         }
-        let _ = write!(out, "{ip}");
+        push_ip(out, ip);
     }
     if ttl {
-        let _ = write!(out, ",{}", part.ttl);
+        out.push(',');
+        push_u32(out, part.ttl);
     }
 }
 
@@ -111,11 +136,13 @@ pub fn format(req: &DRequest, answers: &[NameAnswer<'_>], client: IpAddr, opts: 
             return out;
         }
         if req.query {
-            let _ = write!(out, "{}.:", a.name);
+            out.push_str(a.name);
+            out.push_str(".:");
         }
         write_parts(&mut out, req, a, opts);
         if req.clientip {
-            let _ = write!(out, "|{client}");
+            out.push('|');
+            push_ip(&mut out, &client);
         }
         return out;
     }
@@ -124,10 +151,12 @@ pub fn format(req: &DRequest, answers: &[NameAnswer<'_>], client: IpAddr, opts: 
         if i > 0 {
             out.push('\n');
         }
-        let _ = write!(out, "{}.:", a.name);
+        out.push_str(a.name);
+        out.push_str(".:");
         write_parts(&mut out, req, a, opts);
         if req.clientip && (every_line || i + 1 == answers.len()) {
-            let _ = write!(out, "|{client}");
+            out.push('|');
+            push_ip(&mut out, &client);
         }
     }
     out
