@@ -117,7 +117,7 @@ echo "httpdns: $(answer $DNS_PORT)"
 echo "knot:    $(answer $KNOT_PORT)"
 
 # cpu, HZ, ratios and medians (the working directory is the repository here).
-. scripts/bench-lib.sh
+. scripts/lib-bench.sh
 median() { sort -g | awk '{v[NR]=$1} END {print (NR % 2) ? v[(NR+1)/2] : (v[NR/2] + v[NR/2+1]) / 2}'; }
 
 echo "www.example.com A" >"$W/queries"

@@ -109,7 +109,7 @@ echo "batch: $BATCH events, $(wc -c <"$W/body.json") bytes"
 echo "httpdns: $(curl -s -X POST --data-binary @"$W/body.json" "http://$API/app/events")   nginx: $(curl -s -X POST --data-binary @"$W/body.json" "http://$NGINX/app/events")"
 
 # cpu, HZ, ratios and medians (the working directory is the repository here).
-. scripts/bench-lib.sh
+. scripts/lib-bench.sh
 run() { # url -> "req_per_s non_2xx"
     taskset -c 1 wrk -t1 -c16 -d"${DURATION}s" -s "$W/post.lua" "$1" >"$W/wrk.out"
     awk '/^Requests\/sec/ {r=$2} /Non-2xx/ {e=$NF} END {printf "%s %d\n", r, e}' "$W/wrk.out"

@@ -108,7 +108,7 @@ if ! cmp -s "$W/body.httpdns" "$W/body.bare" || [ "$(wc -c <"$W/head.httpdns")" 
 fi
 
 # cpu, HZ, ratios and medians (the working directory is the repository here).
-. scripts/bench-lib.sh
+. scripts/lib-bench.sh
 median() { sort -g | awk '{v[NR]=$1} END {print (NR % 2) ? v[(NR+1)/2] : (v[NR/2] + v[NR/2+1]) / 2}'; }
 # One wrk run against a server; sets RPS, P99 (ms), REQS, CPU_S (server CPU seconds), ERRS.
 run() { # url pid

@@ -140,7 +140,7 @@ done
 echo "x-cache after warm-up: mirror $(xcache "http://$MIRROR/files/4k.bin"), nginx proxy_cache $(xcache "http://$NGINX_CACHE/files/4k.bin")"
 
 # cpu, HZ, ratios and medians (the working directory is the repository here).
-. scripts/bench-lib.sh
+. scripts/lib-bench.sh
 median() { sort -g | awk '{v[NR]=$1} END {print (NR % 2) ? v[(NR+1)/2] : (v[NR/2] + v[NR/2+1]) / 2}'; }
 # One wrk run against a server; prints "req_per_s p99_ms requests server_cpu_s errors".
 run() { # url pid

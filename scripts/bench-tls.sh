@@ -101,7 +101,7 @@ for who in "$API_TLS" "$NGINX"; do
 done
 
 # cpu, HZ, ratios and medians (the working directory is the repository here).
-. scripts/bench-lib.sh
+. scripts/lib-bench.sh
 
 wrk_rps() { taskset -c 1 wrk -t1 -c32 -d"${DURATION}s" "$1" | awk '/^Requests\/sec/ {print $2}'; }
 # s_time processes in parallel on core 1: total connections per second, and the server's

@@ -1,4 +1,4 @@
-# Shared by the bench-*.sh scripts (sourced): the server CPU reading and the median of
+# Shared by the bench-*.sh scripts (sourced; not a benchmark itself): the server CPU reading and the median of
 # per-round ratios that every benchmark reports.
 
 # utime+stime of a process, all its threads, in clock ticks (divide by $HZ for seconds).
