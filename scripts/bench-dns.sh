@@ -39,9 +39,9 @@ DNS_PORT=18553
 KNOT_PORT=18554
 TOKEN=bench-admin-token-0123456789
 
-for t in dnsperf knotd dig wrk curl taskset; do
-    command -v "$t" >/dev/null || { echo "$t is required (apt-get install dnsperf knot bind9-dnsutils wrk curl util-linux)" >&2; exit 1; }
-done
+# cpu, HZ, ratios, medians and need (the working directory is the repository here).
+. scripts/lib-bench.sh
+need "apt-get install dnsperf knot bind9-dnsutils wrk curl util-linux" dnsperf knotd dig wrk curl taskset
 cargo build --release --quiet --bin httpdns
 
 W="$(mktemp -d)"
@@ -116,8 +116,6 @@ done
 echo "httpdns: $(answer $DNS_PORT)"
 echo "knot:    $(answer $KNOT_PORT)"
 
-# cpu, HZ, ratios and medians (the working directory is the repository here).
-. scripts/lib-bench.sh
 median() { sort -g | awk '{v[NR]=$1} END {print (NR % 2) ? v[(NR+1)/2] : (v[NR/2] + v[NR/2+1]) / 2}'; }
 
 echo "www.example.com A" >"$W/queries"

@@ -22,9 +22,9 @@ API=127.0.0.1:18700
 NGINX=127.0.0.1:18702
 TOKEN=bench-admin-token-0123456789
 
-for t in wrk nginx taskset curl; do
-    command -v "$t" >/dev/null || { echo "$t is required" >&2; exit 1; }
-done
+# cpu, HZ, ratios, medians and need (the working directory is the repository here).
+. scripts/lib-bench.sh
+need "apt-get install wrk nginx-light util-linux curl" wrk nginx taskset curl
 cargo build --release --quiet --bin httpdns
 
 W="$(mktemp -d)"
@@ -108,8 +108,6 @@ EOL
 echo "batch: $BATCH events, $(wc -c <"$W/body.json") bytes"
 echo "httpdns: $(curl -s -X POST --data-binary @"$W/body.json" "http://$API/app/events")   nginx: $(curl -s -X POST --data-binary @"$W/body.json" "http://$NGINX/app/events")"
 
-# cpu, HZ, ratios and medians (the working directory is the repository here).
-. scripts/lib-bench.sh
 run() { # url -> "req_per_s non_2xx"
     taskset -c 1 wrk -t1 -c16 -d"${DURATION}s" -s "$W/post.lua" "$1" >"$W/wrk.out"
     awk '/^Requests\/sec/ {r=$2} /Non-2xx/ {e=$NF} END {printf "%s %d\n", r, e}' "$W/wrk.out"

@@ -28,9 +28,9 @@ TOKEN=bench-admin-token-0123456789
 NODES=100000
 POOLS=500
 
-for t in wrk curl python3 taskset; do
-    command -v "$t" >/dev/null || { echo "$t is required" >&2; exit 1; }
-done
+# cpu, HZ, ratios, medians and need (the working directory is the repository here).
+. scripts/lib-bench.sh
+need "apt-get install wrk curl python3 util-linux" wrk curl python3 taskset
 cargo build --release --quiet --bin httpdns
 
 W="$(mktemp -d)"

@@ -37,9 +37,9 @@ BARE=127.0.0.1:18481
 TOKEN=bench-admin-token-0123456789
 
 case "$TARGET" in d | config) ;; *) echo "unknown target $TARGET (d or config)" >&2; exit 2 ;; esac
-for t in wrk curl taskset; do
-    command -v "$t" >/dev/null || { echo "$t is required (apt-get install wrk curl util-linux)" >&2; exit 1; }
-done
+# cpu, HZ, ratios, medians and need (the working directory is the repository here).
+. scripts/lib-bench.sh
+need "apt-get install wrk curl util-linux" wrk curl taskset
 cargo build --release --quiet --bin httpdns --example bare_axum
 
 W="$(mktemp -d)"
@@ -107,8 +107,6 @@ if ! cmp -s "$W/body.httpdns" "$W/body.bare" || [ "$(wc -c <"$W/head.httpdns")" 
     echo "WARNING: the two responses differ in bytes; update examples/bare_axum.rs to match" >&2
 fi
 
-# cpu, HZ, ratios and medians (the working directory is the repository here).
-. scripts/lib-bench.sh
 median() { sort -g | awk '{v[NR]=$1} END {print (NR % 2) ? v[(NR+1)/2] : (v[NR/2] + v[NR/2+1]) / 2}'; }
 # One wrk run against a server; sets RPS, P99 (ms), REQS, CPU_S (server CPU seconds), ERRS.
 run() { # url pid

@@ -39,9 +39,9 @@ TARGET_PORT=18483
 TOKEN=bench-admin-token-0123456789
 
 case "$LIVE_PARTS" in both | checks | feedback) ;; *) echo "LIVE_PARTS is both, checks or feedback" >&2; exit 2 ;; esac
-for t in wrk curl taskset python3; do
-    command -v "$t" >/dev/null || { echo "$t is required (apt-get install wrk curl util-linux python3)" >&2; exit 1; }
-done
+# cpu, HZ, ratios, medians and need (the working directory is the repository here).
+. scripts/lib-bench.sh
+need "apt-get install wrk curl util-linux python3" wrk curl taskset python3
 cargo build --release --quiet --bin httpdns --example probe_sink --example feedback_load
 
 W="$(mktemp -d)"
@@ -100,8 +100,6 @@ feedback_off() {
     FPID=
 }
 
-# cpu, HZ, ratios and medians (the working directory is the repository here).
-. scripts/lib-bench.sh
 median() { sort -g | awk '{v[NR]=$1} END {print (NR % 2) ? v[(NR+1)/2] : (v[NR/2] + v[NR/2+1]) / 2}'; }
 metric() { curl -s "http://$API/metrics" | awk -v m="$1" 'index($1, m) == 1 {s += $2} END {print s + 0}'; }
 

@@ -43,9 +43,9 @@ NGINX=127.0.0.1:18582
 NGINX_CACHE=127.0.0.1:18583
 TOKEN=bench-admin-token-0123456789
 
-for t in wrk nginx curl taskset; do
-    command -v "$t" >/dev/null || { echo "$t is required (apt-get install wrk nginx-light curl util-linux)" >&2; exit 1; }
-done
+# cpu, HZ, ratios, medians and need (the working directory is the repository here).
+. scripts/lib-bench.sh
+need "apt-get install wrk nginx-light curl util-linux" wrk nginx curl taskset
 cargo build --release --quiet --bin httpdns --example mirror_herd
 
 W="$(mktemp -d)"
@@ -139,8 +139,6 @@ for f in 4k 1m; do
 done
 echo "x-cache after warm-up: mirror $(xcache "http://$MIRROR/files/4k.bin"), nginx proxy_cache $(xcache "http://$NGINX_CACHE/files/4k.bin")"
 
-# cpu, HZ, ratios and medians (the working directory is the repository here).
-. scripts/lib-bench.sh
 median() { sort -g | awk '{v[NR]=$1} END {print (NR % 2) ? v[(NR+1)/2] : (v[NR/2] + v[NR/2+1]) / 2}'; }
 # One wrk run against a server; prints "req_per_s p99_ms requests server_cpu_s errors".
 run() { # url pid

@@ -31,9 +31,9 @@ DOT_PORT=18654
 NGINX=127.0.0.1:18602
 TOKEN=bench-admin-token-0123456789
 
-for t in wrk nginx openssl dnsperf taskset; do
-    command -v "$t" >/dev/null || { echo "$t is required" >&2; exit 1; }
-done
+# cpu, HZ, ratios, medians and need (the working directory is the repository here).
+. scripts/lib-bench.sh
+need "apt-get install wrk nginx-light openssl dnsperf util-linux" wrk nginx openssl dnsperf taskset
 cargo build --release --quiet --bin httpdns
 
 W="$(mktemp -d)"
@@ -100,8 +100,6 @@ for who in "$API_TLS" "$NGINX"; do
     echo "resumption at $who: $(openssl s_client -connect "$who" -sess_in "$W/sess" </dev/null 2>/dev/null | grep -E '^(Reused|New),' | head -n1)"
 done
 
-# cpu, HZ, ratios and medians (the working directory is the repository here).
-. scripts/lib-bench.sh
 
 wrk_rps() { taskset -c 1 wrk -t1 -c32 -d"${DURATION}s" "$1" | awk '/^Requests\/sec/ {print $2}'; }
 # s_time processes in parallel on core 1: total connections per second, and the server's

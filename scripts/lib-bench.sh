@@ -1,6 +1,15 @@
 # Shared by the bench-*.sh scripts (sourced; not a benchmark itself): the server CPU reading and the median of
 # per-round ratios that every benchmark reports.
 
+# need HINT TOOL...: stops with "TOOL is required (HINT)" unless every tool is on the PATH.
+need() {
+    local hint=$1 t
+    shift
+    for t in "$@"; do
+        command -v "$t" >/dev/null || { echo "$t is required ($hint)" >&2; exit 1; }
+    done
+}
+
 # utime+stime of a process, all its threads, in clock ticks (divide by $HZ for seconds).
 cpu() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 HZ=$(getconf CLK_TCK)
