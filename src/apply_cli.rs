@@ -4,8 +4,8 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 use clap::Args;
-use httpdns_server::apply::client::AdminClient;
-use httpdns_server::apply::{plan, Format, StateFile};
+use httpdns_apply::client::AdminClient;
+use httpdns_apply::{plan, Format, StateFile};
 
 #[derive(Args, Debug, Clone)]
 pub(crate) struct AdminArgs {

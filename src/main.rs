@@ -86,7 +86,7 @@ enum Command {
         #[arg(short, long)]
         output: Option<PathBuf>,
         #[arg(long, value_enum)]
-        format: Option<httpdns_server::apply::Format>,
+        format: Option<httpdns_apply::Format>,
     },
     /// Client: resolve names through HTTPDNS (LocalDNS fallback); prints the path that answered.
     Resolve {

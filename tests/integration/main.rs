@@ -16,6 +16,7 @@ mod dns_rfcs;
 mod events;
 mod geoip;
 mod hostile;
+mod kinds;
 mod live;
 mod logs;
 mod metrics;

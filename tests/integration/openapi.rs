@@ -10,8 +10,9 @@ use serde_json::Value;
 
 use crate::support::{Db, Server, TOKEN};
 
-/// Paths registered by `.route("...")` and `resource::<_>(router, "BASE", "{name}")` in the
-/// API crate's router code, in OpenAPI form (`{*name}` becomes `{name}`).
+/// Paths registered by `.route("...")` in the API crate's router code, and the two routes of
+/// every resource kind in `httpdns_catalog::KINDS` (which `admin::routes` registers), in
+/// OpenAPI form (`{*name}` becomes `{name}`).
 fn registered_paths() -> BTreeSet<String> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("crates/api/src");
     let mut out = BTreeSet::new();
@@ -25,17 +26,10 @@ fn registered_paths() -> BTreeSet<String> {
                 out.insert(lit[..lit.find('"').unwrap()].to_owned());
             }
         }
-        let mut rest = text.as_str();
-        while let Some(i) = rest.find("resource::<") {
-            rest = &rest[i..];
-            let args: Vec<&str> = rest.split('"').collect();
-            // resource::<K>(router, "BASE", "NAME")
-            if args.len() > 3 && !args[0].contains(';') && args[0].contains("(router,") {
-                out.insert(args[1].to_owned());
-                out.insert(format!("{}/{}", args[1], args[3]));
-            }
-            rest = &rest[1..];
-        }
+    }
+    for kind in httpdns_catalog::KINDS {
+        out.insert(kind.base.to_owned());
+        out.insert(format!("{}/{}", kind.base, kind.name_pattern));
     }
     out.into_iter().map(|p| p.replace("{*", "{")).collect()
 }

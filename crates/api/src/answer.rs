@@ -12,9 +12,9 @@ use std::sync::Arc;
 use httpdns_core::snapshot::{client_seed, Resolution};
 use httpdns_core::{ClientView, DomainName, Family};
 
-use crate::catalog::Published;
 use crate::metrics::{Endpoint, Outcome};
 use crate::state::AppState;
+use httpdns_catalog::Published;
 
 /// What a front-end asks.
 #[derive(Debug, Clone, Copy)]

@@ -75,7 +75,7 @@ pub(crate) async fn metrics(State(app): State<AppState>) -> Response {
     app.metrics.geoip_loaded.with_label_values(&["asn"]).set(i64::from(geo.asn_loaded));
     let age =
         SystemTime::now().duration_since(app.catalog.status().built_at).map_or(0.0, |d| d.as_secs_f64());
-    app.metrics.snapshot_age.set(age);
+    app.catalog.metrics().snapshot_age.set(age);
     let (up, down) = app.catalog.registry().counts();
     app.metrics.nodes_by_health.with_label_values(&["up"]).set(up as i64);
     app.metrics.nodes_by_health.with_label_values(&["down"]).set(down as i64);

@@ -3,8 +3,7 @@
 //! # Layout
 //!
 //! * [`router`]: builds the axum `Router` from an [`AppState`].
-//! * [`catalog`]: follows the store and publishes answering snapshots; the only bridge
-//!   between the database and the answer path.
+//! * The model it answers from is `httpdns_catalog`'s: this crate is the HTTP edge over it.
 //! * [`dnspod`]: `/d`, the DNSPod text format; [`resolve`]: `/resolve`, Alibaba JSON;
 //!   `v2`: `/v2/d`, Alibaba's v2 API; [`service_ips`]: `/ss`, `/{account}/ss` and `/conf`,
 //!   the service-IP lists clients bootstrap from.
@@ -19,7 +18,6 @@
 
 pub mod admin;
 mod answer;
-pub mod catalog;
 pub mod config_center;
 pub mod console;
 pub mod dnspod;

@@ -1,13 +1,12 @@
 //! Prometheus metrics of the API listener. Every label is bounded: routes are the router's
 //! matched paths, outcomes and endpoints are fixed enums.
 
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use httpdns_core::snapshot::AnswerStatus;
-use httpdns_core::Snapshot;
 use prometheus::{
-    Encoder, Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts,
-    Registry, TextEncoder,
+    Encoder, Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGaugeVec, Opts, Registry,
+    TextEncoder,
 };
 
 /// Resolution front-ends, a label value each.
@@ -193,14 +192,6 @@ pub struct Metrics {
     /// Pre-resolved children of `answers`, so the hot path does no label hashing.
     answers_fast: [[IntCounter; 8]; Endpoint::ALL.len()],
     answer_duration: [Histogram; Endpoint::ALL.len()],
-    pub snapshot_revision: IntGauge,
-    pub snapshot_built: IntGauge,
-    pub snapshot_age: prometheus::Gauge,
-    pub snapshot_build_seconds: prometheus::Gauge,
-    pub snapshot_objects: IntGaugeVec,
-    pub store_up: IntGauge,
-    pub store_sync_errors: IntCounter,
-    pub store_corrupt_rows: IntCounter,
     pub geoip_loaded: IntGaugeVec,
     pub node_reports: IntCounter,
     pub feedback_reports: IntCounterVec,
@@ -235,8 +226,10 @@ struct ByClient {
 }
 
 impl Metrics {
-    pub fn new() -> Self {
-        let registry = Registry::new_custom(Some("httpdns".into()), None).expect("registry");
+    /// Registers the API's series into the process's `registry` (kept to render it all at
+    /// `/metrics`); `dns` is the front-ends' shared set, registered by the caller.
+    pub fn new(registry: &Registry, dns: std::sync::Arc<httpdns_dns::DnsMetrics>) -> Self {
+        let registry = registry.clone();
         let http_requests = IntCounterVec::new(
             Opts::new("http_requests_total", "HTTP requests on the API listener by route and status class."),
             &["route", "status"],
@@ -268,34 +261,6 @@ impl Metrics {
         )
         .unwrap();
         let answer_duration = Endpoint::ALL.map(|e| answer_hist.with_label_values(&[e.label()]));
-        let snapshot_revision =
-            IntGauge::new("snapshot_revision", "Store revision of the answering snapshot.").unwrap();
-        let snapshot_built = IntGauge::new(
-            "snapshot_built_timestamp_seconds",
-            "Unix time the answering snapshot was built; its age is time() minus this.",
-        )
-        .unwrap();
-        let snapshot_age = prometheus::Gauge::new(
-            "snapshot_age_seconds",
-            "Seconds since the answering snapshot was built, at scrape time.",
-        )
-        .unwrap();
-        let snapshot_build_seconds =
-            prometheus::Gauge::new("snapshot_build_seconds", "Time the last snapshot took to build.")
-                .unwrap();
-        let snapshot_objects = IntGaugeVec::new(
-            Opts::new("snapshot_objects", "Objects in the answering snapshot, by kind."),
-            &["kind"],
-        )
-        .unwrap();
-        let store_up = IntGauge::new("store_up", "1 when the last sync reached the database.").unwrap();
-        let store_sync_errors =
-            IntCounter::new("store_sync_errors_total", "Failed syncs with the database.").unwrap();
-        let store_corrupt_rows = IntCounter::new(
-            "store_corrupt_rows_total",
-            "Stored resources skipped because they did not parse.",
-        )
-        .unwrap();
         let geoip_loaded =
             IntGaugeVec::new(Opts::new("geoip_loaded", "1 when the GeoIP database is loaded."), &["db"])
                 .unwrap();
@@ -386,34 +351,17 @@ impl Metrics {
             Box::new(http_duration),
             Box::new(answers.clone()),
             Box::new(answer_hist),
-            Box::new(snapshot_revision.clone()),
-            Box::new(snapshot_built.clone()),
-            Box::new(snapshot_age.clone()),
-            Box::new(snapshot_build_seconds.clone()),
-            Box::new(snapshot_objects.clone()),
-            Box::new(store_up.clone()),
-            Box::new(store_sync_errors.clone()),
-            Box::new(store_corrupt_rows.clone()),
             Box::new(geoip_loaded.clone()),
             Box::new(geoip_reload_errors.clone()),
         ] {
             registry.register(c).expect("unique metric");
         }
-        let dns = std::sync::Arc::new(httpdns_dns::DnsMetrics::new(&registry));
         Self {
             registry,
             http_requests: http_requests_fast,
             http_duration: http_duration_fast,
             answers_fast,
             answer_duration,
-            snapshot_revision,
-            snapshot_built,
-            snapshot_age,
-            snapshot_build_seconds,
-            snapshot_objects,
-            store_up,
-            store_sync_errors,
-            store_corrupt_rows,
             geoip_loaded,
             geoip_reload_errors,
             config_requests: config_requests_fast,
@@ -506,34 +454,10 @@ impl Metrics {
         self.answer_duration[endpoint as usize].observe(took.as_secs_f64());
     }
 
-    pub fn record_snapshot(&self, s: &Snapshot, took: Duration) {
-        let st = s.stats();
-        self.snapshot_revision.set(s.revision());
-        let now = SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).map_or(0, |d| d.as_secs());
-        self.snapshot_built.set(now as i64);
-        self.snapshot_build_seconds.set(took.as_secs_f64());
-        for (kind, n) in [
-            ("domains", st.domains),
-            ("nodes", st.nodes),
-            ("usable_nodes", st.usable_nodes),
-            ("unservable_nodes", st.unservable_nodes),
-            ("networks", st.networks),
-            ("pools", st.pools),
-        ] {
-            self.snapshot_objects.with_label_values(&[kind]).set(n as i64);
-        }
-    }
-
     /// The Prometheus text exposition.
     pub fn render(&self) -> Vec<u8> {
         let mut out = Vec::with_capacity(16 * 1024);
         TextEncoder::new().encode(&self.registry.gather(), &mut out).expect("text encoding");
         out
-    }
-}
-
-impl Default for Metrics {
-    fn default() -> Self {
-        Self::new()
     }
 }

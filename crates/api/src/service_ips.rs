@@ -187,9 +187,7 @@ impl ServiceIps {
             };
             match tokio::time::timeout(HEARTBEAT * 2, beat).await {
                 Ok(Ok(rows)) => {
-                    let now_ms = std::time::SystemTime::now()
-                        .duration_since(std::time::UNIX_EPOCH)
-                        .map_or(0, |d| d.as_millis() as i64);
+                    let now_ms = httpdns_core::clock::unix_ms() as i64;
                     for (id, seen_at) in self.observe(rows, Instant::now(), now_ms) {
                         if let Err(e) = store.forget_replica(&id, seen_at).await {
                             tracing::warn!(error = %e, replica = %id, "Could not delete a gone replica's row.");

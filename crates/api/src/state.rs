@@ -10,12 +10,12 @@ use httpdns_geo::Geo;
 
 use httpdns_core::cidr::CidrTable;
 
-use crate::catalog::Catalog;
 use crate::config_center::cache::ConfigCache;
 use crate::dnspod::format::FormatOptions;
-use crate::live::LiveHub;
 use crate::metrics::Metrics;
 use crate::ratelimit::RateLimiter;
+use httpdns_catalog::Catalog;
+use httpdns_catalog::LiveHub;
 
 /// Settings of the API listener that handlers read.
 #[derive(Debug, Clone)]
@@ -36,6 +36,16 @@ pub struct ApiSettings {
     /// endpoints (`/d`, `/resolve`, `/dns-query`). `None`: no per-address limit, the default,
     /// because carrier-grade NAT puts many users behind one address; accounts have their own.
     pub client_rate_limit: Option<(f64, f64)>,
+}
+
+impl ApiSettings {
+    /// What resource validation may allow under these settings.
+    pub fn validation(&self) -> httpdns_catalog::Validation {
+        httpdns_catalog::Validation {
+            allow_private_node_ips: self.allow_private_node_ips,
+            allow_local_origins: self.allow_local_origins,
+        }
+    }
 }
 
 /// Shared state of the API router: one `Arc`, since axum clones the state for every request.
@@ -65,6 +75,8 @@ pub struct Shared {
     pub account_limits: RateLimiter<u32>,
     /// Per-address limits of unauthenticated calls ([`ApiSettings::client_rate_limit`]).
     pub client_limits: RateLimiter<IpAddr>,
+    /// Per-address limits of `POST /feedback` (`LiveSettings::feedback_rate`).
+    pub feedback_limits: RateLimiter<IpAddr>,
 }
 
 impl AppState {

@@ -77,10 +77,6 @@ fn parse_cip(cip: Option<&str>) -> Result<Option<IpAddr>, ApiError> {
     }
 }
 
-fn now_s() -> i64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs() as i64)
-}
-
 type Pairs<'a> = [(std::borrow::Cow<'a, str>, std::borrow::Cow<'a, str>)];
 
 /// Checks the account, the signature and the expiry, decrypts `enc`, and parses the question.
@@ -108,7 +104,7 @@ fn authenticate(app: &AppState, pairs: &Pairs<'_>) -> Result<(V2Request, Option<
             let exp: i64 = exp
                 .parse()
                 .map_err(|_| ApiError::bad_request("InvalidArgument", "exp", "exp must be Unix seconds"))?;
-            let now = now_s();
+            let now = httpdns_core::clock::unix_s() as i64;
             if exp < now {
                 return Err(
                     forbidden("SignatureExpired", "the signature's expiry time has passed").with_field("exp")

@@ -14,7 +14,7 @@ use std::net::IpAddr;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use reqwest::Url;
 use serde_json::{json, Value};
@@ -225,10 +225,6 @@ struct State {
     stats: ReporterStats,
 }
 
-fn now_s() -> u64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs())
-}
-
 /// Whether a thing sampled at `rate` is taken this time.
 pub fn sampled(rate: f64) -> bool {
     if rate >= 1.0 {
@@ -307,7 +303,7 @@ impl Reporter {
 
     /// Queues an event; never waits.
     pub fn record(&self, event: ClientEvent) {
-        let v = event.to_json(now_s(), self.side());
+        let v = event.to_json(httpdns_core::clock::unix_s(), self.side());
         let kind = v["event"].as_str().unwrap_or("?").to_owned();
         let full = {
             let mut s = self.inner.state.lock().expect("lock");
@@ -390,7 +386,7 @@ impl Reporter {
         let mut url = url.clone();
         if let Some(acc) = &self.inner.opts.account {
             // Valid for ten minutes, as the service's signed lookups are.
-            let t = now_s() + 600;
+            let t = httpdns_core::clock::unix_s() + 600;
             let digest: String = sha2::Sha256::digest(body).iter().map(|b| format!("{b:02x}")).collect();
             let s = crate::service::sign(&digest, &acc.secret, t);
             url.query_pairs_mut()

@@ -1,10 +1,12 @@
 //! Pure domain logic of httpdns.
 //!
 //! Nothing in this crate does IO, awaits, or knows about HTTP, SQL or files, so the scheduling
-//! rules can be tested exhaustively and benchmarked alone.
+//! rules can be tested exhaustively and benchmarked alone. The one reading of the outside world
+//! is [`clock`], which the crates above share and nothing here calls.
 //!
 //! # Layout
 //!
+//! * [`clock`]: the wall clock, for the crates above (pure code takes the time as an argument).
 //! * [`name`]: [`DomainName`], validated and normalised once at the edge.
 //! * [`token`]: lowercase tokens for ISPs, regions and pools.
 //! * [`ip`]: which addresses may ever be served.
@@ -16,6 +18,7 @@
 //! * [`snapshot`]: the immutable answering snapshot and the answer choice.
 
 pub mod cidr;
+pub mod clock;
 pub mod ip;
 pub mod live;
 pub mod model;

@@ -22,7 +22,7 @@ use sha2::Sha256;
 use tokio::sync::watch;
 
 use crate::objects::{StoredMeta, CHUNK};
-use crate::origin::{now_ms, FetchError, Validators};
+use crate::origin::{FetchError, Validators};
 use crate::rule::Rule;
 use crate::{Mirror, RuleRuntime};
 
@@ -56,7 +56,7 @@ pub(crate) enum FillState {
     Failed(FillError),
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, Clone, thiserror::Error)]
 pub(crate) enum FillError {
     #[error(transparent)]
     Fetch(#[from] FetchError),
@@ -67,7 +67,16 @@ pub(crate) enum FillError {
     #[error("the origin body does not match its Content-MD5")]
     Md5Mismatch,
     #[error("storing the copy failed: {0}")]
-    Store(String),
+    Store(Arc<dyn std::error::Error + Send + Sync>),
+    /// The fill's task went away before it reported an end (it panicked or was dropped).
+    #[error("the fill ended without a result")]
+    Ended,
+}
+
+impl FillError {
+    pub(crate) fn store(e: impl std::error::Error + Send + Sync + 'static) -> Self {
+        FillError::Store(Arc::new(e))
+    }
 }
 
 /// Headers of the object being filled.
@@ -106,7 +115,7 @@ impl Fill {
     async fn wait_for(&self, done: impl FnMut(&FillState) -> bool) -> FillState {
         let mut rx = self.subscribe();
         let state = rx.wait_for(done).await;
-        state.map_or(FillState::Failed(FillError::Store("fill task ended".into())), |s| s.clone())
+        state.map_or(FillState::Failed(FillError::Ended), |s| s.clone())
     }
 
     /// The body bytes `start..end` as they arrive. `end` is exclusive; `None`: to the end.
@@ -174,8 +183,8 @@ pub(crate) fn join_or_start(
     if let Some(f) = fills.get(&key) {
         return Ok((f.clone(), false));
     }
-    let staged = mirror.objects.temp_file().map_err(|e| FillError::Store(e.to_string()))?;
-    let file = Arc::new(staged.reopen().map_err(|e| FillError::Store(e.to_string()))?);
+    let staged = mirror.objects.temp_file().map_err(FillError::store)?;
+    let file = Arc::new(staged.reopen().map_err(FillError::store)?);
     let (state, _) = watch::channel(FillState::Starting);
     let fill = Arc::new(Fill { state, file, started: Instant::now() });
     fills.insert(key.clone(), fill.clone());
@@ -317,7 +326,7 @@ impl Job {
             // A positional write of one network chunk into the page cache: microseconds, so
             // it is done here rather than paying a thread hop per chunk. The fsync, which can
             // block for long, runs on a blocking thread at commit.
-            self.fill.file.write_all_at(&chunk, written).map_err(|e| FillError::Store(e.to_string()))?;
+            self.fill.file.write_all_at(&chunk, written).map_err(FillError::store)?;
             sha.update(&chunk);
             if let Some(m) = md5.as_mut() {
                 m.update(&chunk);
@@ -348,14 +357,10 @@ impl Job {
             origin_etag,
             origin_last_modified: head.origin_last_modified.clone(),
             headers: head.headers.clone(),
-            stored_at_ms: now_ms(),
+            stored_at_ms: httpdns_core::clock::unix_ms(),
             location: None,
         };
-        self.mirror
-            .objects
-            .commit(&self.location, staged, &meta)
-            .await
-            .map_err(|e| FillError::Store(e.to_string()))?;
+        self.mirror.objects.commit(&self.location, staged, &meta).await.map_err(FillError::store)?;
         Ok(FillState::Done { head, meta: Arc::new(meta) })
     }
 }

@@ -15,6 +15,7 @@
 
 pub mod conditional;
 mod copy_headers;
+pub mod error;
 mod fill;
 mod hot;
 pub mod key;
@@ -67,10 +68,12 @@ pub struct Mirror {
     pub objects: Arc<Objects>,
     pub metrics: MirrorMetrics,
     fills: Mutex<HashMap<String, Arc<Fill>>>,
-    /// Origin 404s remembered until the instant.
-    missing: Mutex<HashMap<String, Instant>>,
-    /// When each copy was last known current (unix ms), for rules with a TTL.
-    validated: Mutex<HashMap<String, u64>>,
+    /// Origin 404s remembered until the instant (bounded: expired and least useful entries
+    /// are evicted first; an expired one is never believed).
+    missing: quick_cache::sync::Cache<String, Instant>,
+    /// When each copy was last known current (unix ms), for rules with a TTL. An evicted entry
+    /// falls back to the copy's stored time, which only makes a revalidation come sooner.
+    validated: quick_cache::sync::Cache<String, u64>,
     /// Image variants: settings, memory budget, renders in flight, styles.
     images: variant::Images,
     /// Origins on this host or its link are allowed (`HTTPDNS_ALLOW_LOCAL_ORIGINS`).
@@ -92,8 +95,8 @@ impl Mirror {
             objects: Arc::new(objects),
             metrics,
             fills: Mutex::default(),
-            missing: Mutex::default(),
-            validated: Mutex::default(),
+            missing: quick_cache::sync::Cache::new(MAX_REMEMBERED),
+            validated: quick_cache::sync::Cache::new(MAX_REMEMBERED),
             images: variant::Images::new(ImageSettings::default()),
             allow_local_origins: false,
         }
@@ -149,6 +152,11 @@ impl Mirror {
         self.table.store(Arc::new(Table { rules, runtimes, next_probe: Mutex::default() }));
     }
 
+    /// The names of the image styles in force, sorted.
+    pub fn style_names(&self) -> Vec<String> {
+        self.images.style_names()
+    }
+
     /// Every rule in force, most specific first.
     pub fn rules(&self) -> Vec<Arc<Rule>> {
         self.table.load().rules.rules().to_vec()
@@ -170,37 +178,23 @@ impl Mirror {
         if ttl.is_zero() {
             return;
         }
-        let mut m = self.missing.lock().unwrap_or_else(|e| e.into_inner());
-        if m.len() >= MAX_REMEMBERED {
-            let now = Instant::now();
-            m.retain(|_, until| *until > now);
-            if m.len() >= MAX_REMEMBERED {
-                m.clear();
-            }
-        }
-        m.insert(location.to_string(), Instant::now() + ttl);
+        self.missing.insert(location.to_string(), Instant::now() + ttl);
     }
 
     fn known_missing(&self, location: &Path) -> bool {
-        let m = self.missing.lock().unwrap_or_else(|e| e.into_inner());
-        m.get(location.as_ref()).is_some_and(|until| *until > Instant::now())
+        self.missing.get(location.as_ref()).is_some_and(|until| until > Instant::now())
     }
 
     fn forget_missing(&self, location: &Path) {
-        self.missing.lock().unwrap_or_else(|e| e.into_inner()).remove(location.as_ref());
+        self.missing.remove(location.as_ref());
     }
 
     fn mark_validated(&self, location: &Path) {
-        let mut v = self.validated.lock().unwrap_or_else(|e| e.into_inner());
-        if v.len() >= MAX_REMEMBERED {
-            v.clear();
-        }
-        v.insert(location.to_string(), origin::now_ms());
+        self.validated.insert(location.to_string(), httpdns_core::clock::unix_ms());
     }
 
     fn validated_at(&self, location: &Path, meta: &StoredMeta) -> u64 {
-        let v = self.validated.lock().unwrap_or_else(|e| e.into_inner());
-        v.get(location.as_ref()).copied().unwrap_or(0).max(meta.stored_at_ms)
+        self.validated.get(location.as_ref()).unwrap_or(0).max(meta.stored_at_ms)
     }
 
     /// Removes the copy of one request path (original, query-selected copies and variants).
@@ -223,7 +217,7 @@ impl Mirror {
         }
         // A purge also forgets 404s under the path, so a re-uploaded origin object is fetched.
         let probe = objects::store_path("o", segs.iter().copied()).to_string();
-        self.missing.lock().unwrap_or_else(|e| e.into_inner()).retain(|k, _| !k.starts_with(&probe));
+        self.missing.retain(|k, _| !k.starts_with(&probe));
         self.forget_fills(&segs);
         Ok(n)
     }

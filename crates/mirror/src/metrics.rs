@@ -3,9 +3,10 @@
 
 use std::time::Duration;
 
-use prometheus::{HistogramOpts, HistogramVec, IntCounterVec, Opts, Registry};
+use prometheus::{HistogramOpts, HistogramVec, IntCounter, IntCounterVec, Opts, Registry};
 use serde::Serialize;
 
+use crate::error::Side;
 use crate::rule::Rule;
 
 /// How a request was answered: the `result` label.
@@ -58,6 +59,8 @@ pub struct MirrorMetrics {
     fills_failed: IntCounterVec,
     renders: IntCounterVec,
     variants_not_stored: IntCounterVec,
+    /// Failed requests by the side that failed, pre-resolved in `Side::ALL` order.
+    errors: [IntCounter; 4],
 }
 
 impl MirrorMetrics {
@@ -95,6 +98,12 @@ impl MirrorMetrics {
             "Image variants served but not stored (larger than the store limit), by rule.",
             &["rule"],
         );
+        let errors = counter(
+            "mirror_errors_total",
+            "Failed mirror requests by the side that failed (client, origin, store, internal).",
+            &["side"],
+        );
+        let errors = Side::ALL.map(|side| errors.with_label_values(&[side.label()]));
         let fill_seconds = HistogramVec::new(
             HistogramOpts::new("mirror_fill_seconds", "Time from fill start to committed copy, by rule.")
                 .buckets(vec![0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0]),
@@ -112,7 +121,13 @@ impl MirrorMetrics {
             fills_failed,
             renders,
             variants_not_stored,
+            errors,
         }
+    }
+
+    /// Counts a failed request by its side.
+    pub fn error(&self, side: Side) {
+        self.errors[side as usize].inc();
     }
 
     /// Creates every series of a rule at zero, so dashboards show it before traffic does.

@@ -13,7 +13,6 @@
 //! specially; [`crate::layout`] maps a store path to its file or S3 key, so that every valid
 //! key has a place (a key and its "children", segments longer than a file name).
 
-use std::collections::HashMap;
 use std::io::{Seek, SeekFrom, Write};
 use std::os::unix::fs::FileExt;
 use std::path::PathBuf;
@@ -94,7 +93,7 @@ impl StoredMeta {
             origin_etag: None,
             origin_last_modified: None,
             headers: Vec::new(),
-            stored_at_ms: crate::origin::now_ms(),
+            stored_at_ms: httpdns_core::clock::unix_ms(),
             location: None,
         }
     }
@@ -156,7 +155,9 @@ enum Backend {
 pub struct Objects {
     backend: Backend,
     tmp_dir: PathBuf,
-    meta: Mutex<HashMap<String, CachedMeta>>,
+    /// Parsed metadata by store path, bounded (`quick_cache`'s CLOCK-Pro evicts the least
+    /// useful); an entry is used only at the version it was read at.
+    meta: quick_cache::sync::Cache<String, CachedMeta>,
     hot: HotBodies,
 }
 
@@ -180,14 +181,24 @@ impl Objects {
         std::fs::create_dir_all(&root)?;
         Self::clear_staging(&tmp_dir)?;
         let root = std::fs::canonicalize(&root)?;
-        Ok(Self { backend: Backend::Local { root }, tmp_dir, meta: Mutex::default(), hot: no_memory() })
+        Ok(Self {
+            backend: Backend::Local { root },
+            tmp_dir,
+            meta: quick_cache::sync::Cache::new(META_CACHE_ENTRIES),
+            hot: no_memory(),
+        })
     }
 
     /// Copies in a remote object store (S3-compatible); fills are staged in `tmp_dir`, which
     /// is cleared of a crash's leftovers.
     pub fn remote(store: Arc<dyn ObjectStore>, tmp_dir: PathBuf) -> Result<Self, ObjectsError> {
         Self::clear_staging(&tmp_dir)?;
-        Ok(Self { backend: Backend::Remote(store), tmp_dir, meta: Mutex::default(), hot: no_memory() })
+        Ok(Self {
+            backend: Backend::Remote(store),
+            tmp_dir,
+            meta: quick_cache::sync::Cache::new(META_CACHE_ENTRIES),
+            hot: no_memory(),
+        })
     }
 
     fn clear_staging(tmp_dir: &std::path::Path) -> Result<(), ObjectsError> {
@@ -333,23 +344,18 @@ impl Objects {
     }
 
     fn cached(&self, location: &Path, version: &Version) -> Option<CachedMeta> {
-        let cache = self.meta.lock().unwrap_or_else(|e| e.into_inner());
-        cache.get(location.as_ref()).filter(|c| c.version == *version).cloned()
+        self.meta.get(location.as_ref()).filter(|c| c.version == *version)
     }
 
     fn remember(&self, location: &Path, version: Version, meta: StoredMeta) -> CachedMeta {
         let headers = Arc::new(CopyHeaders::new(&meta));
         let cached = CachedMeta { version, meta: Arc::new(meta), headers };
-        let mut cache = self.meta.lock().unwrap_or_else(|e| e.into_inner());
-        if cache.len() >= META_CACHE_ENTRIES {
-            cache.clear();
-        }
-        cache.insert(location.to_string(), cached.clone());
+        self.meta.insert(location.to_string(), cached.clone());
         cached
     }
 
     fn forget(&self, location: &Path) {
-        self.meta.lock().unwrap_or_else(|e| e.into_inner()).remove(location.as_ref());
+        self.meta.remove(location.as_ref());
         self.hot.remove(location.as_ref());
     }
 
@@ -581,7 +587,7 @@ impl Objects {
     fn forget_under(&self, prefix: &Path) {
         let p = prefix.as_ref();
         let under = |k: &str| k == p || k.strip_prefix(p).is_some_and(|rest| rest.starts_with('/'));
-        self.meta.lock().unwrap_or_else(|e| e.into_inner()).retain(|k, _| !under(k));
+        self.meta.retain(|k, _| !under(k));
         self.hot.remove_if(under);
     }
 }

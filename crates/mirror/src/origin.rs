@@ -8,7 +8,7 @@
 use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use httpdns_core::ip::{classify, origin_class, IpClass, OriginClass};
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
@@ -118,11 +118,11 @@ impl OriginClient {
     }
 
     pub fn primary_up(&self) -> bool {
-        self.primary_down_until.load(Ordering::Relaxed) <= now_ms()
+        self.primary_down_until.load(Ordering::Relaxed) <= httpdns_core::clock::unix_ms()
     }
 
     fn mark_primary(&self, up: bool, rule: &Rule) {
-        let until = if up { 0 } else { now_ms() + rule.spec.probe_interval_ms };
+        let until = if up { 0 } else { httpdns_core::clock::unix_ms() + rule.spec.probe_interval_ms };
         self.primary_down_until.store(until, Ordering::Relaxed);
     }
 
@@ -310,8 +310,4 @@ fn error_chain(e: &dyn std::error::Error) -> String {
         source = inner.source();
     }
     s
-}
-
-pub(crate) fn now_ms() -> u64 {
-    SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
 }

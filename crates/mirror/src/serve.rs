@@ -13,11 +13,12 @@ use object_store::path::Path;
 
 use crate::conditional::{decide, Decision, Preconditions};
 use crate::copy_headers::{value, CopyHeaders};
+use crate::error::Failure;
 use crate::fill::{self, FillError, FillHead, FillState};
 use crate::key::ObjectKey;
 use crate::metrics::Outcome;
 use crate::objects::{store_path, Found, StoredMeta};
-use crate::origin::{now_ms, FetchError, Validators};
+use crate::origin::{FetchError, Validators};
 use crate::{Mirror, RuleRuntime};
 
 /// The mirror listener's router: every path goes to the gateway.
@@ -38,8 +39,17 @@ pub(crate) struct Request {
     pub(crate) head_only: bool,
 }
 
-// The whole request, taken apart: the `Uri` and `HeaderMap` extractors would clone both.
 async fn handle(State(mirror): State<Arc<Mirror>>, request: axum::extract::Request) -> Response {
+    let resp = serve_request(&mirror, request).await;
+    // Every failure, whatever path produced it, is counted here by its side.
+    if let Some(side) = resp.extensions().get::<crate::error::Side>() {
+        mirror.metrics.error(*side);
+    }
+    resp
+}
+
+// The whole request, taken apart: the `Uri` and `HeaderMap` extractors would clone both.
+async fn serve_request(mirror: &Arc<Mirror>, request: axum::extract::Request) -> Response {
     let (parts, _) = request.into_parts();
     let (method, uri, headers) = (parts.method, parts.uri, parts.headers);
     let head_only = match method {
@@ -56,14 +66,14 @@ async fn handle(State(mirror): State<Arc<Mirror>>, request: axum::extract::Reque
             return r;
         }
     };
-    let req = match parse(&mirror, &uri, head_only) {
+    let req = match parse(mirror, &uri, head_only) {
         Ok(r) => r,
         Err(resp) => return *resp,
     };
     let rule = req.runtime.rule.name.clone();
     let (outcome, resp) = match &req.process {
-        Some(ops) => crate::variant::serve(&mirror, &req, ops, &headers).await,
-        None => original(&mirror, &req, &headers).await,
+        Some(ops) => crate::variant::serve(mirror, &req, ops, &headers).await,
+        None => original(mirror, &req, &headers).await,
     };
     mirror.metrics.request(&rule, outcome);
     resp
@@ -133,11 +143,12 @@ async fn original(mirror: &Arc<Mirror>, req: &Request, headers: &HeaderMap) -> (
     let rule = &req.runtime.rule;
     let found = match mirror.objects.find(&location).await {
         Ok(f) => f,
-        Err(e) => return (Outcome::Error, store_error(&e.to_string())),
+        Err(e) => return Failure::store(e).served(),
     };
     if let Some(found) = found {
         if let Some(ttl) = rule.spec.ttl_s {
-            let age_ms = now_ms().saturating_sub(mirror.validated_at(&location, &found.meta));
+            let age_ms =
+                httpdns_core::clock::unix_ms().saturating_sub(mirror.validated_at(&location, &found.meta));
             if age_ms > ttl * 1000 {
                 let validators = Validators {
                     etag: found.meta.origin_etag.clone(),
@@ -159,7 +170,7 @@ async fn original(mirror: &Arc<Mirror>, req: &Request, headers: &HeaderMap) -> (
                 // Too old to serve without asking: wait for the origin.
                 let fill = match started {
                     Ok((f, _)) => f,
-                    Err(e) => return (Outcome::Error, fill_error(&e)),
+                    Err(e) => return Failure::from(&e).served(),
                 };
                 return match fill.finished().await {
                     FillState::NotModified => {
@@ -168,32 +179,27 @@ async fn original(mirror: &Arc<Mirror>, req: &Request, headers: &HeaderMap) -> (
                     FillState::Done { head, meta } => {
                         (Outcome::Miss, serve_fill(mirror, &fill, &head, Some(&meta), req, headers, "MISS"))
                     }
-                    FillState::Failed(e) => (Outcome::Error, fill_error(&e)),
-                    _ => (Outcome::Error, fill_error(&FillError::Store("revalidation ended early".into()))),
+                    FillState::Failed(e) => Failure::from(&e).served(),
+                    _ => Failure::from(&FillError::Ended).served(),
                 };
             }
         }
         return (Outcome::Hit, serve_found(mirror, &found, req, headers, "HIT").await);
     }
     if mirror.known_missing(&location) {
-        return (Outcome::NotFound, fill_error(&FillError::Fetch(FetchError::NotFound)));
+        return Failure::from(&FillError::Fetch(FetchError::NotFound)).served();
     }
     let (fill, started) =
         match fill::join_or_start(mirror, &req.runtime, &location, req.origin_path.clone(), None) {
             Ok(f) => f,
-            Err(e) => return (Outcome::Error, fill_error(&e)),
+            Err(e) => return Failure::from(&e).served(),
         };
     let outcome = if started { Outcome::Miss } else { Outcome::Coalesced };
     let mut resp = match fill.head().await {
         FillState::Streaming { head, .. } => serve_fill(mirror, &fill, &head, None, req, headers, "MISS"),
         FillState::Done { head, meta } => serve_fill(mirror, &fill, &head, Some(&meta), req, headers, "MISS"),
-        FillState::Failed(FillError::Fetch(FetchError::NotFound)) => {
-            return (Outcome::NotFound, fill_error(&FillError::Fetch(FetchError::NotFound)))
-        }
-        FillState::Failed(e) => return (Outcome::Error, fill_error(&e)),
-        FillState::Starting | FillState::NotModified => {
-            return (Outcome::Error, fill_error(&FillError::Store("fill ended early".into())))
-        }
+        FillState::Failed(e) => return Failure::from(&e).served(),
+        FillState::Starting | FillState::NotModified => return Failure::from(&FillError::Ended).served(),
     };
     if !started {
         resp.headers_mut().insert("x-cache-coalesced", HeaderValue::from_static("1"));
@@ -240,7 +246,7 @@ pub(crate) async fn serve_found(
                 mirror.metrics.served(&req.runtime.rule.name, bytes.len() as u64);
                 Body::from(bytes)
             }
-            Err(e) => return store_error(&e.to_string()),
+            Err(e) => return Failure::store(e).response(),
         }
     } else {
         counted_body(mirror, &req.runtime.rule.name, mirror.objects.read(found, start, end))
@@ -361,30 +367,7 @@ fn counted_body(
     }))
 }
 
-pub(crate) fn error(status: StatusCode, code: &str, field: Option<&str>, message: &str) -> Response {
-    let mut body = serde_json::json!({ "error": message, "code": code });
-    if let Some(f) = field {
-        body["field"] = f.into();
-    }
-    let mut r = (status, body.to_string()).into_response();
-    r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
-    r.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
-    r
-}
-
-pub(crate) fn store_error(message: &str) -> Response {
-    tracing::error!(error = %message, "Mirror store error.");
-    error(StatusCode::SERVICE_UNAVAILABLE, "StoreUnavailable", None, "the object store failed; try again")
-}
-
-pub(crate) fn fill_error(e: &FillError) -> Response {
-    let (status, code) = match e {
-        FillError::Fetch(FetchError::NotFound) => (StatusCode::NOT_FOUND, "NoSuchKey"),
-        FillError::Fetch(FetchError::Timeout) => (StatusCode::GATEWAY_TIMEOUT, "OriginTimeout"),
-        FillError::Fetch(FetchError::Forbidden(_)) => (StatusCode::BAD_GATEWAY, "OriginForbidden"),
-        FillError::Store(_) => (StatusCode::SERVICE_UNAVAILABLE, "StoreUnavailable"),
-        FillError::TooLarge(_) => (StatusCode::BAD_GATEWAY, "ObjectTooLarge"),
-        _ => (StatusCode::BAD_GATEWAY, "MirrorFailed"),
-    };
-    error(status, code, None, &e.to_string())
+/// A client error response (see [`Failure`] for the rest).
+pub(crate) fn error(status: StatusCode, code: &'static str, field: Option<&str>, message: &str) -> Response {
+    Failure::client(status, code, field, message.to_owned()).response()
 }

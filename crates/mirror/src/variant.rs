@@ -18,7 +18,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use arc_swap::ArcSwap;
-use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::Response;
 use bytes::Bytes;
 use futures_util::StreamExt;
@@ -27,21 +27,19 @@ use httpdns_image::{ImageProcess, Limits, ProcessError, RenderError, WatermarkIm
 use object_store::path::Path;
 
 use crate::copy_headers::value;
+use crate::error::Failure;
 use crate::fill::{self, FillError, FillState};
 use crate::key::ObjectKey;
 use crate::metrics::Outcome;
 use crate::objects::{store_path, Found, StoredMeta};
 use crate::origin::FetchError;
-use crate::serve::{error, fill_error, full_response, serve_found, store_error, Request};
+use crate::serve::{full_response, serve_found, Request};
 use crate::style::StyleSpec;
 use crate::{Mirror, RuleRuntime};
 
 /// How much of an original is read to find its header: most headers fit the first read; JPEGs
 /// with large EXIF or ICC blocks need the second.
 const HEADER_READS: [u64; 2] = [64 << 10, 1 << 20];
-
-/// The `Retry-After` of a busy answer, in seconds.
-const RETRY_AFTER_S: &str = "1";
 
 /// The image settings of the gateway.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -79,7 +77,11 @@ struct Variant {
 #[derive(Debug, Clone)]
 enum VariantError {
     Fill(FillError),
-    Store(String),
+    Store(Arc<dyn std::error::Error + Send + Sync>),
+    /// The original was gone from the store right after its fill (a purge in between).
+    Vanished,
+    /// The gateway itself (shutting down, a render task that panicked); logged, not sent.
+    Internal(String),
     Render(RenderError),
     /// No memory within the wait.
     Busy,
@@ -127,6 +129,12 @@ impl Images {
         self.styles.store(Arc::new(crate::style::compile_all(specs)));
     }
 
+    pub(crate) fn style_names(&self) -> Vec<String> {
+        let mut names: Vec<String> = self.styles.load().keys().cloned().collect();
+        names.sort_unstable();
+        names
+    }
+
     /// The `x-oss-process` value of a request, styles resolved.
     pub(crate) fn process(&self, raw: &str) -> Result<ImageProcess, ProcessError> {
         crate::style::resolve(raw, &self.styles.load())
@@ -147,7 +155,7 @@ impl Images {
         let acquire = self.memory.acquire_many(kib as u32);
         match tokio::time::timeout(self.settings.memory_wait, acquire).await {
             Ok(Ok(permit)) => Ok(permit),
-            Ok(Err(_)) => Err(VariantError::Store("shutting down".into())),
+            Ok(Err(_)) => Err(VariantError::Internal("the image permits are closed (shutting down)".into())),
             Err(_) => Err(VariantError::Busy),
         }
     }
@@ -188,7 +196,7 @@ pub(crate) async fn serve(
     match mirror.objects.find(&location).await {
         Ok(Some(found)) => return (Outcome::Variant, serve_found(mirror, &found, req, headers, "HIT").await),
         Ok(None) => {}
-        Err(e) => return (Outcome::Error, store_error(&e.to_string())),
+        Err(e) => return Failure::store(e).served(),
     }
     let job = Job {
         mirror: mirror.clone(),
@@ -202,11 +210,11 @@ pub(crate) async fn serve(
         mirror.images.flights.run(location.to_string(), mirror.images.flight_wait(), move || job.run());
     let shared = match flight.await {
         Ok(shared) => shared,
-        Err(e) => return (Outcome::Error, busy(&e.to_string())),
+        Err(e) => return Failure::busy(e.to_string()).served(),
     };
     let variant = match &*shared.value {
         Ok(v) => v,
-        Err(e) => return variant_error(e),
+        Err(e) => return Failure::from(e).served(),
     };
     if !req.head_only {
         mirror.metrics.served(&req.runtime.rule.name, variant.body.len() as u64);
@@ -239,10 +247,9 @@ impl Job {
         let limits = images.limits().clone();
         // A render that finished between this request's lookup and its joining the flight
         // has stored the variant already: serve that rather than render it twice.
-        let store = |e: crate::objects::ObjectsError| VariantError::Store(e.to_string());
+        let store = VariantError::store;
         if let Some(found) = self.mirror.objects.find(&self.location).await.map_err(store)? {
-            let body =
-                self.mirror.objects.read_all(&found).await.map_err(|e| VariantError::Store(e.to_string()))?;
+            let body = self.mirror.objects.read_all(&found).await.map_err(VariantError::store)?;
             let size = httpdns_image::probe(&body).map(|h| (h.width, h.height)).unwrap_or((0, 0));
             return Ok(Variant {
                 body: body.into(),
@@ -262,8 +269,7 @@ impl Job {
         }
         let needed = self.estimate(&original, &limits).await?;
         let _memory = images.reserve(needed).await?;
-        let bytes =
-            self.mirror.objects.read_all(&original).await.map_err(|e| VariantError::Store(e.to_string()))?;
+        let bytes = self.mirror.objects.read_all(&original).await.map_err(VariantError::store)?;
         let watermarks = self.watermarks(&limits).await?;
         let rendered = {
             // Bounded like the memory wait: renders ahead of this one each end within their
@@ -271,7 +277,9 @@ impl Job {
             let cpu_wait = images.settings.memory_wait + images.settings.limits.max_render_time;
             let _cpu = match tokio::time::timeout(cpu_wait, images.cpu.acquire()).await {
                 Ok(Ok(permit)) => permit,
-                Ok(Err(_)) => return Err(VariantError::Store("shutting down".into())),
+                Ok(Err(_)) => {
+                    return Err(VariantError::Internal("the image permits are closed (shutting down)".into()))
+                }
                 Err(_) => return Err(VariantError::Busy),
             };
             let ops = self.ops.clone();
@@ -279,7 +287,7 @@ impl Job {
                 httpdns_image::render_with(&bytes, &ops, &limits, &watermarks)
             })
             .await
-            .map_err(|e| VariantError::Store(format!("the render failed: {e}")))?
+            .map_err(|e| VariantError::Internal(format!("the render task failed: {e}")))?
             .map_err(VariantError::Render)?
         };
         let rule = &self.runtime.rule.name;
@@ -345,8 +353,7 @@ impl Job {
             if found.meta.length > limits.max_watermark_bytes as u64 {
                 return Err(missing());
             }
-            let bytes =
-                self.mirror.objects.read_all(&found).await.map_err(|e| VariantError::Store(e.to_string()))?;
+            let bytes = self.mirror.objects.read_all(&found).await.map_err(VariantError::store)?;
             out.insert(object.to_owned(), bytes);
         }
         Ok(out)
@@ -358,7 +365,7 @@ async fn read_prefix(mirror: &Mirror, found: &Found, len: u64) -> Result<Vec<u8>
     let mut out = Vec::with_capacity(len as usize);
     let mut stream = mirror.objects.read(found, 0, len);
     while let Some(chunk) = stream.next().await {
-        out.extend_from_slice(&chunk.map_err(|e| VariantError::Store(e.to_string()))?);
+        out.extend_from_slice(&chunk.map_err(VariantError::store)?);
     }
     Ok(out)
 }
@@ -370,7 +377,7 @@ async fn stored_or_filled(
     location: &Path,
     origin_path: &str,
 ) -> Result<Found, VariantError> {
-    let store = |e: crate::objects::ObjectsError| VariantError::Store(e.to_string());
+    let store = VariantError::store;
     if let Some(found) = mirror.objects.find(location).await.map_err(store)? {
         return Ok(found);
     }
@@ -382,55 +389,39 @@ async fn stored_or_filled(
     match fill.finished().await {
         FillState::Done { .. } => {}
         FillState::Failed(e) => return Err(VariantError::Fill(e)),
-        _ => return Err(VariantError::Fill(FillError::Store("fill ended early".into()))),
+        _ => return Err(VariantError::Fill(FillError::Ended)),
     }
-    mirror
-        .objects
-        .find(location)
-        .await
-        .map_err(store)?
-        .ok_or_else(|| VariantError::Store("the original vanished after its fill".into()))
+    mirror.objects.find(location).await.map_err(store)?.ok_or(VariantError::Vanished)
 }
 
-/// 503 with `Retry-After`: the gateway is busy (memory, a shared render that took too long).
-fn busy(message: &str) -> Response {
-    let mut r = error(StatusCode::SERVICE_UNAVAILABLE, "ImageBusy", None, message);
-    r.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from_static(RETRY_AFTER_S));
-    r
+impl VariantError {
+    fn store(e: impl std::error::Error + Send + Sync + 'static) -> Self {
+        VariantError::Store(Arc::new(e))
+    }
 }
 
-fn variant_error(e: &VariantError) -> (Outcome, Response) {
-    match e {
-        VariantError::Fill(e @ FillError::Fetch(FetchError::NotFound)) => (Outcome::NotFound, fill_error(e)),
-        VariantError::Fill(e) => (Outcome::Error, fill_error(e)),
-        VariantError::Store(message) => (Outcome::Error, store_error(message)),
-        VariantError::Render(e) => (Outcome::Error, render_error(e)),
-        VariantError::Busy => (Outcome::Error, busy("no image memory came free in time; try again")),
-        VariantError::OverBudget { needed, budget } => (
-            Outcome::Error,
-            error(
+impl From<&VariantError> for Failure {
+    fn from(e: &VariantError) -> Self {
+        match e {
+            VariantError::Fill(e) => Failure::from(e),
+            VariantError::Store(e) => Failure::store(e),
+            VariantError::Vanished => Failure::internal(
+                "MirrorFailed",
+                "the original changed during the render; try again",
+                "the original vanished after its fill",
+                true,
+            ),
+            VariantError::Internal(detail) => {
+                Failure::internal("MirrorFailed", "the render failed; try again", detail, true)
+            }
+            VariantError::Render(e) => Failure::from(e),
+            VariantError::Busy => Failure::busy("no image memory came free in time; try again"),
+            VariantError::OverBudget { needed, budget } => Failure::client(
                 StatusCode::UNPROCESSABLE_ENTITY,
                 "ImageTooLargeOrInvalid",
                 None,
-                &format!("the render needs {needed} bytes, more than the image memory budget of {budget}"),
+                format!("the render needs {needed} bytes, more than the image memory budget of {budget}"),
             ),
-        ),
+        }
     }
-}
-
-fn render_error(e: &RenderError) -> Response {
-    let (status, code, field) = match e {
-        RenderError::UnsupportedFormat => {
-            (StatusCode::UNSUPPORTED_MEDIA_TYPE, "ImageFormatUnsupported", None)
-        }
-        RenderError::OutputTooLarge { .. } => {
-            (StatusCode::BAD_REQUEST, "InvalidArgument", Some("x-oss-process"))
-        }
-        RenderError::BadParameter { param, .. } => (StatusCode::BAD_REQUEST, "InvalidArgument", Some(*param)),
-        RenderError::WatermarkMissing(_) => (StatusCode::BAD_REQUEST, "InvalidArgument", Some("image")),
-        RenderError::TimedOut => return busy(&e.to_string()),
-        RenderError::Encode(_) => (StatusCode::INTERNAL_SERVER_ERROR, "ImageEncodeFailed", None),
-        _ => (StatusCode::UNPROCESSABLE_ENTITY, "ImageTooLargeOrInvalid", None),
-    };
-    error(status, code, field, &e.to_string())
 }

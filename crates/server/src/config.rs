@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use httpdns_api::dnspod::format::FormatOptions;
 use httpdns_api::events::EventSettings;
-use httpdns_api::live::LiveSettings;
+use httpdns_catalog::LiveSettings;
 use httpdns_core::score::Weights;
 use httpdns_core::snapshot::Policy;
 use httpdns_core::{DomainName, Token};

@@ -5,7 +5,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use anyhow::Context as _;
-use httpdns_api::catalog::Catalog;
+use httpdns_catalog::Catalog;
 use httpdns_dns::listen::Handler;
 use httpdns_dns::Context;
 use httpdns_geo::Geo;

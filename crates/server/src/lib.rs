@@ -4,7 +4,6 @@
 //! configured listener (port 0 allowed; the bound addresses are returned and logged) and
 //! spawns the servers and loops; [`Running::shutdown`] stops them gracefully.
 
-pub mod apply;
 pub mod backup;
 pub mod config;
 pub mod demo_secrets;
@@ -19,12 +18,11 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use anyhow::Context;
-use httpdns_api::catalog::Catalog;
 use httpdns_api::config_center::cache::ConfigCache;
-use httpdns_api::live::LiveHub;
 use httpdns_api::metrics::Metrics;
 use httpdns_api::state::Shared;
 use httpdns_api::{ApiSettings, AppState};
+use httpdns_catalog::{Catalog, CatalogMetrics, LiveHub};
 use httpdns_geo::Geo;
 use httpdns_live::health::HealthRegistry;
 use httpdns_store::Store;
@@ -120,13 +118,26 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
         "Config documents are signed with Ed25519."
     );
 
-    let metrics = Arc::new(Metrics::new());
+    // One registry for the process; each crate registers its own series into it.
+    let prometheus =
+        prometheus::Registry::new_custom(Some("httpdns".into()), None).context("metrics registry")?;
+    let dns_metrics = Arc::new(httpdns_dns::DnsMetrics::new(&prometheus));
+    let metrics = Arc::new(Metrics::new(&prometheus, dns_metrics.clone()));
     let geo = Arc::new(Geo::open(config.geo.clone()).context("loading the GeoIP databases")?);
     let registry = Arc::new(HealthRegistry::default());
-    let catalog =
-        Arc::new(Catalog::new(store.clone(), config.policy.clone(), metrics.clone(), registry.clone()));
+    let catalog = Arc::new(Catalog::new(
+        store.clone(),
+        config.policy.clone(),
+        CatalogMetrics::new(&prometheus),
+        registry.clone(),
+    ));
     catalog.sync().await.context("loading data from the database")?;
-    let config_cache = Arc::new(ConfigCache::new(store.clone(), signer, metrics.clone()));
+    let config_cache = Arc::new(ConfigCache::new(
+        store.clone(),
+        signer,
+        metrics.clone(),
+        catalog.metrics().store_corrupt_rows.clone(),
+    ));
     config_cache.refresh().await.context("loading config documents")?;
     let servers = dns::upstream_servers(&config.upstreams);
     tracing::info!(servers = ?servers, "Upstream DNS servers for names not managed here.");
@@ -145,11 +156,11 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
         tracing::info!(aggregates = restored, "Restored app feedback aggregates.");
     }
     live.refresh(&catalog).await.context("applying live inputs")?;
-    let events = Arc::new(httpdns_api::events::EventHub::new(config.events.clone(), &metrics.registry));
+    let events = Arc::new(httpdns_api::events::EventHub::new(config.events.clone(), &prometheus));
     let mirror = Arc::new(
         httpdns_mirror::Mirror::new(
             mirror_objects(&config).context("opening the mirror's object store")?,
-            httpdns_mirror::MirrorMetrics::new(&metrics.registry),
+            httpdns_mirror::MirrorMetrics::new(&prometheus),
         )
         .allowing_local_origins(config.allow_local_origins)
         .with_images(config.mirror_images.clone()),
@@ -190,6 +201,10 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
             config.client_rate_limit.map_or(1.0, |(q, _)| q),
             config.client_rate_limit.map_or(1.0, |(_, b)| b),
         ),
+        feedback_limits: httpdns_api::ratelimit::RateLimiter::new(
+            config.live.feedback_rate,
+            config.live.feedback_burst,
+        ),
     });
 
     let shutdown = CancellationToken::new();
@@ -211,15 +226,15 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
     );
     let net = listeners::Edge {
         registry: httpdns_net::ConnRegistry::new(limits, trusted_proxies.clone()),
-        metrics: httpdns_net::NetMetrics::new(&metrics.registry),
+        metrics: httpdns_net::NetMetrics::new(&prometheus),
         trusted_proxies: trusted_proxies.clone(),
         http_timeouts: config.http_timeouts,
         dns_timeouts: config.dns_timeouts,
-        dns_metrics: metrics.dns.clone(),
+        dns_metrics: dns_metrics.clone(),
         certs: match &config.tls {
             None => None,
             Some(files) => Some(
-                httpdns_net::tls::TlsCerts::load(&files.cert, &files.key, &metrics.registry)
+                httpdns_net::tls::TlsCerts::load(&files.cert, &files.key, &prometheus)
                     .context("loading the TLS certificates")?,
             ),
         },
@@ -259,7 +274,7 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
                 udp,
                 handler.clone(),
                 upstream.clone(),
-                metrics.dns.clone(),
+                dns_metrics.clone(),
                 shutdown.clone(),
             ));
             tasks.spawn(httpdns_dns::listen::serve_tcp(

@@ -10,7 +10,7 @@
 use sqlx::any::AnyRow;
 use sqlx::Row;
 
-use crate::resources::{next_revision, notify, now_ms};
+use crate::resources::{next_revision, notify};
 use crate::{Store, StoreError};
 
 /// What the publisher expects the current version to be.
@@ -142,7 +142,7 @@ impl Store {
             None => None,
         };
         let summary = summary(previous.as_deref());
-        let now = now_ms();
+        let now = httpdns_core::clock::unix_ms() as i64;
         let version = match current {
             None => {
                 sqlx::query(

@@ -5,7 +5,6 @@
 
 use sqlx::Row;
 
-use crate::resources::now_ms;
 use crate::{Store, StoreError};
 
 /// The latest report of a node's agent.
@@ -79,7 +78,7 @@ impl Store {
     /// Saves feedback aggregates, replacing earlier values of the same keys.
     pub async fn save_feedback(&self, rows: &[FeedbackRow]) -> Result<(), StoreError> {
         let mut tx = self.pool.begin().await?;
-        let now = now_ms();
+        let now = httpdns_core::clock::unix_ms() as i64;
         for f in rows {
             sqlx::query(
                 "INSERT INTO feedback_aggregates (node, isp, region, latency_ms, success_rate, clients, updated_at) \

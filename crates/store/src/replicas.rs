@@ -4,7 +4,6 @@
 
 use sqlx::Row;
 
-use crate::resources::now_ms;
 use crate::{Store, StoreError};
 
 /// One replica's row.
@@ -28,7 +27,7 @@ impl Store {
         )
         .bind(id)
         .bind(&addrs)
-        .bind(now_ms())
+        .bind(httpdns_core::clock::unix_ms() as i64)
         .execute(&self.pool)
         .await?;
         Ok(())

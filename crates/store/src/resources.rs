@@ -1,15 +1,16 @@
 use std::path::Path;
 use std::str::FromStr;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use sqlx::any::{AnyPoolOptions, AnyRow};
 use sqlx::{AnyPool, Row};
 
 use crate::StoreError;
 
-/// The kinds of stored resources. Adding a kind needs no migration.
+/// The kinds of stored resources. Adding a kind needs no migration, but it does need an entry
+/// in `httpdns_catalog::kinds` (where every kind is declared); the enum is exhaustive so that
+/// each `match` over it fails to compile until the new kind is handled.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-#[non_exhaustive]
 pub enum Kind {
     Network,
     Node,
@@ -104,10 +105,6 @@ impl std::fmt::Debug for Store {
 
 /// One set for both backends: the schema uses only SQL that SQLite and PostgreSQL share.
 static MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("../../migrations");
-
-pub(crate) fn now_ms() -> i64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64)
-}
 
 /// What a conditional write expects of the stored resource.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -255,7 +252,7 @@ impl Store {
         .bind(name)
         .bind(body)
         .bind(revision)
-        .bind(now_ms())
+        .bind(httpdns_core::clock::unix_ms() as i64)
         .execute(&mut *tx)
         .await?;
         notify(self, &mut tx).await?;
@@ -273,7 +270,7 @@ impl Store {
              WHERE kind = $3 AND name = $4 AND body IS NOT NULL",
         )
         .bind(revision)
-        .bind(now_ms())
+        .bind(httpdns_core::clock::unix_ms() as i64)
         .bind(kind.as_str())
         .bind(name)
         .execute(&mut *tx)

@@ -6,48 +6,12 @@ use axum::extract::State;
 use axum::http::{header, HeaderMap, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use httpdns_core::model::{validate_resource_id, FieldError};
-use httpdns_mirror::{PurgeError, RuleSpec, StyleSpec};
-use httpdns_store::Kind;
+
+use httpdns_mirror::PurgeError;
 use serde::Deserialize;
 
-use super::resources::AdminResource;
 use crate::error::ApiError;
-use crate::state::{ApiSettings, AppState};
-
-/// `/admin/v1/mirror/rules/{name}`.
-pub struct MirrorRules;
-
-impl AdminResource for MirrorRules {
-    const KIND: Kind = Kind::MirrorRule;
-    const NAME_FIELD: &'static str = "name";
-    type Spec = RuleSpec;
-
-    fn canonical_name(raw: &str) -> Result<String, FieldError> {
-        validate_resource_id(raw).map(|()| raw.to_owned()).map_err(|e| FieldError::new("name", e.message))
-    }
-
-    fn validate(spec: &RuleSpec, settings: &ApiSettings) -> Result<(), FieldError> {
-        spec.validate_with(settings.allow_local_origins)
-    }
-}
-
-/// `/admin/v1/mirror/styles/{name}`: named chains for `x-oss-process=style/<name>`.
-pub struct ImageStyles;
-
-impl AdminResource for ImageStyles {
-    const KIND: Kind = Kind::ImageStyle;
-    const NAME_FIELD: &'static str = "name";
-    type Spec = StyleSpec;
-
-    fn canonical_name(raw: &str) -> Result<String, FieldError> {
-        httpdns_mirror::style::validate_style_name(raw).map(|()| raw.to_owned())
-    }
-
-    fn validate(spec: &StyleSpec, _: &ApiSettings) -> Result<(), FieldError> {
-        spec.validate()
-    }
-}
+use crate::state::AppState;
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]

@@ -1,6 +1,7 @@
 //! The admin API: `/admin/v1/...`, JSON, bearer-token auth.
 //!
-//! Every resource kind goes through the same handlers, parameterised by [`AdminResource`]:
+//! Every resource kind goes through the same handlers, parameterised by a `httpdns_catalog::ResourceKind`
+//! (declared there once, with its URL):
 //! the URL names the resource and is canonicalised (a CIDR, a domain name, an id), the body is
 //! deserialised strictly (unknown fields refused) and validated, and the write is one
 //! transaction. Bad input is a 4xx with `{"error", "field", "code"}` and nothing is written.
@@ -19,8 +20,8 @@ use crate::state::AppState;
 
 pub use auth::require_token;
 pub(crate) use body::parse as parse_body;
-pub use mirror::{ImageStyles, MirrorRules};
-pub use resources::{Accounts, AdminResource, Domains, Networks, Nodes, Pools};
+use httpdns_catalog::kinds::{Accounts, Domains, ImageStyles, MirrorRules, Networks, Nodes, Pools};
+use httpdns_catalog::ResourceKind;
 
 /// Largest object the admin API writes into the mirror store in one request.
 const MAX_OBJECT_WRITE: usize = 256 << 20;
@@ -42,21 +43,22 @@ pub fn routes() -> Router<AppState> {
                 .layer(axum::extract::DefaultBodyLimit::max(MAX_OBJECT_WRITE))
                 .get(mirror::lookup),
         );
-    // Networks take a catch-all, so a CIDR works percent-encoded (`1.0.1.0%2F24`, as
-    // documented) and also with a literal slash.
-    let router = resource::<Networks>(router, "/admin/v1/networks", "{*name}");
-    let router = resource::<Nodes>(router, "/admin/v1/nodes", "{name}");
-    let router = resource::<Pools>(router, "/admin/v1/pools", "{name}");
-    let router = resource::<Accounts>(router, "/admin/v1/accounts", "{name}");
-    let router = resource::<MirrorRules>(router, "/admin/v1/mirror/rules", "{name}");
-    let router = resource::<ImageStyles>(router, "/admin/v1/mirror/styles", "{name}");
-    resource::<Domains>(router, "/admin/v1/domains", "{name}")
+    // One line per kind; its URL comes from `httpdns_catalog::KINDS`. A kind missing here
+    // fails `tests/integration/kinds.rs`.
+    let router = resource::<Networks>(router);
+    let router = resource::<Nodes>(router);
+    let router = resource::<Pools>(router);
+    let router = resource::<Accounts>(router);
+    let router = resource::<MirrorRules>(router);
+    let router = resource::<ImageStyles>(router);
+    resource::<Domains>(router)
 }
 
 /// The list route and the `GET`/`PUT`/`DELETE` route of one resource kind.
-fn resource<R: AdminResource>(router: Router<AppState>, base: &str, name: &str) -> Router<AppState> {
-    router.route(base, get(resources::list::<R>)).route(
-        &format!("{base}/{name}"),
+fn resource<R: ResourceKind>(router: Router<AppState>) -> Router<AppState> {
+    let info = R::info();
+    router.route(info.base, get(resources::list::<R>)).route(
+        &format!("{}/{}", info.base, info.name_pattern),
         get(resources::get_one::<R>).put(resources::put_one::<R>).delete(resources::delete_one::<R>),
     )
 }

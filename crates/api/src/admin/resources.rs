@@ -2,130 +2,16 @@ use axum::body::Bytes;
 use axum::extract::{Path, Query, State};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
-use httpdns_core::model::{
-    parse_account_id, validate_resource_id, AccountSpec, DomainSpec, FieldError, NetworkSpec, NodeSpec,
-    PoolSpec,
-};
-use httpdns_core::{DomainName, Token};
-use httpdns_store::{Kind, Precondition, Resource, StoreError};
-use ipnet::IpNet;
-use serde::de::DeserializeOwned;
+use httpdns_catalog::ResourceKind;
+use httpdns_store::{Precondition, Resource, StoreError};
 use serde::{Deserialize, Serialize};
 
 use super::body;
 use crate::error::ApiError;
-use crate::state::{ApiSettings, AppState};
+use crate::state::AppState;
 
-/// One kind of admin resource.
-pub trait AdminResource: Send + Sync + 'static {
-    const KIND: Kind;
-    /// What the URL segment is called in errors.
-    const NAME_FIELD: &'static str;
-    type Spec: Serialize + DeserializeOwned + Send;
-
-    /// The canonical form of the name in the URL, or why it is not one.
-    fn canonical_name(raw: &str) -> Result<String, FieldError>;
-    fn validate(spec: &Self::Spec, settings: &ApiSettings) -> Result<(), FieldError>;
-
-    /// Names that exist without a stored body (pools named by a node or domain), served with
-    /// default options.
-    fn implied(_app: &AppState) -> Vec<String> {
-        Vec::new()
-    }
-}
-
-pub struct Networks;
-pub struct Nodes;
-pub struct Pools;
-pub struct Domains;
-pub struct Accounts;
-
-impl AdminResource for Accounts {
-    const KIND: Kind = Kind::Account;
-    const NAME_FIELD: &'static str = "id";
-    type Spec = AccountSpec;
-
-    fn canonical_name(raw: &str) -> Result<String, FieldError> {
-        parse_account_id(raw).map(|n| n.to_string())
-    }
-
-    fn validate(spec: &AccountSpec, _: &ApiSettings) -> Result<(), FieldError> {
-        spec.validate()
-    }
-}
-
-impl AdminResource for Networks {
-    const KIND: Kind = Kind::Network;
-    const NAME_FIELD: &'static str = "cidr";
-    type Spec = NetworkSpec;
-
-    fn canonical_name(raw: &str) -> Result<String, FieldError> {
-        let net: IpNet = raw.parse().map_err(|_| {
-            FieldError::new(
-                "cidr",
-                format!("{raw:.64?} is not a CIDR such as 1.0.1.0/24 (percent-encode the '/')"),
-            )
-        })?;
-        if net.trunc() != net {
-            return Err(FieldError::new("cidr", format!("host bits are set; did you mean {}?", net.trunc())));
-        }
-        Ok(net.to_string())
-    }
-
-    fn validate(spec: &NetworkSpec, _: &ApiSettings) -> Result<(), FieldError> {
-        spec.validate()
-    }
-}
-
-impl AdminResource for Nodes {
-    const KIND: Kind = Kind::Node;
-    const NAME_FIELD: &'static str = "id";
-    type Spec = NodeSpec;
-
-    fn canonical_name(raw: &str) -> Result<String, FieldError> {
-        validate_resource_id(raw).map(|()| raw.to_owned())
-    }
-
-    fn validate(spec: &NodeSpec, settings: &ApiSettings) -> Result<(), FieldError> {
-        spec.validate(settings.allow_private_node_ips)
-    }
-}
-
-impl AdminResource for Pools {
-    const KIND: Kind = Kind::Pool;
-    const NAME_FIELD: &'static str = "name";
-    type Spec = PoolSpec;
-
-    fn canonical_name(raw: &str) -> Result<String, FieldError> {
-        Token::parse(raw).map(|t| t.to_string()).map_err(|e| FieldError::new("name", e.to_string()))
-    }
-
-    fn validate(spec: &PoolSpec, _: &ApiSettings) -> Result<(), FieldError> {
-        spec.validate()
-    }
-
-    /// "A pool exists as soon as a node or domain names it."
-    fn implied(app: &AppState) -> Vec<String> {
-        app.catalog.snapshot().pool_names().map(|t| t.to_string()).collect()
-    }
-}
-
-impl AdminResource for Domains {
-    const KIND: Kind = Kind::Domain;
-    const NAME_FIELD: &'static str = "name";
-    type Spec = DomainSpec;
-
-    fn canonical_name(raw: &str) -> Result<String, FieldError> {
-        DomainName::parse(raw).map(|d| d.to_string()).map_err(|e| FieldError::new("name", e.to_string()))
-    }
-
-    fn validate(spec: &DomainSpec, _: &ApiSettings) -> Result<(), FieldError> {
-        spec.validate()
-    }
-}
-
-fn name_of<R: AdminResource>(raw: &str) -> Result<String, ApiError> {
-    R::canonical_name(raw).map_err(|e| ApiError::bad_request("InvalidName", R::NAME_FIELD, e.message))
+fn name_of<R: ResourceKind>(raw: &str) -> Result<String, ApiError> {
+    R::canonical_name(raw).map_err(|e| ApiError::bad_request("InvalidName", R::info().name_field, e.message))
 }
 
 fn etag(revision: i64) -> HeaderValue {
@@ -142,14 +28,14 @@ fn json_response(status: StatusCode, body: &impl Serialize, revision: Option<i64
     resp
 }
 
-pub(crate) async fn get_one<R: AdminResource>(
+pub(crate) async fn get_one<R: ResourceKind>(
     State(app): State<AppState>,
     Path(raw): Path<String>,
 ) -> Result<Response, ApiError> {
     let name = name_of::<R>(&raw)?;
     let found = app.catalog.store().get(R::KIND, &name).await.map_err(|e| ApiError::unavailable(&e))?;
     let Some(res) = found else {
-        if R::implied(&app).contains(&name) {
+        if R::implied(&app.catalog.snapshot()).contains(&name) {
             // Only pools are implied, and a pool's default options are an empty object.
             return Ok(json_response(StatusCode::OK, &serde_json::json!({}), None));
         }
@@ -182,7 +68,7 @@ fn precondition(headers: &HeaderMap) -> Result<Precondition, ApiError> {
     }
 }
 
-pub(crate) async fn put_one<R: AdminResource>(
+pub(crate) async fn put_one<R: ResourceKind>(
     State(app): State<AppState>,
     Path(raw): Path<String>,
     headers: HeaderMap,
@@ -191,7 +77,7 @@ pub(crate) async fn put_one<R: AdminResource>(
     let name = name_of::<R>(&raw)?;
     let pre = precondition(&headers)?;
     let spec: R::Spec = body::parse(&bytes)?;
-    R::validate(&spec, &app.settings).map_err(ApiError::invalid)?;
+    R::validate(&spec, &app.settings.validation()).map_err(ApiError::invalid)?;
     // Store the canonical form (defaults filled in), so reads and the snapshot agree.
     let canonical = serde_json::to_string(&spec).map_err(|e| ApiError::internal(&e))?;
     let written = app.catalog.store().put_if(R::KIND, &name, &canonical, pre).await.map_err(|e| match e {
@@ -223,7 +109,7 @@ pub(crate) async fn put_one<R: AdminResource>(
     Ok(json_response(status, &spec, Some(written.revision)))
 }
 
-pub(crate) async fn delete_one<R: AdminResource>(
+pub(crate) async fn delete_one<R: ResourceKind>(
     State(app): State<AppState>,
     Path(raw): Path<String>,
 ) -> Result<Response, ApiError> {
@@ -231,7 +117,7 @@ pub(crate) async fn delete_one<R: AdminResource>(
     let deleted = app.catalog.store().delete(R::KIND, &name).await.map_err(|e| ApiError::unavailable(&e))?;
     let Some(revision) = deleted else {
         // An implied resource has only default options: removing them changes nothing.
-        if R::implied(&app).contains(&name) {
+        if R::implied(&app.catalog.snapshot()).contains(&name) {
             return Ok(StatusCode::NO_CONTENT.into_response());
         }
         return Err(ApiError::not_found(format!("no {} {name:?}", R::KIND.as_str())));
@@ -273,7 +159,7 @@ struct ListBody {
 const DEFAULT_LIMIT: i64 = 100;
 const MAX_LIMIT: i64 = 1000;
 
-pub(crate) async fn list<R: AdminResource>(
+pub(crate) async fn list<R: ResourceKind>(
     State(app): State<AppState>,
     Query(params): Query<ListParams>,
 ) -> Result<Response, ApiError> {
@@ -294,7 +180,7 @@ pub(crate) async fn list<R: AdminResource>(
     if filter.is_some_and(|q| q.len() > 256) {
         return Err(ApiError::bad_request("InvalidArgument", "q", "at most 256 bytes"));
     }
-    let implied = R::implied(&app);
+    let implied = R::implied(&app.catalog.snapshot());
     // One more than asked tells whether there is a next page.
     let mut rows: Vec<Resource> = if let (true, Some(q)) = (implied.is_empty(), filter) {
         app.catalog

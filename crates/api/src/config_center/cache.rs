@@ -42,6 +42,7 @@ pub struct ConfigCache {
     client_refresh: SingleFlight<(), Result<(), String>>,
     last_client_refresh: std::sync::Mutex<Option<Instant>>,
     metrics: Arc<Metrics>,
+    corrupt_rows: prometheus::IntCounter,
 }
 
 /// How often clients can make a replica reload config documents from the database (a client
@@ -62,7 +63,14 @@ pub fn etag(version: i64) -> HeaderValue {
 }
 
 impl ConfigCache {
-    pub fn new(store: Store, signer: Signer, metrics: Arc<Metrics>) -> Self {
+    /// `corrupt_rows` counts stored versions that no longer parse (the catalog's counter:
+    /// one series for every stored row skipped).
+    pub fn new(
+        store: Store,
+        signer: Signer,
+        metrics: Arc<Metrics>,
+        corrupt_rows: prometheus::IntCounter,
+    ) -> Self {
         Self {
             store,
             signer,
@@ -71,6 +79,7 @@ impl ConfigCache {
             client_refresh: SingleFlight::new(),
             last_client_refresh: std::sync::Mutex::new(None),
             metrics,
+            corrupt_rows,
         }
     }
 
@@ -107,7 +116,7 @@ impl ConfigCache {
             let document: ConfigDocument = match serde_json::from_str(&row.document) {
                 Ok(d) => d,
                 Err(e) => {
-                    self.metrics.store_corrupt_rows.inc();
+                    self.corrupt_rows.inc();
                     tracing::error!(%module, version, error = %e, "Skipping a stored config version that does not parse.");
                     continue;
                 }

@@ -18,7 +18,6 @@ pub mod session;
 use std::collections::HashMap;
 use std::net::IpAddr;
 use std::sync::Mutex;
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use axum::body::Bytes;
 use axum::extract::{Request, State};
@@ -57,10 +56,6 @@ pub struct Console {
     attempts: RateLimiter<IpAddr>,
 }
 
-fn now_s() -> u64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs())
-}
-
 impl Console {
     pub fn new(admin_token: &str) -> Self {
         Self {
@@ -73,7 +68,7 @@ impl Console {
     /// The valid, not signed-out session of a request's cookies (every cookie of that name is
     /// tried: another port of the same host may have set one too).
     pub fn session(&self, headers: &HeaderMap) -> Option<Session> {
-        let now = now_s();
+        let now = httpdns_core::clock::unix_s();
         let revoked = self.revoked.lock().unwrap_or_else(|e| e.into_inner());
         cookies(headers, COOKIE)
             .filter_map(|v| self.sessions.verify(v, now))
@@ -81,7 +76,7 @@ impl Console {
     }
 
     fn revoke(&self, s: &Session) {
-        let now = now_s();
+        let now = httpdns_core::clock::unix_s();
         let mut revoked = self.revoked.lock().unwrap_or_else(|e| e.into_inner());
         revoked.retain(|_, expires| *expires > now);
         if revoked.len() >= MAX_REVOKED {
@@ -211,8 +206,10 @@ async fn sign_in(State(app): State<AppState>, PeerAddr(peer): PeerAddr, req: Req
             if getrandom::fill(&mut nonce).is_err() {
                 return ApiError::internal(&"no randomness for a session").into_response();
             }
-            let value = app.console.sessions.issue(Role::Admin, now_s(), LIFETIME_S, &nonce);
-            let session = app.console.sessions.verify(&value, now_s()).expect("just issued");
+            let value =
+                app.console.sessions.issue(Role::Admin, httpdns_core::clock::unix_s(), LIFETIME_S, &nonce);
+            let session =
+                app.console.sessions.verify(&value, httpdns_core::clock::unix_s()).expect("just issued");
             tracing::info!(%peer, "Console sign-in.");
             let mut resp = axum::Json(session_body(&app, &session)).into_response();
             resp.headers_mut().insert(header::SET_COOKIE, set_cookie(&value, LIFETIME_S, secure));

@@ -18,7 +18,7 @@ use httpdns_store::events::{EventCounts, EventKey};
 
 use super::schema::{self, Detail, Event};
 use super::verdict::{self, Context};
-use super::{now_s, Counted};
+use super::Counted;
 use crate::error::ApiError;
 use crate::live::feedback::signer;
 use crate::state::{AppState, PeerAddr};
@@ -68,7 +68,7 @@ async fn accept(
             "too many event batches; slow down",
         ));
     }
-    let now = now_s();
+    let now = httpdns_core::clock::unix_s() as i64;
     let events = schema::parse_batch(&json, now, settings.max_batch).map_err(|e| {
         rejected("invalid");
         ApiError::bad_request("InvalidArgument", e.field, e.message)
@@ -125,7 +125,7 @@ fn describe(
     e: &Event,
     client_isp: Option<&httpdns_core::Token>,
     peer: IpAddr,
-    published: &crate::catalog::Published,
+    published: &httpdns_catalog::Published,
 ) -> (&'static str, String, Option<u64>) {
     let host = |h: &httpdns_config::Host| {
         if app.config.is_unified_host(h) {

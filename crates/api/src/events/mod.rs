@@ -19,7 +19,7 @@ pub mod verdict;
 
 use std::net::IpAddr;
 use std::sync::Mutex;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use httpdns_store::events::{EventCounts, EventKey};
 use httpdns_store::{Store, StoreError};
@@ -76,11 +76,7 @@ impl Default for EventSettings {
 
 /// Minutes since the Unix epoch, now.
 pub(crate) fn now_minute() -> i64 {
-    now_s() / 60
-}
-
-pub(crate) fn now_s() -> i64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs() as i64)
+    (httpdns_core::clock::unix_s() as i64) / 60
 }
 
 /// The Prometheus series of the events.

@@ -142,7 +142,7 @@ pub(crate) fn signer(
 }
 
 fn accept(app: &AppState, peer: IpAddr, account: Option<u32>, body: &[u8]) -> Result<Response, ApiError> {
-    if !app.live.limiter.allow(peer) {
+    if !app.feedback_limits.allow(peer) {
         app.metrics.feedback_reports.with_label_values(&["rate_limited"]).inc();
         return Err(ApiError::new(
             StatusCode::TOO_MANY_REQUESTS,

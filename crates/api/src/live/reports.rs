@@ -14,7 +14,6 @@ use httpdns_store::live::NodeReport;
 use httpdns_store::Kind;
 use serde::Deserialize;
 
-use super::hub::now_ms;
 use crate::admin::parse_body;
 use crate::error::ApiError;
 use crate::state::AppState;
@@ -68,7 +67,7 @@ impl Report {
             load_pct: self.load_pct,
             bandwidth_mbps: self.bandwidth_mbps,
             latency_ms: self.latency_ms,
-            reported_at: now_ms() as i64,
+            reported_at: httpdns_core::clock::unix_ms() as i64,
         })
     }
 }

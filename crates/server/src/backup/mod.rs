@@ -90,10 +90,6 @@ fn public_key(seed_text: &str) -> Option<String> {
     httpdns_config::Signer::from_text(seed_text).ok().map(|s| s.public_key_base64())
 }
 
-fn now_ms() -> i64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64)
-}
-
 /// Writes a backup of everything `config` points at to `out`, and returns its manifest.
 pub async fn backup(config: &Config, out: &Location) -> anyhow::Result<Manifest> {
     let spool_dir = match out {
@@ -124,7 +120,7 @@ pub async fn backup(config: &Config, out: &Location) -> anyhow::Result<Manifest>
     let mut manifest = Manifest {
         format: archive::FORMAT,
         httpdns_version: env!("CARGO_PKG_VERSION").to_owned(),
-        created_at_ms: now_ms(),
+        created_at_ms: httpdns_core::clock::unix_ms() as i64,
         database: dumped,
         mirror: MirrorSummary::default(),
         secrets: secrets.iter().map(|(n, _)| (*n).to_owned()).collect(),

@@ -15,14 +15,17 @@ mod plan;
 
 use std::collections::BTreeMap;
 
+use httpdns_catalog::kinds::{Domains, ImageStyles, MirrorRules, Networks, Nodes, Pools};
+use httpdns_catalog::{ResourceKind, Validation};
 use httpdns_config::ConfigDocument;
 use httpdns_core::model::{DomainSpec, NetworkSpec, NodeSpec, PoolSpec};
 use httpdns_mirror::{RuleSpec, StyleSpec};
 use serde::{Deserialize, Serialize};
 
-pub use plan::{plan, Change, Kind};
+pub use plan::{plan, Change, Section};
 
-/// The whole declarative state. Missing sections are empty.
+/// The whole declarative state. Missing sections are empty. One field per declarative kind of
+/// `httpdns_catalog::KINDS`, named by its `section` (a test checks the two agree).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct StateFile {
@@ -72,8 +75,8 @@ impl StateFile {
     /// compressed), so the plan compares like with like; two keys naming one resource are an
     /// error.
     fn canonicalize(&mut self) -> Result<(), String> {
-        use httpdns_api::admin::{AdminResource, Domains, ImageStyles, MirrorRules, Networks, Nodes, Pools};
-        fn keys<T, R: AdminResource>(section: &str, m: &mut BTreeMap<String, T>) -> Result<(), String> {
+        fn keys<T, R: ResourceKind>(m: &mut BTreeMap<String, T>) -> Result<(), String> {
+            let section = R::info().section;
             let mut out = BTreeMap::new();
             for (raw, v) in std::mem::take(m) {
                 let name = R::canonical_name(&raw).map_err(|e| format!("{section}.{raw}: {}", e.message))?;
@@ -84,45 +87,38 @@ impl StateFile {
             *m = out;
             Ok(())
         }
-        keys::<_, Networks>("networks", &mut self.networks)?;
-        keys::<_, Pools>("pools", &mut self.pools)?;
-        keys::<_, Nodes>("nodes", &mut self.nodes)?;
-        keys::<_, Domains>("domains", &mut self.domains)?;
-        keys::<_, MirrorRules>("mirror_rules", &mut self.mirror_rules)?;
-        keys::<_, ImageStyles>("image_styles", &mut self.image_styles)?;
+        keys::<_, Networks>(&mut self.networks)?;
+        keys::<_, Pools>(&mut self.pools)?;
+        keys::<_, Nodes>(&mut self.nodes)?;
+        keys::<_, Domains>(&mut self.domains)?;
+        keys::<_, MirrorRules>(&mut self.mirror_rules)?;
+        keys::<_, ImageStyles>(&mut self.image_styles)?;
         for module in self.config.keys() {
             httpdns_config::validate_module(module).map_err(|e| format!("config.{module}: {}", e.message))?;
         }
         Ok(())
     }
 
-    /// What the server would refuse, found before anything is sent.
+    /// What the server would refuse, found before anything is sent. What depends on the
+    /// server's settings (private node addresses, local origins) is allowed here and checked
+    /// there.
     fn validate(&self) -> Result<(), String> {
-        let at = |kind: &str, name: &str, e: httpdns_core::model::FieldError| {
-            format!("{kind}.{name}.{}: {}", e.field, e.message)
-        };
-        for (n, s) in &self.networks {
-            s.validate().map_err(|e| at("networks", n, e))?;
+        fn check<R: ResourceKind>(m: &BTreeMap<String, R::Spec>) -> Result<(), String> {
+            for (n, s) in m {
+                R::validate(s, &Validation::PERMISSIVE)
+                    .map_err(|e| format!("{}.{n}.{}: {}", R::info().section, e.field, e.message))?;
+            }
+            Ok(())
         }
-        for (n, s) in &self.pools {
-            s.validate().map_err(|e| at("pools", n, e))?;
-        }
-        for (n, s) in &self.domains {
-            s.validate().map_err(|e| at("domains", n, e))?;
-        }
-        for (n, s) in &self.mirror_rules {
-            s.validate().map_err(|e| at("mirror_rules", n, e))?;
-        }
-        for (n, s) in &self.image_styles {
-            s.validate().map_err(|e| at("image_styles", n, e))?;
-        }
+        check::<Networks>(&self.networks)?;
+        check::<Pools>(&self.pools)?;
+        check::<Domains>(&self.domains)?;
+        check::<MirrorRules>(&self.mirror_rules)?;
+        check::<ImageStyles>(&self.image_styles)?;
         for (n, s) in &self.config {
-            s.validate().map_err(|e| at("config", n, e))?;
+            s.validate().map_err(|e| format!("config.{n}.{}: {}", e.field, e.message))?;
         }
-        for (n, s) in &self.nodes {
-            // Private addresses depend on the server's setting: allowed here, checked there.
-            s.validate(true).map_err(|e| at("nodes", n, e))?;
-        }
+        check::<Nodes>(&self.nodes)?;
         Ok(())
     }
 

@@ -8,7 +8,9 @@ use serde::de::DeserializeOwned;
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::{Change, Kind, StateFile};
+use httpdns_catalog::Kind;
+
+use super::{Change, Section, StateFile};
 
 pub struct AdminClient {
     http: reqwest::Client,
@@ -27,31 +29,6 @@ impl AdminClient {
         let http =
             reqwest::Client::builder().no_proxy().timeout(std::time::Duration::from_secs(30)).build()?;
         Ok(Self { http, base: base.trim_end_matches('/').to_owned(), token: token.to_owned() })
-    }
-
-    fn path(kind: Kind, name: &str) -> String {
-        match kind {
-            // A CIDR's '/' is percent-encoded in the URL.
-            Kind::Networks => format!("/admin/v1/networks/{}", name.replace('/', "%2F")),
-            Kind::Pools => format!("/admin/v1/pools/{name}"),
-            Kind::Nodes => format!("/admin/v1/nodes/{name}"),
-            Kind::Domains => format!("/admin/v1/domains/{name}"),
-            Kind::MirrorRules => format!("/admin/v1/mirror/rules/{name}"),
-            Kind::ImageStyles => format!("/admin/v1/mirror/styles/{name}"),
-            Kind::Config => format!("/admin/v1/config/{name}"),
-        }
-    }
-
-    fn list_path(kind: Kind) -> &'static str {
-        match kind {
-            Kind::Networks => "/admin/v1/networks",
-            Kind::Pools => "/admin/v1/pools",
-            Kind::Nodes => "/admin/v1/nodes",
-            Kind::Domains => "/admin/v1/domains",
-            Kind::MirrorRules => "/admin/v1/mirror/rules",
-            Kind::ImageStyles => "/admin/v1/mirror/styles",
-            Kind::Config => "/admin/v1/config",
-        }
     }
 
     async fn send(
@@ -83,7 +60,7 @@ impl AdminClient {
     }
 
     /// Every resource of a kind, following the pages.
-    async fn list<T: DeserializeOwned>(&self, kind: Kind) -> anyhow::Result<BTreeMap<String, T>> {
+    async fn list<T: DeserializeOwned>(&self, kind: Section) -> anyhow::Result<BTreeMap<String, T>> {
         #[derive(Deserialize)]
         struct Page {
             items: Vec<Item>,
@@ -97,14 +74,14 @@ impl AdminClient {
         let mut out = BTreeMap::new();
         let mut after: Option<String> = None;
         loop {
-            let mut path = format!("{}?limit=1000", Self::list_path(kind));
+            let mut path = format!("{}?limit=1000", kind.base());
             if let Some(a) = &after {
                 path.push_str(&format!("&after={}", a.replace('/', "%2F")));
             }
             let page: Page = self.get_json(&path).await?;
             for item in page.items {
                 let spec = serde_json::from_value(item.spec).with_context(|| {
-                    format!("{}/{}: the server's spec does not parse", kind.section(), item.name)
+                    format!("{}/{}: the server's spec does not parse", kind.name(), item.name)
                 })?;
                 out.insert(item.name, spec);
             }
@@ -126,19 +103,18 @@ impl AdminClient {
             version: i64,
         }
         let mut state = StateFile {
-            networks: self.list(Kind::Networks).await?,
-            pools: self.list(Kind::Pools).await?,
-            nodes: self.list(Kind::Nodes).await?,
-            domains: self.list(Kind::Domains).await?,
-            mirror_rules: self.list(Kind::MirrorRules).await?,
-            image_styles: self.list(Kind::ImageStyles).await?,
+            networks: self.list(Section::Resource(Kind::Network)).await?,
+            pools: self.list(Section::Resource(Kind::Pool)).await?,
+            nodes: self.list(Section::Resource(Kind::Node)).await?,
+            domains: self.list(Section::Resource(Kind::Domain)).await?,
+            mirror_rules: self.list(Section::Resource(Kind::MirrorRule)).await?,
+            image_styles: self.list(Section::Resource(Kind::ImageStyle)).await?,
             config: BTreeMap::new(),
         };
         let mut config_versions = BTreeMap::new();
-        let modules: Modules = self.get_json(Self::list_path(Kind::Config)).await?;
+        let modules: Modules = self.get_json(Section::Config.base()).await?;
         for m in modules.items {
-            let doc: httpdns_config::ConfigDocument =
-                self.get_json(&Self::path(Kind::Config, &m.module)).await?;
+            let doc: httpdns_config::ConfigDocument = self.get_json(&Section::Config.path(&m.module)).await?;
             state.config.insert(m.module.clone(), doc.content());
             config_versions.insert(m.module, m.version);
         }
@@ -147,11 +123,11 @@ impl AdminClient {
 
     /// Carries out one change.
     pub async fn apply(&self, change: &Change, current: &Current) -> anyhow::Result<()> {
-        let path = Self::path(change.kind(), change.name());
+        let path = change.kind().path(change.name());
         let (status, text) = match change {
             Change::Create { kind, spec, .. } | Change::Update { kind, spec, .. } => {
                 // Config modules: replace exactly the version the plan was made from.
-                let if_match = (*kind == Kind::Config)
+                let if_match = (*kind == Section::Config)
                     .then(|| current.config_versions.get(change.name()).map(|v| format!("\"{v}\"")))
                     .flatten();
                 self.send(Method::PUT, &path, Some(spec), if_match).await?

@@ -27,7 +27,7 @@ use httpdns_store::{Change, Kind, Store, StoreError};
 use ipnet::IpNet;
 use tokio::sync::watch;
 
-use crate::metrics::Metrics;
+use crate::metrics::CatalogMetrics;
 
 /// Health of the catalog's link to the store, for `/readyz`.
 #[derive(Debug, Clone)]
@@ -79,7 +79,7 @@ pub struct Catalog {
     state: tokio::sync::Mutex<ModelState>,
     // A std mutex: held only to copy or replace a small struct, never across an await.
     status: Mutex<SyncStatus>,
-    metrics: Arc<Metrics>,
+    metrics: CatalogMetrics,
     /// The gateway that gets the mirror rules, once attached.
     mirror: std::sync::OnceLock<Arc<Mirror>>,
 }
@@ -91,7 +91,7 @@ impl std::fmt::Debug for Catalog {
 }
 
 impl Catalog {
-    pub fn new(store: Store, policy: Policy, metrics: Arc<Metrics>, registry: Arc<HealthRegistry>) -> Self {
+    pub fn new(store: Store, policy: Policy, metrics: CatalogMetrics, registry: Arc<HealthRegistry>) -> Self {
         let (targets_tx, _) = watch::channel(Arc::new(Vec::new()));
         Self {
             store,
@@ -152,6 +152,11 @@ impl Catalog {
         mirror.set_rules(mirror_specs(&state));
         mirror.set_styles(style_specs(&state));
         let _ = self.mirror.set(mirror);
+    }
+
+    /// The catalog's series (snapshot and store health).
+    pub fn metrics(&self) -> &CatalogMetrics {
+        &self.metrics
     }
 
     pub fn store(&self) -> &Store {
@@ -280,7 +285,7 @@ fn check_targets(snapshot: &Snapshot) -> Vec<Target> {
         .collect()
 }
 
-fn apply(state: &mut ModelState, change: &Change, metrics: &Metrics) {
+fn apply(state: &mut ModelState, change: &Change, metrics: &CatalogMetrics) {
     let name = change.name.clone();
     let Some(body) = &change.body else {
         match change.kind {
@@ -295,7 +300,6 @@ fn apply(state: &mut ModelState, change: &Change, metrics: &Metrics) {
             }
             Kind::MirrorRule => drop(state.mirror_rules.remove(&name)),
             Kind::ImageStyle => drop(state.image_styles.remove(&name)),
-            _ => {}
         }
         return;
     };
@@ -335,7 +339,6 @@ fn apply(state: &mut ModelState, change: &Change, metrics: &Metrics) {
                 let spec: StyleSpec = serde_json::from_str(body).map_err(|e| e.to_string())?;
                 state.image_styles.insert(name.clone(), spec);
             }
-            _ => {}
         }
         Ok(())
     })();

@@ -6,67 +6,69 @@ use std::fmt;
 use serde::Serialize;
 use serde_json::Value;
 
+use httpdns_catalog::{info, Kind, KINDS};
+
 use super::StateFile;
 
-/// Resource kinds in the order creates and updates are applied.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Kind {
-    Networks,
-    Pools,
-    Nodes,
-    Domains,
-    MirrorRules,
-    ImageStyles,
+/// A section of the file: a declarative resource kind, or the config modules (which are not
+/// admin resources: they have versions and no delete).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Section {
+    Resource(Kind),
     Config,
 }
 
-impl Kind {
-    pub const ALL: [Kind; 7] = [
-        Kind::Networks,
-        Kind::Pools,
-        Kind::Nodes,
-        Kind::Domains,
-        Kind::MirrorRules,
-        Kind::ImageStyles,
-        Kind::Config,
-    ];
+impl Section {
+    /// Every section in the order creates and updates are applied: the kinds in
+    /// `httpdns_catalog::KINDS`'s dependency order, then config (which may name any host).
+    pub fn all() -> impl DoubleEndedIterator<Item = Section> + Clone {
+        KINDS.iter().filter(|k| k.declarative).map(|k| Section::Resource(k.kind)).chain([Section::Config])
+    }
 
-    /// The section of the file.
-    pub fn section(self) -> &'static str {
+    /// The section's name in the file.
+    pub fn name(self) -> &'static str {
         match self {
-            Kind::Networks => "networks",
-            Kind::Pools => "pools",
-            Kind::Nodes => "nodes",
-            Kind::Domains => "domains",
-            Kind::MirrorRules => "mirror_rules",
-            Kind::ImageStyles => "image_styles",
-            Kind::Config => "config",
+            Section::Resource(kind) => info(kind).section,
+            Section::Config => "config",
         }
+    }
+
+    /// The admin API collection.
+    pub fn base(self) -> &'static str {
+        match self {
+            Section::Resource(kind) => info(kind).base,
+            Section::Config => "/admin/v1/config",
+        }
+    }
+
+    /// The admin URL of one entry (a CIDR's `/` percent-encoded).
+    pub fn path(self, name: &str) -> String {
+        format!("{}/{}", self.base(), name.replace('/', "%2F"))
     }
 }
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum Change {
     Create {
-        kind: Kind,
+        kind: Section,
         name: String,
         spec: Value,
     },
     /// `fields`: the top-level fields that differ, with the current and the wanted value.
     Update {
-        kind: Kind,
+        kind: Section,
         name: String,
         spec: Value,
         fields: Vec<(String, Value, Value)>,
     },
     Delete {
-        kind: Kind,
+        kind: Section,
         name: String,
     },
 }
 
 impl Change {
-    pub fn kind(&self) -> Kind {
+    pub fn kind(&self) -> Section {
         match self {
             Change::Create { kind, .. } | Change::Update { kind, .. } | Change::Delete { kind, .. } => *kind,
         }
@@ -81,10 +83,10 @@ impl Change {
 impl fmt::Display for Change {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Change::Create { kind, name, .. } => write!(f, "+ {}/{name}", kind.section()),
-            Change::Delete { kind, name } => write!(f, "- {}/{name}", kind.section()),
+            Change::Create { kind, name, .. } => write!(f, "+ {}/{name}", kind.name()),
+            Change::Delete { kind, name } => write!(f, "- {}/{name}", kind.name()),
             Change::Update { kind, name, fields, .. } => {
-                write!(f, "~ {}/{name}:", kind.section())?;
+                write!(f, "~ {}/{name}:", kind.name())?;
                 for (field, from, to) in fields {
                     write!(f, " {field}: {from} -> {to};")?;
                 }
@@ -98,19 +100,28 @@ fn values<T: Serialize>(m: &BTreeMap<String, T>) -> BTreeMap<String, Value> {
     m.iter().map(|(k, v)| (k.clone(), serde_json::to_value(v).expect("specs serialise"))).collect()
 }
 
-fn sections(s: &StateFile) -> [(Kind, BTreeMap<String, Value>); 7] {
-    [
-        (Kind::Networks, values(&s.networks)),
-        (Kind::Pools, values(&s.pools)),
-        (Kind::Nodes, values(&s.nodes)),
-        (Kind::Domains, values(&s.domains)),
-        (Kind::MirrorRules, values(&s.mirror_rules)),
-        (Kind::ImageStyles, values(&s.image_styles)),
-        (Kind::Config, values(&s.config)),
-    ]
+/// One section of `s`, by name and spec as JSON.
+fn section(s: &StateFile, section: Section) -> BTreeMap<String, Value> {
+    match section {
+        Section::Resource(kind) => match kind {
+            Kind::Network => values(&s.networks),
+            Kind::Pool => values(&s.pools),
+            Kind::Node => values(&s.nodes),
+            Kind::Domain => values(&s.domains),
+            Kind::MirrorRule => values(&s.mirror_rules),
+            Kind::ImageStyle => values(&s.image_styles),
+            // Not declarative (`KindInfo::declarative`): never among `Section::all()`.
+            Kind::Account => BTreeMap::new(),
+        },
+        Section::Config => values(&s.config),
+    }
 }
 
-/// The changes that make `current` into `wanted`: creates and updates in [`Kind`] order,
+fn sections(s: &StateFile) -> Vec<(Section, BTreeMap<String, Value>)> {
+    Section::all().map(|k| (k, section(s, k))).collect()
+}
+
+/// The changes that make `current` into `wanted`: creates and updates in [`Section::all`] order,
 /// then (with `prune`) deletes in reverse order.
 pub fn plan(current: &StateFile, wanted: &StateFile, prune: bool) -> Vec<Change> {
     let (cur, want) = (sections(current), sections(wanted));
@@ -133,7 +144,7 @@ pub fn plan(current: &StateFile, wanted: &StateFile, prune: bool) -> Vec<Change>
         // Config modules keep their history and are never deleted (there is no DELETE for
         // them); a module missing from the file is left as it is.
         for ((kind, have), (_, need)) in
-            cur.iter().zip(want.iter()).rev().filter(|((k, _), _)| *k != Kind::Config)
+            cur.iter().zip(want.iter()).rev().filter(|((k, _), _)| *k != Section::Config)
         {
             for name in have.keys().filter(|n| !need.contains_key(*n)) {
                 changes.push(Change::Delete { kind: *kind, name: name.clone() });
@@ -197,6 +208,41 @@ domains:
         // Without prune nothing is deleted.
         assert_eq!(plan(&a, &want, false).len(), 2);
     }
+
+    #[test]
+    fn the_file_has_one_section_per_declarative_kind() {
+        // A kind declared in `httpdns_catalog::KINDS` but missing from `StateFile` (or the other
+        // way round) fails here: the file's sections are exactly the plan's.
+        let value = serde_json::to_value(StateFile::default()).unwrap();
+        let fields: Vec<&str> = value.as_object().unwrap().keys().map(String::as_str).collect();
+        let mut want: Vec<&str> = Section::all().map(Section::name).collect();
+        let mut have = fields.clone();
+        want.sort_unstable();
+        have.sort_unstable();
+        assert_eq!(have, want);
+        // And every section is read: a state with one entry in each plans one create each.
+        let full = StateFile::parse(FULL, Format::Yaml).unwrap();
+        let creates = plan(&StateFile::default(), &full, false);
+        let named: Vec<&str> = creates.iter().map(|c| c.kind().name()).collect();
+        assert_eq!(named, Section::all().map(Section::name).collect::<Vec<_>>());
+    }
+
+    const FULL: &str = r#"
+networks:
+  1.0.1.0/24: {isp: telecom, region: beijing}
+pools:
+  edge: {}
+nodes:
+  n1: {ip: 1.1.1.1, pool: edge, isp: telecom, region: beijing}
+domains:
+  www.example.com: {pool: edge, ttl: 60}
+mirror_rules:
+  image: {path_prefix: /image, origin: "https://bucket.example.com"}
+image_styles:
+  thumb: {process: "image/resize,w_200"}
+config:
+  cdn: {mergeHostConfigs: [], hostListConfig: [{host: cdn.xxx.com, rate: 1}], reviveProbeInterval: 600000, configRequestInterval: 600000, publicIpList: []}
+"#;
 
     #[test]
     fn formats_round_trip_and_bad_files_name_the_field() {

@@ -1,7 +1,6 @@
 use std::collections::HashMap;
-use std::net::IpAddr;
 use std::sync::Mutex;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use httpdns_core::live::{Feedback, LiveNode};
 use httpdns_core::Token;
@@ -10,7 +9,6 @@ use httpdns_store::live::FeedbackRow;
 use httpdns_store::{Store, StoreError};
 
 use crate::catalog::Catalog;
-use crate::ratelimit::RateLimiter;
 
 /// Settings of the live inputs.
 #[derive(Debug, Clone)]
@@ -49,17 +47,12 @@ impl Default for LiveSettings {
     }
 }
 
-pub(crate) fn now_ms() -> u64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
-}
-
 /// App feedback and the refresh of live inputs.
 #[derive(Debug)]
 pub struct LiveHub {
     settings: LiveSettings,
     // A std mutex: short updates per report, never held across an await.
     aggregator: Mutex<Aggregator>,
-    pub(crate) limiter: RateLimiter<IpAddr>,
 }
 
 /// `weight × reported + (1 − weight) × fallback`, rounded so that jitter below the score's
@@ -70,30 +63,29 @@ fn blend(reported: Option<f64>, fallback: f64, weight: f64, step: f64) -> Option
 
 impl LiveHub {
     pub fn new(settings: LiveSettings) -> Self {
-        Self {
-            aggregator: Mutex::new(Aggregator::new(settings.feedback)),
-            limiter: RateLimiter::new(settings.feedback_rate, settings.feedback_burst),
-            settings,
-        }
+        Self { aggregator: Mutex::new(Aggregator::new(settings.feedback)), settings }
     }
 
     pub fn settings(&self) -> &LiveSettings {
         &self.settings
     }
 
-    pub(crate) fn record(&self, key: Key, client: Reporter, ok: bool, connect_ms: Option<f64>) {
+    pub fn record(&self, key: Key, client: Reporter, ok: bool, connect_ms: Option<f64>) {
         let mut agg = self.aggregator.lock().unwrap_or_else(|e| e.into_inner());
-        agg.record(key, client, ok, connect_ms, now_ms());
+        agg.record(key, client, ok, connect_ms, httpdns_core::clock::unix_ms());
     }
 
     /// The current feedback estimate of a key.
     pub fn estimate(&self, key: &Key) -> Option<Estimate> {
-        self.aggregator.lock().unwrap_or_else(|e| e.into_inner()).estimate(key, now_ms())
+        self.aggregator
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .estimate(key, httpdns_core::clock::unix_ms())
     }
 
     /// Loads saved aggregates (from the last day) as the starting point after a restart.
     pub async fn load(&self, store: &Store) -> Result<usize, StoreError> {
-        let rows = store.load_feedback(now_ms() as i64 - 86_400_000).await?;
+        let rows = store.load_feedback(httpdns_core::clock::unix_ms() as i64 - 86_400_000).await?;
         let mut agg = self.aggregator.lock().unwrap_or_else(|e| e.into_inner());
         let mut n = 0;
         for r in rows {
@@ -113,7 +105,7 @@ impl LiveHub {
     pub async fn flush(&self, store: &Store) -> Result<usize, StoreError> {
         let rows: Vec<FeedbackRow> = {
             let mut agg = self.aggregator.lock().unwrap_or_else(|e| e.into_inner());
-            let now = now_ms();
+            let now = httpdns_core::clock::unix_ms();
             agg.expire(now);
             agg.estimates(now)
                 .into_iter()
@@ -138,7 +130,7 @@ impl LiveHub {
     /// connect time, else the operator's figure. An agent report counts fully while fresh and
     /// then fades linearly back to the fallback.
     pub async fn refresh(&self, catalog: &Catalog) -> Result<(), StoreError> {
-        let now = now_ms();
+        let now = httpdns_core::clock::unix_ms();
         let (fresh, decay) =
             (self.settings.report_fresh.as_millis() as u64, self.settings.report_decay.as_millis() as u64);
         let horizon = now.saturating_sub(fresh + decay) as i64;

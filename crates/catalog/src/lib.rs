@@ -1,0 +1,30 @@
+//! The model in memory: the one bridge between the store and everything that answers.
+//!
+//! * [`catalog`]: [`Catalog`] follows the store, keeps the model by name, builds answering
+//!   snapshots off the async workers and swaps them in ([`Published`]: the snapshot with the
+//!   health of its nodes), pushes mirror rules and image styles to the gateway, and publishes
+//!   the health-check targets.
+//! * [`live`]: [`LiveHub`], app feedback and the periodic fold of agent reports, probe
+//!   latencies and feedback into the catalog's live inputs.
+//! * [`kinds`]: every resource kind declared once ([`KindInfo`], [`ResourceKind`]); the admin
+//!   API, `httpdns apply` and the catalog read it.
+//! * [`metrics`]: the snapshot's and the store link's series, registered into the process's
+//!   registry by whoever builds the catalog.
+//!
+//! The HTTP API, the DNS listeners and the mirror are all clients of this crate; it knows
+//! nothing of HTTP.
+//!
+//! # Invariant
+//!
+//! The answer path only ever calls [`Catalog::snapshot`] or [`Catalog::snapshot_full`], a
+//! lock-free load; nothing that answers awaits the store.
+
+pub mod catalog;
+pub mod kinds;
+pub mod live;
+pub mod metrics;
+
+pub use catalog::{Catalog, Published, SyncStatus};
+pub use kinds::{info, Kind, KindInfo, ResourceKind, Validation, KINDS};
+pub use live::{LiveHub, LiveSettings};
+pub use metrics::CatalogMetrics;
