@@ -101,9 +101,11 @@ pub(crate) fn better(a: Outcome, b: Outcome) -> Outcome {
     }
 }
 
-/// Answers `q`: managed names from the snapshot, the others from the upstream resolver.
-pub(crate) async fn answer(app: &AppState, q: Question<'_>) -> Answers {
-    let snapshot = app.catalog.snapshot_full();
+/// Answers `q`: managed names from `snapshot`, the others from the upstream resolver.
+///
+/// The caller loads the snapshot once per request and authenticates against the same one, so
+/// the account it checked and the answer it gets come from one revision.
+pub(crate) async fn answer(app: &AppState, snapshot: Arc<Published>, q: Question<'_>) -> Answers {
     let view = httpdns_geo::classify(&snapshot, &app.geo, q.client);
     app.metrics.client_answer(&view);
     let seed = client_seed(q.client);

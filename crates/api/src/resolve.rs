@@ -170,7 +170,7 @@ async fn answer(
     if !allow_client(app, peer) {
         return client_throttled().into_response();
     }
-    match entries(app, peer, pairs, started, Shape::Batch).await {
+    match entries(app, app.catalog.snapshot_full(), peer, pairs, started, Shape::Batch).await {
         Ok((_, outcomes)) if outcomes.contains(&Outcome::UpstreamError) => upstream_failed(&outcomes),
         Ok((dns, outcomes)) => json(&Body { dns }, &outcomes),
         Err(e) => e.into_response(),
@@ -187,6 +187,7 @@ enum Shape {
 /// Resolves the `host` list of a request for one client.
 async fn entries(
     app: &AppState,
+    published: std::sync::Arc<httpdns_catalog::Published>,
     peer: IpAddr,
     pairs: &[(std::borrow::Cow<'_, str>, std::borrow::Cow<'_, str>)],
     started: Instant,
@@ -202,7 +203,7 @@ async fn entries(
     }
     let client = req.ip.unwrap_or(peer);
     let question = Question { names: &req.hosts, v4: req.v4, v6: req.v6, client };
-    let found = crate::answer::answer(app, question).await;
+    let found = crate::answer::answer(app, published, question).await;
     let client_ip = client.to_string();
     let client_isp = found.view.isp.as_ref().filter(|_| req.labels).map(ToString::to_string);
     // Several hosts with both families: one element per (host, type), as Alibaba's batch;
@@ -390,7 +391,8 @@ async fn account_answer(
     started: Instant,
 ) -> Result<Response, ApiError> {
     let get = |k: &str| pairs.iter().find(|(n, _)| n == k).map(|(_, v)| v.as_ref());
-    let snapshot = app.catalog.snapshot();
+    // One snapshot for the whole request: the account checked and the answer agree.
+    let snapshot = app.catalog.snapshot_full();
     let id = httpdns_core::model::parse_account_id(account)
         .map_err(|_| forbidden("InvalidAccount", "no such account"))?;
     let spec = snapshot
@@ -412,10 +414,9 @@ async fn account_answer(
     if !allow_account(app, id, spec.rate_limit_qps) {
         return Err(throttled());
     }
-    drop(snapshot);
     let single = matches!(api, AccountApi::D | AccountApi::SignD);
     let shape = if single { Shape::Single } else { Shape::Batch };
-    let (mut dns, outcomes) = entries(app, peer, pairs, started, shape).await?;
+    let (mut dns, outcomes) = entries(app, snapshot, peer, pairs, started, shape).await?;
     if outcomes.contains(&Outcome::UpstreamError) {
         return Ok(upstream_failed(&outcomes));
     }

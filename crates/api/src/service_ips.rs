@@ -339,7 +339,7 @@ fn conf_answer(app: &AppState, peer: IpAddr, request: Request) -> Response {
     }
     let secure = crate::dnspod::is_secure(app, &request);
     let mut pairs = crate::dnspod::pairs(request.uri().query(), &[]);
-    let auth = match crate::dnspod::authenticate(app, &mut pairs, secure) {
+    let auth = match crate::dnspod::authenticate(app, &app.catalog.snapshot(), &mut pairs, secure) {
         Ok(a) => a,
         Err(e) => return e.into_response(),
     };

@@ -81,14 +81,17 @@ type Pairs<'a> = [(std::borrow::Cow<'a, str>, std::borrow::Cow<'a, str>)];
 
 /// Checks the account, the signature and the expiry, decrypts `enc`, and parses the question.
 /// Returns the request and, for modes 1 and 2, the key to seal the answer with.
-fn authenticate(app: &AppState, pairs: &Pairs<'_>) -> Result<(V2Request, Option<(Mode, AesKey)>), ApiError> {
+fn authenticate(
+    app: &AppState,
+    snapshot: &httpdns_catalog::Published,
+    pairs: &Pairs<'_>,
+) -> Result<(V2Request, Option<(Mode, AesKey)>), ApiError> {
     let get = |k: &str| pairs.iter().find(|(n, _)| n == k).map(|(_, v)| v.as_ref());
     let id = get("id")
         .filter(|i| !i.is_empty())
         .ok_or_else(|| ApiError::bad_request("MissingArgument", "id", "missing id: the account id"))?;
     let invalid = || forbidden("InvalidAccount", "no such account").with_field("id");
     let id = httpdns_core::model::parse_account_id(id).map_err(|_| invalid())?;
-    let snapshot = app.catalog.snapshot();
     let account = snapshot.account(id).filter(|a| a.enabled).ok_or_else(invalid)?;
     let mode = match get("m").unwrap_or("0") {
         "" | "0" => 0,
@@ -237,10 +240,12 @@ async fn answer(
     pairs: &Pairs<'_>,
     started: Instant,
 ) -> Result<Response, ApiError> {
-    let (req, seal) = authenticate(app, pairs)?;
+    // One snapshot for the whole request: the account checked and the answer agree.
+    let published = app.catalog.snapshot_full();
+    let (req, seal) = authenticate(app, &published, pairs)?;
     let client = req.cip.unwrap_or(peer);
     let question = Question { names: &req.names, v4: req.v4, v6: req.v6, client };
-    let found = crate::answer::answer(app, question).await;
+    let found = crate::answer::answer(app, published, question).await;
     found.count(app, Endpoint::V2, started);
     let outcomes = found.outcomes();
     if outcomes.contains(&Outcome::UpstreamError) {

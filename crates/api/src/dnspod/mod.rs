@@ -75,7 +75,9 @@ async fn answer(app: &AppState, peer: IpAddr, request: Request, started: Instant
     let mut pairs = pairs(parts.uri.query(), &form);
     // An enterprise request carries `id=` with `dn` encrypted by the account's key, or (HTTPS)
     // the account's `token=` with everything in plain text.
-    let auth = match authenticate(app, &mut pairs, secure) {
+    // One snapshot for the whole request: the account checked and the answer agree.
+    let published = app.catalog.snapshot_full();
+    let auth = match authenticate(app, &published, &mut pairs, secure) {
         Ok(k) => k,
         Err(e) => return e.into_response(),
     };
@@ -108,7 +110,7 @@ async fn answer(app: &AppState, peer: IpAddr, request: Request, started: Instant
         v6: matches!(req.qtype, QType::Aaaa | QType::Addrs),
         client,
     };
-    let found = crate::answer::answer(app, question).await;
+    let found = crate::answer::answer(app, published, question).await;
     let part = |f: Option<&crate::answer::FamilyAnswer>, domain_ttl: Option<u32>| match f {
         Some(f) => Part {
             ips: f.ips.clone(),
@@ -189,7 +191,12 @@ pub(crate) type Pairs<'a> = Vec<(std::borrow::Cow<'a, str>, std::borrow::Cow<'a,
 /// encrypted: the SDKs send it in plain text) by their decrypted values, returning the cipher
 /// and key to encrypt the answer with. With `token=` (HTTPS only): checks the account. Without
 /// either, passes when unauthenticated requests are allowed.
-pub(crate) fn authenticate(app: &AppState, pairs: &mut Pairs<'_>, secure: bool) -> Result<Auth, ApiError> {
+pub(crate) fn authenticate(
+    app: &AppState,
+    snapshot: &httpdns_catalog::Published,
+    pairs: &mut Pairs<'_>,
+    secure: bool,
+) -> Result<Auth, ApiError> {
     let first = |pairs: &Pairs<'_>, k: &str| pairs.iter().find(|(n, _)| n == k).map(|(_, v)| v.to_string());
     if let Some(token) = first(pairs, "token").filter(|t| !t.is_empty()) {
         if !secure {
@@ -200,7 +207,6 @@ pub(crate) fn authenticate(app: &AppState, pairs: &mut Pairs<'_>, secure: bool) 
             )
             .with_field("token"));
         }
-        let snapshot = app.catalog.snapshot();
         let (id, account) =
             snapshot.account_by_token(&token).filter(|(_, a)| a.enabled).ok_or_else(|| {
                 ApiError::new(StatusCode::UNAUTHORIZED, "InvalidAccount", "no such token").with_field("token")
@@ -223,7 +229,6 @@ pub(crate) fn authenticate(app: &AppState, pairs: &mut Pairs<'_>, secure: bool) 
     let invalid =
         || ApiError::new(StatusCode::UNAUTHORIZED, "InvalidAccount", "no such account").with_field("id");
     let id = httpdns_core::model::parse_account_id(&id).map_err(|_| invalid())?;
-    let snapshot = app.catalog.snapshot();
     let account = snapshot.account(id).filter(|a| a.enabled).ok_or_else(invalid)?;
     let alg = match first(pairs, "alg").as_deref() {
         None | Some("") => httpdns_auth::Alg::Des,
