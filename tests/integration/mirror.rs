@@ -359,9 +359,29 @@ async fn traversal_and_ssrf_are_refused() {
     for path in ["/image/to-loopback", "/image/to-metadata"] {
         let r = get(&server, path).await;
         assert_eq!(r.status(), 502, "{path}");
-        assert_eq!(r.json::<serde_json::Value>().await.unwrap()["code"], "OriginForbidden");
+        let body: serde_json::Value = r.json().await.unwrap();
+        assert_eq!(body["code"], "OriginForbidden");
+        // Where the redirect led is the log's to know, not the client's.
+        let text = body.to_string();
+        assert!(
+            !text.contains("127.0.0") && !text.contains("169.254"),
+            "{path}: internals in the body: {text}"
+        );
     }
     assert_eq!(other.origin.total_requests(), 0, "the internal service was never contacted");
+    // Failures are counted by the side that failed: the 9 bad keys were the client's, the
+    // forbidden redirects the origin's.
+    let metrics = server.text("/metrics").await;
+    let side = |s: &str| {
+        metrics
+            .lines()
+            .find_map(|l| l.strip_prefix(&format!("httpdns_mirror_errors_total{{side=\"{s}\"}} ")))
+            .and_then(|v| v.parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
+    assert!(side("client") >= 10.0, "client errors counted: {metrics}");
+    assert!(side("origin") >= 2.0, "origin errors counted");
+    assert_eq!(side("store"), 0.0);
     let r = get(&server, "/image/loop").await;
     assert_eq!(r.status(), 502, "redirect loops end");
     assert_eq!(origin.origin.requests("/img/loop"), 11, "at most 10 redirects are followed");

@@ -9,9 +9,7 @@
 use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
 
-use hickory_proto::op::{Message, MessageType, OpCode, Query};
 use hickory_proto::rr::{Name, RData, RecordType};
-use tokio::net::UdpSocket;
 
 #[derive(Debug, Clone, Default)]
 pub enum LocalDns {
@@ -66,47 +64,22 @@ async fn ask(
     timeout: Duration,
 ) -> Result<Vec<IpAddr>, String> {
     let qname = Name::from_ascii(format!("{}.", name.trim_end_matches('.'))).map_err(|e| e.to_string())?;
-    let mut id = [0u8; 2];
-    let _ = getrandom::fill(&mut id);
-    let id = u16::from_be_bytes(id);
-    let mut q = Message::new(id, MessageType::Query, OpCode::Query);
-    q.metadata.recursion_desired = true;
-    q.add_query(Query::query(qname.clone(), qtype));
-    let wire = q.to_vec().map_err(|e| e.to_string())?;
-    tokio::time::timeout(timeout, async {
-        let bind: SocketAddr = if server.is_ipv4() { "0.0.0.0:0" } else { "[::]:0" }.parse().expect("addr");
-        let sock = UdpSocket::bind(bind).await.map_err(|e| e.to_string())?;
-        sock.connect(server).await.map_err(|e| e.to_string())?;
-        sock.send(&wire).await.map_err(|e| e.to_string())?;
-        let mut buf = vec![0u8; 4096];
-        loop {
-            let n = sock.recv(&mut buf).await.map_err(|e| e.to_string())?;
-            // Only the answer to this question counts, against stray or spoofed datagrams.
-            let Ok(m) = Message::from_vec(&buf[..n]) else { continue };
-            if m.metadata.id != id
-                || m.metadata.message_type != MessageType::Response
-                || m.queries.first().is_none_or(|mq| mq.name() != &qname)
-            {
-                continue;
-            }
-            return Ok(m
-                .answers
-                .iter()
-                .filter_map(|r| match &r.data {
-                    RData::A(a) => Some(IpAddr::V4(a.0)),
-                    RData::AAAA(a) => Some(IpAddr::V6(a.0)),
-                    _ => None,
-                })
-                .collect());
-        }
-    })
-    .await
-    .map_err(|_| format!("no answer within {timeout:?}"))?
+    let q = httpdns_exchange::Question { name: qname, qtype, edns: None };
+    let m = httpdns_exchange::exchange(server, &q, timeout).await.map_err(|e| e.to_string())?;
+    Ok(m.answers
+        .iter()
+        .filter_map(|r| match &r.data {
+            RData::A(a) => Some(IpAddr::V4(a.0)),
+            RData::AAAA(a) => Some(IpAddr::V6(a.0)),
+            _ => None,
+        })
+        .collect())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use tokio::net::UdpSocket;
 
     #[tokio::test]
     async fn system_resolver_answers_localhost() {

@@ -14,14 +14,12 @@ use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use hickory_proto::op::{Edns, Message, MessageType, OpCode, Query, ResponseCode};
+use hickory_proto::op::{Edns, Message, ResponseCode};
 use hickory_proto::rr::rdata::opt::{ClientSubnet, EdnsOption};
 use hickory_proto::rr::{Name, RData, RecordType};
 use httpdns_core::ip::{classify, IpClass};
 use httpdns_core::DomainName;
 use httpdns_flight::SingleFlight;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpStream, UdpSocket};
 
 /// TTL given to a stale answer (RFC 8767 recommends 30 s).
 pub const STALE_TTL: u32 = 30;
@@ -371,55 +369,13 @@ impl Upstream {
         qtype: RecordType,
         subnet: Option<(IpAddr, u8)>,
     ) -> Result<Message, String> {
-        let mut id = [0u8; 2];
-        let _ = getrandom::fill(&mut id);
-        let id = u16::from_be_bytes(id);
-        let mut q = Message::new(id, MessageType::Query, OpCode::Query);
-        q.metadata.recursion_desired = true;
-        q.add_query(Query::query(name.clone(), qtype));
         let mut edns = Edns::new();
         edns.set_max_payload(crate::answer::MAX_UDP_PAYLOAD);
         if let Some((addr, prefix)) = subnet {
             edns.options_mut().insert(EdnsOption::Subnet(ClientSubnet::new(addr, prefix, 0)));
         }
-        q.set_edns(edns);
-        let wire = q.to_vec().map_err(|e| e.to_string())?;
-        let udp = tokio::time::timeout(self.cfg.timeout, async {
-            let bind: SocketAddr =
-                if server.is_ipv4() { "0.0.0.0:0" } else { "[::]:0" }.parse().expect("addr");
-            let sock = UdpSocket::bind(bind).await.map_err(|e| e.to_string())?;
-            sock.connect(server).await.map_err(|e| e.to_string())?;
-            sock.send(&wire).await.map_err(|e| e.to_string())?;
-            let mut buf = vec![0u8; 4096];
-            loop {
-                let n = sock.recv(&mut buf).await.map_err(|e| e.to_string())?;
-                // Only the answer to this query counts (a guard against spoofed replies).
-                if let Ok(m) = Message::from_vec(&buf[..n]) {
-                    if m.metadata.id == id && m.queries.first().is_some_and(|mq| mq.name() == name) {
-                        return Ok::<_, String>(m);
-                    }
-                }
-            }
-        })
-        .await
-        .map_err(|_| "timed out".to_owned())??;
-        if !udp.metadata.truncation {
-            return Ok(udp);
-        }
-        // Truncated: the same question over TCP.
-        tokio::time::timeout(self.cfg.timeout, async {
-            let mut s = TcpStream::connect(server).await.map_err(|e| e.to_string())?;
-            let mut out = (wire.len() as u16).to_be_bytes().to_vec();
-            out.extend_from_slice(&wire);
-            s.write_all(&out).await.map_err(|e| e.to_string())?;
-            let mut len = [0u8; 2];
-            s.read_exact(&mut len).await.map_err(|e| e.to_string())?;
-            let mut msg = vec![0u8; usize::from(u16::from_be_bytes(len))];
-            s.read_exact(&mut msg).await.map_err(|e| e.to_string())?;
-            Message::from_vec(&msg).map_err(|e| e.to_string())
-        })
-        .await
-        .map_err(|_| "timed out over TCP".to_owned())?
+        let q = httpdns_exchange::Question { name: name.clone(), qtype, edns: Some(edns) };
+        httpdns_exchange::exchange(server, &q, self.cfg.timeout).await.map_err(|e| e.to_string())
     }
 }
 
@@ -444,6 +400,8 @@ mod tests {
 #[cfg(test)]
 mod flight_tests {
     use super::*;
+    use hickory_proto::op::{MessageType, OpCode};
+    use tokio::net::UdpSocket;
 
     /// An upstream that answers every A question with 9.9.9.1 after `delay`.
     async fn slow_upstream(delay: Duration) -> SocketAddr {
