@@ -22,10 +22,9 @@ use httpdns_catalog::LiveHub;
 pub struct ApiSettings {
     /// Bearer token of the admin API.
     pub admin_token: String,
-    /// Accept private and loopback node addresses (intranet deployments, tests).
-    pub allow_private_node_ips: bool,
-    /// Accept mirror origins on loopback, link-local and unspecified addresses.
-    pub allow_local_origins: bool,
+    /// What resource validation allows: private and loopback node addresses (intranet
+    /// deployments, tests), mirror origins on this host or its link.
+    pub validation: httpdns_catalog::Validation,
     pub dnspod: FormatOptions,
     /// Only authenticated requests are answered: `/d` needs `id=` (DES/AES), and Alibaba's
     /// account API only its signed endpoints.
@@ -36,16 +35,6 @@ pub struct ApiSettings {
     /// endpoints (`/d`, `/resolve`, `/dns-query`). `None`: no per-address limit, the default,
     /// because carrier-grade NAT puts many users behind one address; accounts have their own.
     pub client_rate_limit: Option<(f64, f64)>,
-}
-
-impl ApiSettings {
-    /// What resource validation may allow under these settings.
-    pub fn validation(&self) -> httpdns_catalog::Validation {
-        httpdns_catalog::Validation {
-            allow_private_node_ips: self.allow_private_node_ips,
-            allow_local_origins: self.allow_local_origins,
-        }
-    }
 }
 
 /// Shared state of the API router: one `Arc`, since axum clones the state for every request.

@@ -43,7 +43,10 @@ impl Section {
 
     /// The admin URL of one entry (a CIDR's `/` percent-encoded).
     pub fn path(self, name: &str) -> String {
-        format!("{}/{}", self.base(), name.replace('/', "%2F"))
+        match self {
+            Section::Resource(kind) => info(kind).path(name),
+            Section::Config => format!("{}/{}", self.base(), name.replace('/', "%2F")),
+        }
     }
 }
 

@@ -187,8 +187,10 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
         service_ips: service_ips.clone(),
         settings: ApiSettings {
             admin_token: admin_token.clone(),
-            allow_private_node_ips: config.allow_private_node_ips,
-            allow_local_origins: config.allow_local_origins,
+            validation: httpdns_catalog::Validation {
+                allow_private_node_ips: config.allow_private_node_ips,
+                allow_local_origins: config.allow_local_origins,
+            },
             dnspod: config.dnspod,
             auth_required: config.auth_required,
             trusted_proxies: httpdns_core::cidr::CidrTable::new(

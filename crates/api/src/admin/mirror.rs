@@ -6,7 +6,6 @@ use axum::extract::State;
 use axum::http::{header, HeaderMap, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-
 use httpdns_mirror::PurgeError;
 use serde::Deserialize;
 

@@ -77,7 +77,7 @@ pub(crate) async fn put_one<R: ResourceKind>(
     let name = name_of::<R>(&raw)?;
     let pre = precondition(&headers)?;
     let spec: R::Spec = body::parse(&bytes)?;
-    R::validate(&spec, &app.settings.validation()).map_err(ApiError::invalid)?;
+    R::validate(&spec, &app.settings.validation).map_err(ApiError::invalid)?;
     // Store the canonical form (defaults filled in), so reads and the snapshot agree.
     let canonical = serde_json::to_string(&spec).map_err(|e| ApiError::internal(&e))?;
     let written = app.catalog.store().put_if(R::KIND, &name, &canonical, pre).await.map_err(|e| match e {

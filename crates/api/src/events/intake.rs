@@ -147,7 +147,7 @@ fn describe(
                 client_isp,
                 httpdns,
                 upstream: &upstream,
-                allow_private: app.settings.allow_private_node_ips,
+                allow_private: app.settings.validation.allow_private_node_ips,
             };
             let v = verdict::judge(published, name, localdns, &cx, |ip| {
                 httpdns_geo::classify(published, &app.geo, ip).isp
