@@ -1,33 +1,36 @@
 #!/usr/bin/env bash
-# Plain DNS over UDP for a managed name: httpdns against Knot DNS serving an equivalent zone,
-# in one run; then `/d` for a name resolved upstream and cached against `/d` for a managed name.
+# Plain DNS over UDP for a managed name: httpdns against Knot DNS and against hickory-server
+# (scripts/hickory-bench: 0.26, an in-memory zone) serving an equivalent zone, in one run;
+# then `/d` for a name resolved upstream and cached against `/d` for a managed name.
 #
 #   scripts/bench-dns.sh [duration_seconds] [clients] [outstanding]
 #   ROUNDS=N (default 5)
 #
 # What: 1. queries per second for `www.example.com A` (no EDNS) over UDP, answered by httpdns
-# (20 nodes, the managed domain answering two of them) and by Knot DNS (a zone
-# www.example.com with the same two A records), and queries per server CPU-second.
+# (20 nodes, the managed domain answering two of them), by Knot DNS (a zone www.example.com
+# with the same two A records) and by hickory-server (the same zone in its in-memory store),
+# and queries per server CPU-second.
 # 2. `/d` requests per second for www.partner.example (a Knot zone, httpdns's upstream:
 # resolved once, then answered from httpdns's cache) against `/d` for the managed name.
 #
-# How: both servers are pinned to core 0 (`taskset -c 0`): httpdns's runtime sizes itself from
-# the CPUs it may use, so it has one worker; Knot runs `udp-workers: 1`, `tcp-workers: 1`,
-# `background-workers: 1`. The load generators run on core 1: `taskset -c 1 dnsperf -T 1
-# -c CLIENTS -q OUTSTANDING` (default -c 4 -q 500: four sockets and enough queries in flight
-# that neither server waits on the client between answers) and `taskset -c 1 wrk -t1 -c64`.
-# Every round runs httpdns and then Knot (part 2: managed, then upstream) for DURATION each;
-# the report is each round's raw numbers and the median of the per-round ratios with their
-# min and max. Server CPU is utime+stime from /proc/PID/stat (fields 14 and 15, clock ticks;
-# for Knot its one process, which counts all its threads) before and after each server's run,
-# and queries per CPU-second are the queries dnsperf completed over that. One dnsperf on one
-# core can saturate before either server does: then both servers show "busy" (CPU over the
-# run time) well under 100% and queries per second compare the client's limit more than the
-# servers; queries per server CPU-second compare what each answer costs the server either way,
-# and are the figure to quote when busy is low.
+# How: the servers are pinned to core 0 (`taskset -c 0`): httpdns's and hickory-server's tokio
+# runtimes size themselves from the CPUs they may use, so each has one worker; Knot runs
+# `udp-workers: 1`, `tcp-workers: 1`, `background-workers: 1`. The load generators run on
+# core 1: `taskset -c 1 dnsperf -T 1 -c CLIENTS -q OUTSTANDING` (default -c 4 -q 500: four
+# sockets and enough queries in flight that no server waits on the client between answers)
+# and `taskset -c 1 wrk -t1 -c64`. Every round runs httpdns, Knot, then hickory-server (part 2:
+# managed, then upstream) for DURATION each; the report is each round's raw numbers and the
+# median of the per-round ratios with their min and max. Server CPU is utime+stime from
+# /proc/PID/stat (fields 14 and 15, clock ticks; each server is one process, which counts all
+# its threads) before and after each server's run, and queries per CPU-second are the queries
+# dnsperf completed over that. One dnsperf on one core can saturate before a server does: then
+# the servers show "busy" (CPU over the run time) well under 100% and queries per second
+# compare the client's limit more than the servers; queries per server CPU-second compare what
+# each answer costs the server either way, and are the figure to quote when busy is low.
 #
 # Needs dnsperf, knot (knotd) and dig, wrk, curl and taskset (apt-get install dnsperf knot
-# bind9-dnsutils wrk curl util-linux), and cargo to build.
+# bind9-dnsutils wrk curl util-linux), and cargo to build (hickory-server is built into
+# target/hickory-bench, apart from the workspace).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DURATION="${1:-10}"
@@ -37,6 +40,7 @@ ROUNDS="${ROUNDS:-5}"
 API=127.0.0.1:18590
 DNS_PORT=18553
 KNOT_PORT=18554
+HICKORY_PORT=18555
 TOKEN=bench-admin-token-0123456789
 
 # cpu, HZ, ratios, medians and need (the working directory is the repository here).
@@ -46,7 +50,7 @@ cargo build --release --quiet --bin httpdns
 
 W="$(mktemp -d)"
 cleanup() {
-    kill "${HPID:-}" "${KPID:-}" 2>/dev/null || true
+    kill "${HPID:-}" "${KPID:-}" "${YPID:-}" 2>/dev/null || true
     rm -rf "$W"
 }
 trap cleanup EXIT
@@ -92,6 +96,11 @@ EOF
 taskset -c 0 knotd -c "$W/knot/knot.conf" &
 KPID=$!
 
+# hickory-server, built apart from the workspace (a benchmark peer, not a dependency).
+cargo build --release --quiet --manifest-path scripts/hickory-bench/Cargo.toml --target-dir target/hickory-bench
+taskset -c 0 target/hickory-bench/release/hickory-bench $HICKORY_PORT &
+YPID=$!
+
 HTTPDNS_API_ADDR=$API HTTPDNS_MIRROR_ADDR=off HTTPDNS_DNS_ADDR=127.0.0.1:$DNS_PORT HTTPDNS_UPSTREAMS=127.0.0.1:$KNOT_PORT \
 HTTPDNS_DATA_DIR="$W/data" HTTPDNS_ADMIN_TOKEN=$TOKEN RUST_LOG=warn taskset -c 0 ./target/release/httpdns serve &
 HPID=$!
@@ -108,13 +117,14 @@ answer() { # port -> the A records, sorted (nothing on an error: dig prints thos
     { dig +short +time=1 +tries=1 @127.0.0.1 -p "$1" www.example.com A 2>/dev/null || true; } |
         { grep -E '^[0-9]+(\.[0-9]+){3}$' || true; } | sort | tr '\n' ' '
 }
-for port in $KNOT_PORT $DNS_PORT; do
+for port in $KNOT_PORT $HICKORY_PORT $DNS_PORT; do
     ready=
     for _ in $(seq 1 50); do [ -n "$(answer "$port")" ] && { ready=1; break; }; sleep 0.1; done
     [ -n "$ready" ] || { echo "no answer for www.example.com A on port $port" >&2; exit 1; }
 done
 echo "httpdns: $(answer $DNS_PORT)"
 echo "knot:    $(answer $KNOT_PORT)"
+echo "hickory: $(answer $HICKORY_PORT)"
 
 median() { sort -g | awk '{v[NR]=$1} END {print (NR % 2) ? v[(NR+1)/2] : (v[NR/2] + v[NR/2+1]) / 2}'; }
 
@@ -138,7 +148,7 @@ dns_run() { # port pid
 
 echo
 echo "== UDP www.example.com A; servers on core 0, dnsperf -T 1 -c $CLIENTS -q $OUTSTANDING on core 1; $ROUNDS rounds of ${DURATION}s"
-: >"$W/qps"; : >"$W/eff"; : >"$W/hq"; : >"$W/kq"
+: >"$W/qps"; : >"$W/eff"; : >"$W/hq"; : >"$W/kq"; : >"$W/yqps"; : >"$W/yeff"; : >"$W/yq"
 for r in $(seq 1 "$ROUNDS"); do
     dns_run $DNS_PORT "$HPID"
     h=$QPS hd=$DONE hl=$LOST hc=$CPU_S
@@ -146,11 +156,20 @@ for r in $(seq 1 "$ROUNDS"); do
     dns_run $KNOT_PORT "$KPID"
     k=$QPS kd=$DONE kl=$LOST kc=$CPU_S
     [ "$r" = 1 ] && echo "  knot:    $(grep -E 'Response codes|Average packet size' "$W/dnsperf.out" | tr -s ' ' | tr '\n' ';')"
+    dns_run $HICKORY_PORT "$YPID"
+    y=$QPS yd=$DONE yl=$LOST yc=$CPU_S
+    [ "$r" = 1 ] && echo "  hickory: $(grep -E 'Response codes|Average packet size' "$W/dnsperf.out" | tr -s ' ' | tr '\n' ';')"
+    awk -v h="$h" -v y="$y" 'BEGIN {print h / y}' >>"$W/yqps"
+    awk -v hd="$hd" -v hc="$hc" -v yd="$yd" -v yc="$yc" 'BEGIN {print (hd / hc) / (yd / yc)}' >>"$W/yeff"
+    awk -v n="$yd" -v c="$yc" 'BEGIN {print n / c}' >>"$W/yq"
     awk -v r="$r" -v h="$h" -v hd="$hd" -v hl="$hl" -v hc="$hc" -v k="$k" -v kd="$kd" -v kl="$kl" -v kc="$kc" -v d="$DURATION" 'BEGIN {
         printf "  round %d: httpdns %.0f qps (%d lost), server CPU %.2fs (busy %.0f%%), %.0f queries per CPU-s\n",
             r, h, hl, hc, 100 * hc / d, hd / hc
         printf "           knot    %.0f qps (%d lost), server CPU %.2fs (busy %.0f%%), %.0f queries per CPU-s\n",
             k, kl, kc, 100 * kc / d, kd / kc }'
+    awk -v y="$y" -v yd="$yd" -v yl="$yl" -v yc="$yc" -v d="$DURATION" 'BEGIN {
+        printf "           hickory %.0f qps (%d lost), server CPU %.2fs (busy %.0f%%), %.0f queries per CPU-s\n",
+            y, yl, yc, 100 * yc / d, yd / yc }'
     awk -v h="$h" -v k="$k" 'BEGIN {print h / k}' >>"$W/qps"
     awk -v hd="$hd" -v hc="$hc" -v kd="$kd" -v kc="$kc" 'BEGIN {print (hd / hc) / (kd / kc)}' >>"$W/eff"
     awk -v n="$hd" -v c="$hc" 'BEGIN {print n / c}' >>"$W/hq"
@@ -159,7 +178,9 @@ done
 echo
 ratios "UDP queries per second, httpdns / Knot" <"$W/qps"
 ratios "UDP queries per server CPU-second, httpdns / Knot" <"$W/eff"
-printf 'median queries per server CPU-second: httpdns %.0f, Knot %.0f\n' "$(median <"$W/hq")" "$(median <"$W/kq")"
+ratios "UDP queries per second, httpdns / hickory-server" <"$W/yqps"
+ratios "UDP queries per server CPU-second, httpdns / hickory-server" <"$W/yeff"
+printf 'median queries per server CPU-second: httpdns %.0f, Knot %.0f, hickory-server %.0f\n' "$(median <"$W/hq")" "$(median <"$W/kq")" "$(median <"$W/yq")"
 
 echo
 echo "sample managed: $(curl -s "http://$API/d?dn=www.example.com&ip=1.0.1.7")"
