@@ -105,9 +105,18 @@ mod tests {
     /// truncated; over TCP it sends the full answer.
     #[tokio::test]
     async fn skips_strays_and_follows_truncation_to_tcp() {
-        let udp = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+        // One port for both transports: a free TCP port whose UDP twin is free too (another
+        // test may hold either), found within a bounded number of tries.
+        let mut pair = None;
+        for _ in 0..50 {
+            let tcp = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+            if let Ok(udp) = UdpSocket::bind(tcp.local_addr().unwrap()).await {
+                pair = Some((udp, tcp));
+                break;
+            }
+        }
+        let (udp, tcp) = pair.expect("a port free over both UDP and TCP");
         let addr = udp.local_addr().unwrap();
-        let tcp = tokio::net::TcpListener::bind(addr).await.unwrap();
         let reply = |query: &Message, truncated: bool| {
             let mut r = Message::new(query.metadata.id, MessageType::Response, OpCode::Query);
             r.add_query(query.queries[0].clone());
