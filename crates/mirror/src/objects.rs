@@ -595,6 +595,9 @@ impl Objects {
 /// The key and `HEAD` of a store path's copy in a bucket. A copy still at its version-1 key is
 /// moved to the current one first (copy, then delete: a reader in between finds one or the
 /// other, and another replica doing the same move is harmless).
+/// How long the look for a copy in the version-1 remote layout may take (see `remote_head`).
+const V1_PROBE: Duration = Duration::from_secs(1);
+
 async fn remote_head(
     store: &dyn ObjectStore,
     location: &Path,
@@ -608,9 +611,13 @@ async fn remote_head(
     let Some(old) = layout::remote_key_v1(location) else { return Ok(None) };
     // The store just answered for the current key, so an error here is about the old key
     // itself: on a store built on a file system it is the directory of the children of this
-    // key (`a.jpg` when `a.jpg/b/~` exists). Either way there is no old copy to move.
-    if store.head(&old).await.is_err() {
-        return Ok(None);
+    // key (`a.jpg` when `a.jpg/b/~` exists). Either way there is no old copy to move. Such a
+    // store answers that directory with 500s, which object_store retries for about ten
+    // seconds: the probe only looks for a copy to migrate, so it gets a bound, and a miss
+    // never waits longer than that for it (past the bound: no old copy, the origin fills).
+    match tokio::time::timeout(V1_PROBE, store.head(&old)).await {
+        Ok(Ok(_)) => {}
+        Ok(Err(_)) | Err(_) => return Ok(None),
     }
     match store.copy(&old, &key).await {
         Ok(()) => {
