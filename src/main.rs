@@ -127,6 +127,7 @@ fn load(path: Option<&PathBuf>) -> anyhow::Result<Config> {
 
 fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
+    httpdns_server::install_crypto_provider();
     if let Some(run) = client_command(&cli.command) {
         // Client and admin-API commands need no server configuration.
         let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;

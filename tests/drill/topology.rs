@@ -242,7 +242,7 @@ async fn node(ip: &str, port: u16, upstream: &str, http: &reqwest::Client) -> st
 impl Topology {
     pub(crate) async fn start() -> Self {
         let tmp = tempfile::tempdir().unwrap();
-        let http = reqwest::Client::builder().no_proxy().build().unwrap();
+        let http = httpdns_test_support::http::client_builder().no_proxy().build().unwrap();
 
         let origin = RunningOrigin::start().await;
         for i in 0..OBJECTS {

@@ -24,7 +24,7 @@ fn httpdns(args: &[&str]) -> (bool, String, String) {
 async fn export_apply_round_trip_diff_and_idempotence() {
     let tmp = tempfile::tempdir().unwrap();
     let p = Process::spawn(&env(tmp.path(), &Db::Sqlite), tmp.path());
-    let http = reqwest::Client::new();
+    let http = httpdns_test_support::http::client();
     let put = |path: &str, body: serde_json::Value| {
         let req = http.put(format!("{}{path}", p.base)).bearer_auth(TOKEN).body(body.to_string());
         async move {

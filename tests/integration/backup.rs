@@ -60,7 +60,7 @@ async fn observe(
     modules: &[(&str, i64)],
     objects: &[&str],
 ) -> BTreeMap<String, String> {
-    let http = reqwest::Client::new();
+    let http = httpdns_test_support::http::client();
     let mut seen = BTreeMap::new();
     let mut asks = Vec::new();
     for kind in ["networks", "nodes", "pools", "domains", "accounts", "mirror/rules"] {
@@ -143,7 +143,7 @@ async fn populate(
     mirror: &str,
     origin: &RunningOrigin,
 ) -> (Vec<(&'static str, i64)>, Vec<&'static str>) {
-    let http = reqwest::Client::new();
+    let http = httpdns_test_support::http::client();
     let put = |path: String, body: serde_json::Value| {
         let req = http.put(format!("{base}{path}")).bearer_auth(TOKEN).body(body.to_string());
         async move {
@@ -255,7 +255,7 @@ async fn round_trip(test: &str, a_db: Db, b_db: Db, s3: Option<(S3Server, S3Serv
     let written = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let writer = {
-        let (base, http) = (a.base.clone(), reqwest::Client::new());
+        let (base, http) = (a.base.clone(), httpdns_test_support::http::client());
         let (written, stop) = (written.clone(), stop.clone());
         tokio::spawn(async move {
             use std::sync::atomic::Ordering;
@@ -351,7 +351,7 @@ async fn round_trip(test: &str, a_db: Db, b_db: Db, s3: Option<(S3Server, S3Serv
         assert_eq!(&after[what], was, "{test}: {what} differs after the restore");
     }
     // The concurrent writes: a prefix of them, exactly up to the restored revision.
-    let http = reqwest::Client::new();
+    let http = httpdns_test_support::http::client();
     let ready: serde_json::Value = serde_json::from_str(
         &http.get(format!("{}/readyz", b.base)).send().await.unwrap().text().await.unwrap(),
     )

@@ -22,7 +22,7 @@ async fn resolve_and_get_against_a_running_server() {
     let tmp = tempfile::tempdir().unwrap();
     let env: HashMap<String, String> = crate::support::env(tmp.path(), &Db::Sqlite);
     let server = Process::spawn(&env, tmp.path());
-    let http = reqwest::Client::new();
+    let http = httpdns_test_support::http::client();
     let put = |path: &str, body: serde_json::Value| {
         let req = http.put(format!("{}{path}", server.base)).bearer_auth(TOKEN).body(body.to_string());
         async move { assert!(req.send().await.unwrap().status().is_success()) }

@@ -513,7 +513,7 @@ async fn two_server_processes_serve_a_publish_within_a_second_and_never_go_backw
     }
     let a = Process::spawn(&env_a, tmp_a.path());
     let b = Process::spawn(&env_b, tmp_b.path());
-    let http = reqwest::Client::new();
+    let http = httpdns_test_support::http::client();
     let put = |v: u64, doc: Value| {
         let mut req =
             http.put(format!("{}/admin/v1/config/cdn", a.base)).bearer_auth(TOKEN).body(doc.to_string());

@@ -97,7 +97,7 @@ async fn sighup_reloads_geoip_at_once() {
         tmp.path(),
         &["--config", config.to_str().unwrap(), "serve"],
     );
-    let http = reqwest::Client::new();
+    let http = httpdns_test_support::http::client();
     for (path, body) in [
         (
             "/admin/v1/nodes/t-sh",

@@ -21,10 +21,10 @@ async fn a_client_that_hangs_up_mid_lookup_poisons_nothing() {
 
     for (route, name) in [("/d?dn=", "slow.partner.example"), ("/resolve?host=", "slow2.partner.example")] {
         let url = format!("{}{route}{name}&ip=1.0.2.7", p.base);
-        let impatient = reqwest::Client::builder().timeout(Duration::from_millis(300)).build().unwrap();
+        let impatient = httpdns_test_support::http::client_builder().timeout(Duration::from_millis(300)).build().unwrap();
         assert!(impatient.get(&url).send().await.is_err(), "the first client gives up");
         let started = Instant::now();
-        let patient = reqwest::Client::builder().timeout(Duration::from_secs(10)).build().unwrap();
+        let patient = httpdns_test_support::http::client_builder().timeout(Duration::from_secs(10)).build().unwrap();
         let resp = patient.get(&url).send().await.expect("the next client is answered");
         let body = resp.text().await.unwrap();
         assert!(body.contains("9.9.9.1"), "{route}: {body}");
@@ -58,7 +58,7 @@ async fn a_mirror_client_that_hangs_up_mid_fill_harms_nobody() {
         .put("/admin/v1/mirror/rules/s", serde_json::json!({"path_prefix": "/s", "origin": origin.url()}))
         .await;
     let url = format!("http://{}/s/slow.bin", p.mirror.unwrap());
-    let impatient = reqwest::Client::builder().timeout(Duration::from_millis(200)).build().unwrap();
+    let impatient = httpdns_test_support::http::client_builder().timeout(Duration::from_millis(200)).build().unwrap();
     assert!(impatient.get(&url).send().await.is_err());
     let started = Instant::now();
     let resp = reqwest::get(&url).await.unwrap();
@@ -88,8 +88,8 @@ async fn clients_claiming_future_config_versions_cannot_hammer_the_database() {
         .await;
     let url = format!("{}/app/config-center/module-config", p.base);
     let started = Instant::now();
-    let patient = reqwest::Client::builder().timeout(Duration::from_secs(5)).build().unwrap();
-    let impatient = reqwest::Client::builder().timeout(Duration::from_millis(1)).build().unwrap();
+    let patient = httpdns_test_support::http::client_builder().timeout(Duration::from_secs(5)).build().unwrap();
+    let impatient = httpdns_test_support::http::client_builder().timeout(Duration::from_millis(1)).build().unwrap();
     let mut tasks = Vec::new();
     for i in 0..200 {
         let (url, c) = (url.clone(), if i % 2 == 0 { impatient.clone() } else { patient.clone() });
@@ -171,7 +171,7 @@ async fn origins_on_this_host_are_refused_in_every_spelling() {
     e.insert("HTTPDNS_MIRROR_ADDR".into(), "127.0.0.1:0".into());
     e.insert("HTTPDNS_ALLOW_LOCAL_ORIGINS".into(), "false".into());
     let p = Process::spawn(&e, tmp.path());
-    let http = reqwest::Client::new();
+    let http = httpdns_test_support::http::client();
     let put = |name: &str, body: serde_json::Value| {
         http.put(format!("{}/admin/v1/mirror/rules/{name}", p.base))
             .bearer_auth(crate::support::TOKEN)
@@ -284,7 +284,7 @@ async fn feedback_needs_a_signature_when_auth_is_required_and_weighs_per_account
         hex(&md5::Md5::digest(format!("{digest}-{secret}-{t}").as_bytes()))
     };
     let send = |from: u8, query: String, body: String| {
-        let c = reqwest::Client::builder()
+        let c = httpdns_test_support::http::client_builder()
             .local_address(std::net::IpAddr::from([127, 0, 0, from]))
             .build()
             .unwrap();
@@ -317,7 +317,7 @@ async fn feedback_needs_a_signature_when_auth_is_required_and_weighs_per_account
         assert_eq!(r.status(), 202);
     }
     tokio::time::sleep(Duration::from_millis(600)).await;
-    let explain: serde_json::Value = reqwest::Client::new()
+    let explain: serde_json::Value = httpdns_test_support::http::client()
         .get(format!("{}/admin/v1/explain?dn=www.example.com&ip=1.0.2.7", p.base))
         .bearer_auth(crate::support::TOKEN)
         .send()
@@ -348,7 +348,7 @@ async fn if_match_lists_json_405s_and_a_private_metrics_listener() {
     let doc = serde_json::json!({"mergeHostConfigs": [], "hostListConfig": [{"host": "cdn.example.com", "rate": 1}],
         "reviveProbeInterval": 600000, "configRequestInterval": 600000, "publicIpList": []});
     admin.put("/admin/v1/config/cdn", doc.clone()).await;
-    let http = reqwest::Client::new();
+    let http = httpdns_test_support::http::client();
     let publish = |if_match: &'static str| {
         http.put(format!("{}/admin/v1/config/cdn", p.base))
             .bearer_auth(crate::support::TOKEN)

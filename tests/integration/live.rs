@@ -186,7 +186,7 @@ async fn seed_unicom(s: &Server) {
 
 /// A client whose connections come from `127.0.0.N`.
 fn client(n: u8) -> reqwest::Client {
-    reqwest::Client::builder().local_address(IpAddr::from([127, 0, 0, n])).build().unwrap()
+    httpdns_test_support::http::client_builder().local_address(IpAddr::from([127, 0, 0, n])).build().unwrap()
 }
 
 async fn send_feedback(s: &Server, from: u8, reports: Value) -> reqwest::Response {

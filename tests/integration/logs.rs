@@ -41,7 +41,7 @@ async fn json_logs_carry_the_request_id() {
         assert!(Instant::now() < deadline, "httpdns did not start");
         tokio::time::sleep(Duration::from_millis(20)).await;
     };
-    let http = reqwest::Client::new();
+    let http = httpdns_test_support::http::client();
     let resp = http
         .put(format!("http://{api}/admin/v1/nodes/n1"))
         .bearer_auth(TOKEN)

@@ -184,7 +184,7 @@ async fn concurrent_misses_make_one_origin_request() {
         let (server, _tmp) = gateway(&backend).await;
         rule(&server, "files", json!({"path_prefix": "/files", "origin": format!("{}/o", origin.url())}))
             .await;
-        let client = reqwest::Client::builder().pool_max_idle_per_host(0).build().unwrap();
+        let client = httpdns_test_support::http::client_builder().pool_max_idle_per_host(0).build().unwrap();
         let url = server.mirror_url("/files/big.bin");
         let mut tasks = Vec::new();
         for _ in 0..500 {

@@ -90,7 +90,7 @@ async fn mirror_renders_stay_within_the_image_memory_budget() {
     let server = Process::spawn(&e, tmp.path());
     let pid = server.child.id();
     let mirror = server.mirror.expect("mirror listener");
-    let http = reqwest::Client::builder().pool_max_idle_per_host(0).build().unwrap();
+    let http = httpdns_test_support::http::client_builder().pool_max_idle_per_host(0).build().unwrap();
     let put = http
         .put(format!("{}/admin/v1/mirror/rules/img", server.base))
         .bearer_auth(TOKEN)

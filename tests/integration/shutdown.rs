@@ -29,7 +29,7 @@ async fn sigterm_during_200_in_flight_requests_loses_none() {
     e.insert("HTTPDNS_UPSTREAMS".into(), up.to_string());
     let p = Process::spawn(&e, tmp.path());
     let mirror = format!("http://{}", p.mirror.expect("mirror listener"));
-    let http = reqwest::Client::new();
+    let http = httpdns_test_support::http::client();
     let resp = http
         .put(format!("{}/admin/v1/mirror/rules/files", p.base))
         .bearer_auth(TOKEN)

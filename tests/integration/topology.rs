@@ -42,7 +42,7 @@ async fn two_replicas_share_postgres_and_the_bucket() {
     let (dir_a, dir_b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
     let a = Process::spawn(&replica(dir_a.path()), dir_a.path());
     let b = Process::spawn(&replica(dir_b.path()), dir_b.path());
-    let http = reqwest::Client::new();
+    let http = httpdns_test_support::http::client();
     let put = |base: &str, path: &str, body: serde_json::Value| {
         let req = http.put(format!("{base}{path}")).bearer_auth(TOKEN).body(body.to_string());
         async move {

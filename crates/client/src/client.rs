@@ -160,7 +160,7 @@ impl Drop for Background {
 impl CdnClient {
     pub fn new(opts: ClientOptions) -> Result<Self> {
         let resolver = Resolver::new(opts.resolver.clone());
-        let http = reqwest::Client::builder()
+        let http = crate::http::client_builder()
             .no_proxy()
             .dns_resolver(Arc::new(resolver.clone()))
             .connect_timeout(opts.connect_timeout)

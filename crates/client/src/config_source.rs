@@ -80,7 +80,7 @@ pub struct ConfigStore {
 impl ConfigStore {
     /// Starts from the larger of the shipped default and the kept file.
     pub fn new(opts: ConfigOptions) -> Self {
-        let http = reqwest::Client::builder()
+        let http = crate::http::client_builder()
             .no_proxy()
             .timeout(opts.timeout.unwrap_or(Duration::from_secs(10)))
             .build()

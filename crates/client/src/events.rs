@@ -245,7 +245,7 @@ impl Reporter {
         opts.request_sample_rate = clamp(opts.request_sample_rate);
         opts.localdns_sample_rate = clamp(opts.localdns_sample_rate);
         opts.batch_size = opts.batch_size.max(1);
-        let http = reqwest::Client::builder()
+        let http = crate::http::client_builder()
             .no_proxy()
             .timeout(opts.timeout)
             .connect_timeout(opts.timeout)

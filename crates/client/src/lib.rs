@@ -33,6 +33,7 @@ pub mod error;
 pub mod events;
 pub mod failover;
 mod fsutil;
+mod http;
 pub mod localdns;
 pub mod netcheck;
 pub mod resolver;

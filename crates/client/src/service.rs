@@ -123,7 +123,7 @@ pub enum Fault {
 impl Service {
     pub fn new(opts: ServiceOptions) -> Self {
         // The service is asked by address: no proxy, no system resolver in the way.
-        let http = reqwest::Client::builder()
+        let http = crate::http::client_builder()
             .no_proxy()
             .timeout(opts.timeout)
             .connect_timeout(opts.timeout)

@@ -140,6 +140,20 @@ pub fn answer<H: NodeHealth, C: Fn(IpAddr) -> (ClientView, u8)>(
     transport: Transport,
     ctx: &Context<'_, H, C>,
 ) -> Option<Answer> {
+    // The common question straight on the wire; the rest (and whatever it declines) here.
+    if let Some(reply) = crate::fast::try_answer(query, peer, transport, ctx) {
+        return Some(Answer::Reply(reply));
+    }
+    answer_general(query, peer, transport, ctx)
+}
+
+/// [`answer`] through a parsed message, for every kind of question.
+pub(crate) fn answer_general<H: NodeHealth, C: Fn(IpAddr) -> (ClientView, u8)>(
+    query: &[u8],
+    peer: IpAddr,
+    transport: Transport,
+    ctx: &Context<'_, H, C>,
+) -> Option<Answer> {
     if query.len() < 12 {
         return None;
     }

@@ -106,6 +106,9 @@ impl OriginClient {
             .iter()
             .filter_map(|o| Url::parse(o).ok()?.host_str().map(str::to_owned))
             .collect();
+        // reqwest comes without a bundled TLS provider (the workspace uses ring, not aws-lc-rs):
+        // ring becomes the process default unless the embedding program installed another.
+        let _ = rustls::crypto::ring::default_provider().install_default();
         let client = reqwest::Client::builder()
             .redirect(reqwest::redirect::Policy::none())
             .connect_timeout(rule.connect_timeout())

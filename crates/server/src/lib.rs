@@ -380,6 +380,7 @@ pub(crate) fn s3_objects(config: &Config) -> anyhow::Result<Arc<dyn object_store
     let MirrorStore::S3 { bucket, prefix, endpoint, region } = &config.mirror_store else {
         anyhow::bail!("the mirror store is not S3");
     };
+    install_crypto_provider();
     let mut builder =
         object_store::aws::AmazonS3Builder::from_env().with_bucket_name(bucket).with_region(region);
     if let Some(e) = endpoint {
@@ -391,6 +392,14 @@ pub(crate) fn s3_objects(config: &Config) -> anyhow::Result<Arc<dyn object_store
     } else {
         Arc::new(object_store::prefix::PrefixStore::new(s3, prefix.as_str()))
     })
+}
+
+/// Makes ring the process's TLS crypto provider unless one is installed already.
+///
+/// reqwest (the S3 store's client, health checks) is built without a bundled provider: the
+/// workspace uses ring, and reqwest's `rustls` feature would compile aws-lc-rs beside it.
+pub fn install_crypto_provider() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
 }
 
 /// Reloads the GeoIP databases when their files change.
