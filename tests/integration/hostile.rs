@@ -21,10 +21,12 @@ async fn a_client_that_hangs_up_mid_lookup_poisons_nothing() {
 
     for (route, name) in [("/d?dn=", "slow.partner.example"), ("/resolve?host=", "slow2.partner.example")] {
         let url = format!("{}{route}{name}&ip=1.0.2.7", p.base);
-        let impatient = httpdns_test_support::http::client_builder().timeout(Duration::from_millis(300)).build().unwrap();
+        let impatient =
+            httpdns_test_support::http::client_builder().timeout(Duration::from_millis(300)).build().unwrap();
         assert!(impatient.get(&url).send().await.is_err(), "the first client gives up");
         let started = Instant::now();
-        let patient = httpdns_test_support::http::client_builder().timeout(Duration::from_secs(10)).build().unwrap();
+        let patient =
+            httpdns_test_support::http::client_builder().timeout(Duration::from_secs(10)).build().unwrap();
         let resp = patient.get(&url).send().await.expect("the next client is answered");
         let body = resp.text().await.unwrap();
         assert!(body.contains("9.9.9.1"), "{route}: {body}");
@@ -58,7 +60,8 @@ async fn a_mirror_client_that_hangs_up_mid_fill_harms_nobody() {
         .put("/admin/v1/mirror/rules/s", serde_json::json!({"path_prefix": "/s", "origin": origin.url()}))
         .await;
     let url = format!("http://{}/s/slow.bin", p.mirror.unwrap());
-    let impatient = httpdns_test_support::http::client_builder().timeout(Duration::from_millis(200)).build().unwrap();
+    let impatient =
+        httpdns_test_support::http::client_builder().timeout(Duration::from_millis(200)).build().unwrap();
     assert!(impatient.get(&url).send().await.is_err());
     let started = Instant::now();
     let resp = reqwest::get(&url).await.unwrap();
@@ -88,8 +91,10 @@ async fn clients_claiming_future_config_versions_cannot_hammer_the_database() {
         .await;
     let url = format!("{}/app/config-center/module-config", p.base);
     let started = Instant::now();
-    let patient = httpdns_test_support::http::client_builder().timeout(Duration::from_secs(5)).build().unwrap();
-    let impatient = httpdns_test_support::http::client_builder().timeout(Duration::from_millis(1)).build().unwrap();
+    let patient =
+        httpdns_test_support::http::client_builder().timeout(Duration::from_secs(5)).build().unwrap();
+    let impatient =
+        httpdns_test_support::http::client_builder().timeout(Duration::from_millis(1)).build().unwrap();
     let mut tasks = Vec::new();
     for i in 0..200 {
         let (url, c) = (url.clone(), if i % 2 == 0 { impatient.clone() } else { patient.clone() });

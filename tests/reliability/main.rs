@@ -74,8 +74,11 @@ async fn a_slowloris_flood_leaves_every_front_end_answering() {
     let mirror = format!("http://{}/static/a.txt", p.mirror.unwrap());
     let dns = p.addr_of("dns").unwrap();
     // Fresh connections for every probe, as mobile clients make them.
-    let probe =
-        httpdns_test_support::http::client_builder().pool_max_idle_per_host(0).timeout(Duration::from_secs(5)).build().unwrap();
+    let probe = httpdns_test_support::http::client_builder()
+        .pool_max_idle_per_host(0)
+        .timeout(Duration::from_secs(5))
+        .build()
+        .unwrap();
     assert_eq!(probe.get(&mirror).send().await.unwrap().text().await.unwrap(), "hello from the origin");
     for _ in 0..50 {
         probe.get(format!("{}/healthz", p.base)).send().await.unwrap();
@@ -293,7 +296,10 @@ async fn soak_normal_traffic_beside_hostile_clients() {
     {
         let (stop, base, mirror) = (stop.clone(), p.base.clone(), mirror);
         hostile.spawn(async move {
-            let quick = httpdns_test_support::http::client_builder().timeout(Duration::from_millis(100)).build().unwrap();
+            let quick = httpdns_test_support::http::client_builder()
+                .timeout(Duration::from_millis(100))
+                .build()
+                .unwrap();
             let mut n = 0u64;
             while !stop.is_cancelled() {
                 n += 1;
@@ -312,8 +318,11 @@ async fn soak_normal_traffic_beside_hostile_clients() {
     let mut served = 0u64;
     let mut rss = Vec::new();
     let kept = httpdns_test_support::http::client_builder().timeout(Duration::from_secs(5)).build().unwrap();
-    let fresh =
-        httpdns_test_support::http::client_builder().timeout(Duration::from_secs(5)).pool_max_idle_per_host(0).build().unwrap();
+    let fresh = httpdns_test_support::http::client_builder()
+        .timeout(Duration::from_secs(5))
+        .pool_max_idle_per_host(0)
+        .build()
+        .unwrap();
     let mut i = 0u64;
     let mut next_sample = Instant::now();
     while Instant::now() < deadline {

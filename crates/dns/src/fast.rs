@@ -110,7 +110,8 @@ pub(crate) fn try_answer<H: NodeHealth, C: Fn(IpAddr) -> (ClientView, u8)>(
     let domain = ctx.snapshot.domain(&name)?;
     let client = edns.as_ref().and_then(|e| e.subnet).map_or(peer, |s| s.addr);
     let (view, bits) = (ctx.classify)(client);
-    let Resolution::Managed(answer) = ctx.snapshot.resolve(&name, family, &view, client_seed(client), ctx.health)
+    let Resolution::Managed(answer) =
+        ctx.snapshot.resolve(&name, family, &view, client_seed(client), ctx.health)
     else {
         return None;
     };
@@ -187,7 +188,12 @@ pub(crate) fn try_answer<H: NodeHealth, C: Fn(IpAddr) -> (ClientView, u8)>(
         // Truncation has its own rules: the general path applies them.
         return None;
     }
-    Some(Reply { bytes: out, rcode: ResponseCode::NoError, min_ttl: Some(domain.ttl), client_dependent: true })
+    Some(Reply {
+        bytes: out,
+        rcode: ResponseCode::NoError,
+        min_ttl: Some(domain.ttl),
+        client_dependent: true,
+    })
 }
 
 /// The OPT record at `at`, which must end the message; `None` for anything the general path
@@ -292,7 +298,9 @@ mod tests {
     fn classify(ip: IpAddr) -> (ClientView, u8) {
         let isp = |s: &str| Some(Token::parse(s).unwrap());
         match ip.to_canonical() {
-            IpAddr::V4(a) if a.octets()[0] == 1 => (ClientView { isp: isp("telecom"), ..Default::default() }, 8),
+            IpAddr::V4(a) if a.octets()[0] == 1 => {
+                (ClientView { isp: isp("telecom"), ..Default::default() }, 8)
+            }
             IpAddr::V4(_) => (ClientView::default(), 16),
             IpAddr::V6(_) => (ClientView { isp: isp("unicom"), ..Default::default() }, 32),
         }
@@ -327,7 +335,9 @@ mod tests {
             let q = build_query_with(0x1234, name, qtype, subnet, flags).unwrap();
             for transport in [Transport::Udp, Transport::Stream] {
                 let (fast, general) = both(&q, peer, transport);
-                let fast = fast.unwrap_or_else(|| panic!("{name} {qtype} {subnet:?}: not on the fast path; general: {general:?}"));
+                let fast = fast.unwrap_or_else(|| {
+                    panic!("{name} {qtype} {subnet:?}: not on the fast path; general: {general:?}")
+                });
                 assert_eq!(fast, general_reply(general), "{name} {qtype} {subnet:?} {transport:?}");
             }
         }

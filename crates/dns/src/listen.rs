@@ -14,6 +14,7 @@ use tokio::net::{TcpListener, UdpSocket};
 use tokio_util::sync::CancellationToken;
 
 use crate::answer::{Answer, Transport};
+use crate::batch::{Batch, Outbox};
 use crate::metrics::{DnsMetrics, Frontend};
 use crate::upstream::Upstream;
 use httpdns_net::proxied::ProxiedStream;
@@ -21,7 +22,39 @@ use httpdns_net::proxied::ProxiedStream;
 /// Answers one message from the snapshot: the caller supplies it.
 pub type Handler = Arc<dyn Fn(&[u8], IpAddr, Transport) -> Option<Answer> + Send + Sync>;
 
-/// Serves UDP until `shutdown`.
+/// The most UDP sockets [`bind_udp`] opens on one address.
+pub const MAX_UDP_SOCKETS: usize = 8;
+
+/// Binds UDP on `addr`: with a fixed port, one socket per CPU this process may use (at most
+/// [`MAX_UDP_SOCKETS`]) sharing the port through `SO_REUSEPORT`, so the kernel spreads clients
+/// over them and each runtime worker can serve one; with port 0 (tests, ad-hoc runs) a single
+/// socket on a port of its own, since a port picked for a reuse-port socket may be one another
+/// such socket holds.
+pub fn bind_udp(addr: SocketAddr) -> std::io::Result<Vec<UdpSocket>> {
+    use nix::sys::socket::{
+        bind, setsockopt, socket, sockopt, AddressFamily, SockFlag, SockType, SockaddrStorage,
+    };
+    use std::os::fd::AsRawFd;
+    if addr.port() == 0 {
+        let socket = std::net::UdpSocket::bind(addr)?;
+        socket.set_nonblocking(true)?;
+        return Ok(vec![UdpSocket::from_std(socket)?]);
+    }
+    let count = std::thread::available_parallelism().map_or(1, |n| n.get()).min(MAX_UDP_SOCKETS);
+    let family = if addr.is_ipv4() { AddressFamily::Inet } else { AddressFamily::Inet6 };
+    (0..count)
+        .map(|_| {
+            let fd =
+                socket(family, SockType::Datagram, SockFlag::SOCK_NONBLOCK | SockFlag::SOCK_CLOEXEC, None)?;
+            setsockopt(&fd, sockopt::ReusePort, &true)?;
+            bind(fd.as_raw_fd(), &SockaddrStorage::from(addr))?;
+            UdpSocket::from_std(std::net::UdpSocket::from(fd))
+        })
+        .collect()
+}
+
+/// Serves UDP until `shutdown`: the queries that have queued read in one call, answered in
+/// order, and the replies sent in one more ([`crate::batch`]).
 pub async fn serve_udp(
     socket: UdpSocket,
     handler: Handler,
@@ -30,37 +63,40 @@ pub async fn serve_udp(
     shutdown: CancellationToken,
 ) {
     let socket = Arc::new(socket);
-    let mut buf = vec![0u8; 65_535];
+    let mut batch = Batch::new();
+    let mut outbox = Outbox::new();
     loop {
-        let (n, peer) = tokio::select! {
+        tokio::select! {
             () = shutdown.cancelled() => return,
-            r = socket.recv_from(&mut buf) => match r {
-                Ok(r) => r,
-                Err(e) => {
-                    tracing::debug!(error = %e, "DNS UDP receive failed.");
-                    continue;
-                }
+            r = batch.recv(&socket) => if let Err(e) = r {
+                tracing::debug!(error = %e, "DNS UDP receive failed.");
+                continue;
             },
         };
         let started = std::time::Instant::now();
-        // Answering from the snapshot is CPU-only and fast: done inline, no task per packet.
-        // Only upstream questions get a task, so a slow upstream never stalls the socket.
-        match handler(&buf[..n], peer.ip().to_canonical(), Transport::Udp) {
-            Some(Answer::Reply(reply)) => {
-                let _ = socket.send_to(&reply.bytes, peer).await;
-                metrics.observe(Frontend::Udp, Some(reply.rcode), started);
-            }
-            Some(Answer::Forward(f)) => {
-                let (socket, upstream, metrics) = (socket.clone(), upstream.clone(), metrics.clone());
-                tokio::spawn(async move {
-                    let lookup = upstream.lookup(&f.name, f.qtype, f.client).await;
-                    let reply = f.finish(lookup);
-                    let _ = socket.send_to(&reply.bytes, peer).await;
+        for r in &batch.received {
+            // Answering from the snapshot is CPU-only and fast: done inline, no task per
+            // packet. Only upstream questions get a task, so a slow upstream never stalls the
+            // socket.
+            match handler(batch.datagram(r), r.peer.ip().to_canonical(), Transport::Udp) {
+                Some(Answer::Reply(reply)) => {
                     metrics.observe(Frontend::Udp, Some(reply.rcode), started);
-                });
+                    outbox.push(reply.bytes, r.peer);
+                }
+                Some(Answer::Forward(f)) => {
+                    let (socket, upstream, metrics, peer) =
+                        (socket.clone(), upstream.clone(), metrics.clone(), r.peer);
+                    tokio::spawn(async move {
+                        let lookup = upstream.lookup(&f.name, f.qtype, f.client).await;
+                        let reply = f.finish(lookup);
+                        let _ = socket.send_to(&reply.bytes, peer).await;
+                        metrics.observe(Frontend::Udp, Some(reply.rcode), started);
+                    });
+                }
+                None => metrics.observe(Frontend::Udp, None, started),
             }
-            None => metrics.observe(Frontend::Udp, None, started),
         }
+        outbox.flush(&socket).await;
     }
 }
 

@@ -11,12 +11,14 @@ use httpdns_dns::Context;
 use httpdns_geo::Geo;
 use tokio::net::{TcpListener, UdpSocket};
 
-/// Binds UDP and TCP on the same address. With port 0, UDP picks the port and TCP takes the
-/// same one (retrying with a new port if TCP's is taken).
-pub(crate) async fn bind(addr: SocketAddr) -> anyhow::Result<(UdpSocket, TcpListener)> {
+/// Binds UDP (one socket or a reuse-port group, [`httpdns_dns::listen::bind_udp`]) and TCP on
+/// the same address. With port 0, UDP picks the port and TCP takes the same one (retrying with
+/// a new port if TCP's is taken).
+pub(crate) async fn bind(addr: SocketAddr) -> anyhow::Result<(Vec<UdpSocket>, TcpListener)> {
     for _ in 0..10 {
-        let udp = UdpSocket::bind(addr).await.with_context(|| format!("binding DNS over UDP on {addr}"))?;
-        let port = udp.local_addr()?.port();
+        let udp =
+            httpdns_dns::listen::bind_udp(addr).with_context(|| format!("binding DNS over UDP on {addr}"))?;
+        let port = udp[0].local_addr()?.port();
         match httpdns_net::bind_tcp(SocketAddr::new(addr.ip(), port)) {
             Ok(tcp) => return Ok((udp, tcp)),
             Err(_) if addr.port() == 0 => continue,

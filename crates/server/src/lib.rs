@@ -270,15 +270,17 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
         Listen::Off => None,
         Listen::At(addr) => {
             let (udp, tcp) = dns::bind(addr).await?;
-            let bound = udp.local_addr()?;
-            tracing::info!(role = "dns", addr = %bound, "Listening.");
-            tasks.spawn(httpdns_dns::listen::serve_udp(
-                udp,
-                handler.clone(),
-                upstream.clone(),
-                dns_metrics.clone(),
-                shutdown.clone(),
-            ));
+            let bound = udp[0].local_addr()?;
+            tracing::info!(role = "dns", addr = %bound, udp_sockets = udp.len(), "Listening.");
+            for socket in udp {
+                tasks.spawn(httpdns_dns::listen::serve_udp(
+                    socket,
+                    handler.clone(),
+                    upstream.clone(),
+                    dns_metrics.clone(),
+                    shutdown.clone(),
+                ));
+            }
             tasks.spawn(httpdns_dns::listen::serve_tcp(
                 tcp,
                 handler.clone(),
