@@ -4,12 +4,12 @@
 # then `/d` for a name resolved upstream and cached against `/d` for a managed name.
 #
 #   scripts/bench-dns.sh [duration_seconds] [clients] [outstanding]
-#   ROUNDS=N (default 5)
+#   ROUNDS=N (default 5), NAMES=N managed names queried (default 1000)
 #
-# What: 1. queries per second for `www.example.com A` (no EDNS) over UDP, answered by httpdns
-# (20 nodes, the managed domain answering two of them), by Knot DNS (a zone www.example.com
-# with the same two A records) and by hickory-server (the same zone in its in-memory store),
-# and queries per server CPU-second.
+# What: 1. queries per second for `nI.bench.example A`, I = 1..NAMES in turn (no EDNS), over
+# UDP, answered by httpdns (20 nodes, each of the NAMES managed domains answering two of them),
+# by Knot DNS (a zone bench.example with the same two A records for every name) and by
+# hickory-server (the same zone in its in-memory store), and queries per server CPU-second.
 # 2. `/d` requests per second for www.partner.example (a Knot zone, httpdns's upstream:
 # resolved once, then answered from httpdns's cache) against `/d` for the managed name.
 #
@@ -37,6 +37,7 @@ DURATION="${1:-10}"
 CLIENTS="${2:-4}"
 OUTSTANDING="${3:-500}"
 ROUNDS="${ROUNDS:-5}"
+NAMES="${NAMES:-1000}"
 API=127.0.0.1:18590
 DNS_PORT=18553
 KNOT_PORT=18554
@@ -72,6 +73,11 @@ $TTL 300
 www A 9.9.9.1
 www A 9.9.9.2
 EOF
+{
+    printf '$ORIGIN bench.example.\n$TTL 60\n'
+    printf '@ SOA ns.bench.example. hostmaster.bench.example. 1 3600 600 86400 60\n@ NS ns.bench.example.\n'
+    for i in $(seq 1 "$NAMES"); do printf 'n%d A 1.1.1.1\nn%d A 1.1.1.2\n' "$i" "$i"; done
+} >"$W/knot/zones/bench.example.zone"
 cat >"$W/knot/knot.conf" <<EOF
 server:
     rundir: "$W/knot/run"
@@ -92,13 +98,15 @@ zone:
     file: www.example.com.zone
   - domain: partner.example
     file: partner.example.zone
+  - domain: bench.example
+    file: bench.example.zone
 EOF
 taskset -c 0 knotd -c "$W/knot/knot.conf" &
 KPID=$!
 
 # hickory-server, built apart from the workspace (a benchmark peer, not a dependency).
 cargo build --release --quiet --manifest-path scripts/hickory-bench/Cargo.toml --target-dir target/hickory-bench
-taskset -c 0 target/hickory-bench/release/hickory-bench $HICKORY_PORT &
+taskset -c 0 target/hickory-bench/release/hickory-bench $HICKORY_PORT "$NAMES" &
 YPID=$!
 
 HTTPDNS_API_ADDR=$API HTTPDNS_MIRROR_ADDR=off HTTPDNS_DNS_ADDR=127.0.0.1:$DNS_PORT HTTPDNS_UPSTREAMS=127.0.0.1:$KNOT_PORT \
@@ -112,6 +120,7 @@ for i in $(seq 1 20); do
     put "nodes/n$i" "{\"ip\":\"1.1.1.$i\",\"pool\":\"edge\",\"isp\":\"telecom\",\"region\":\"beijing\",\"latency_ms\":$((i * 3)),\"load_pct\":$((i * 4)),\"bandwidth_mbps\":1000}"
 done
 put "domains/www.example.com" '{"pool":"edge","ttl":60,"max_answers":2}'
+for i in $(seq 1 "$NAMES"); do put "domains/n$i.bench.example" '{"pool":"edge","ttl":60,"max_answers":2}'; done
 
 answer() { # port -> the A records, sorted (nothing on an error: dig prints those with +short too)
     { dig +short +time=1 +tries=1 @127.0.0.1 -p "$1" www.example.com A 2>/dev/null || true; } |
@@ -128,7 +137,17 @@ echo "hickory: $(answer $HICKORY_PORT)"
 
 median() { sort -g | awk '{v[NR]=$1} END {print (NR % 2) ? v[(NR+1)/2] : (v[NR/2] + v[NR/2+1]) / 2}'; }
 
-echo "www.example.com A" >"$W/queries"
+for i in $(seq 1 "$NAMES"); do echo "n$i.bench.example A"; done >"$W/queries"
+# Every name answers on every server before the clock starts (the last one added last).
+for port in $KNOT_PORT $HICKORY_PORT $DNS_PORT; do
+    got=
+    for _ in $(seq 1 50); do
+        got=$({ dig +short +time=1 +tries=1 @127.0.0.1 -p "$port" "n$NAMES.bench.example" A 2>/dev/null || true; } | grep -c '^1\.1\.1\.' || true)
+        [ "$got" = 2 ] && break
+        sleep 0.1
+    done
+    [ "$got" = 2 ] || { echo "n$NAMES.bench.example A does not answer two records on port $port" >&2; exit 1; }
+done
 # One dnsperf run against a server; sets QPS, DONE (queries completed), LOST, CPU_S (server
 # CPU seconds over the run).
 dns_run() { # port pid
@@ -147,7 +166,7 @@ dns_run() { # port pid
 }
 
 echo
-echo "== UDP www.example.com A; servers on core 0, dnsperf -T 1 -c $CLIENTS -q $OUTSTANDING on core 1; $ROUNDS rounds of ${DURATION}s"
+echo "== UDP nI.bench.example A, I = 1..$NAMES; servers on core 0, dnsperf -T 1 -c $CLIENTS -q $OUTSTANDING on core 1; $ROUNDS rounds of ${DURATION}s"
 : >"$W/qps"; : >"$W/eff"; : >"$W/hq"; : >"$W/kq"; : >"$W/yqps"; : >"$W/yeff"; : >"$W/yq"
 for r in $(seq 1 "$ROUNDS"); do
     dns_run $DNS_PORT "$HPID"

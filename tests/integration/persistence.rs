@@ -1,7 +1,6 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use reqwest::Client;
 use serde_json::{json, Value};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Notify;
@@ -9,7 +8,7 @@ use tokio::sync::Notify;
 use crate::support::{eventually, Db, Process, Server};
 
 async fn seed_over_http(base: &str, token: &str) {
-    let http = Client::new();
+    let http = httpdns_test_support::http::client();
     for (path, body) in [
         (
             "/admin/v1/nodes/t1",
@@ -52,7 +51,7 @@ async fn restart_with_the_same_data_directory_keeps_everything() {
     let second = Process::spawn(&env, tmp.path());
     assert_eq!(answer(second.base.clone()).await, "1.1.1.1,120");
     assert_eq!(std::fs::read_to_string(tmp.path().join("admin-token")).unwrap(), token, "token kept");
-    let resp = Client::new()
+    let resp = httpdns_test_support::http::client()
         .get(format!("{}/admin/v1/nodes/u1", second.base))
         .bearer_auth(token.trim())
         .send()

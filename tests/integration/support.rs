@@ -66,7 +66,7 @@ impl Server {
         let base = format!("http://{}", running.api_addr.unwrap());
         let dns = running.dns_addr;
         let mirror = running.mirror_addr;
-        Self { _running: Some(running), base, dns, mirror, http: Client::new(), _tmp: None }
+        Self { _running: Some(running), base, dns, mirror, http: httpdns_test_support::http::client(), _tmp: None }
     }
 
     /// The running server (its TLS and metrics listeners' addresses).
@@ -288,7 +288,7 @@ pub(crate) struct Admin {
 
 impl Admin {
     pub(crate) fn new(base: &str) -> Self {
-        Self { base: base.to_owned(), http: Client::new() }
+        Self { base: base.to_owned(), http: httpdns_test_support::http::client() }
     }
 
     pub(crate) async fn put(&self, path: &str, body: Value) -> Value {

@@ -53,6 +53,10 @@ struct ModelState {
     accounts: BTreeMap<u32, AccountSpec>,
     mirror_rules: BTreeMap<String, RuleSpec>,
     image_styles: BTreeMap<String, StyleSpec>,
+    /// A domain was written or removed since the last publish: the next snapshot indexes the
+    /// names afresh. Otherwise it shares the current snapshot's (most changes are to nodes and
+    /// live figures, and at a million names the names are most of a build).
+    domains_changed: bool,
 }
 
 /// A published snapshot with the health of its nodes.
@@ -143,7 +147,7 @@ impl Catalog {
         }
         state.live = live;
         state.feedback = feedback;
-        self.publish(&state, 0).await;
+        self.publish(&mut state, 0).await;
     }
 
     /// Hands the mirror rules to `mirror` from now on (and the current ones at once).
@@ -207,19 +211,24 @@ impl Catalog {
             }
         }
         state.revision = revision;
-        self.publish(&state, changes.len()).await;
+        self.publish(&mut state, changes.len()).await;
         self.mark_ok();
         Ok(revision)
     }
 
     /// Builds a snapshot of `state` and swaps it in, with its health view and check targets.
-    async fn publish(&self, state: &ModelState, changes: usize) {
+    async fn publish(&self, state: &mut ModelState, changes: usize) {
         let revision = state.revision;
+        let names_from = (!state.domains_changed).then(|| self.snapshot.load_full());
+        state.domains_changed = false;
         let model = Model {
             networks: state.networks.values().cloned().collect(),
             nodes: state.nodes.iter().map(|(id, spec)| (id.clone(), spec.clone())).collect(),
             pools: state.pools.values().cloned().collect(),
-            domains: state.domains.values().cloned().collect(),
+            domains: match names_from {
+                Some(_) => Vec::new(),
+                None => state.domains.values().cloned().collect(),
+            },
             live: state.live.clone(),
             feedback: state.feedback.clone(),
             accounts: state.accounts.iter().map(|(id, a)| (*id, a.clone())).collect(),
@@ -227,7 +236,10 @@ impl Catalog {
         let policy = self.policy.clone();
         let started = Instant::now();
         // Large models take a while to index; keep that off the async workers.
-        let snapshot = tokio::task::spawn_blocking(move || Snapshot::build(model, policy, revision))
+        let snapshot = tokio::task::spawn_blocking(move || match names_from {
+            Some(current) => current.snapshot.with_domains_of(model, policy, revision),
+            None => Snapshot::build(model, policy, revision),
+        })
             .await
             .expect("snapshot build does not panic");
         let took = started.elapsed();
@@ -286,6 +298,9 @@ fn check_targets(snapshot: &Snapshot) -> Vec<Target> {
 }
 
 fn apply(state: &mut ModelState, change: &Change, metrics: &CatalogMetrics) {
+    if change.kind == Kind::Domain {
+        state.domains_changed = true;
+    }
     let name = change.name.clone();
     let Some(body) = &change.body else {
         match change.kind {

@@ -26,7 +26,7 @@
 
 use std::collections::HashMap;
 use std::net::IpAddr;
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
 use ipnet::IpNet;
 
@@ -223,7 +223,10 @@ pub struct Snapshot {
     nodes: Vec<NodeEntry>,
     pools: Vec<PoolEntry>,
     pool_index: HashMap<Token, u32>,
-    domains: HashMap<DomainName, DomainEntry>,
+    /// Shared with the snapshots built from this one by [`Snapshot::with_domains_of`]: at a
+    /// million names this map is most of a build, and most changes (nodes, live figures,
+    /// feedback, accounts) do not touch it.
+    domains: Arc<Domains>,
     accounts: HashMap<u32, AccountSpec>,
     /// Account ids by their Tencent HTTPS token.
     tokens: HashMap<String, u32>,
@@ -232,10 +235,12 @@ pub struct Snapshot {
     stats: SnapshotStats,
 }
 
-#[derive(Debug)]
-struct DomainEntry {
-    spec: DomainSpec,
-    pool: u32,
+/// The managed names, and the distinct pools they name (in first-seen order), so a snapshot
+/// that shares the map can create those pools without reading it.
+#[derive(Debug, Default)]
+struct Domains {
+    specs: HashMap<DomainName, DomainSpec>,
+    pools: Vec<Token>,
 }
 
 #[derive(Debug)]
@@ -278,11 +283,31 @@ impl Snapshot {
     /// Builds a snapshot of `model` under `policy`. Never fails: the store only holds validated
     /// specs, and anything that is still unusable (a node address not servable under this
     /// policy, a domain naming a pool without nodes) simply answers nothing.
-    pub fn build(model: Model, policy: Policy, revision: i64) -> Self {
+    pub fn build(mut model: Model, policy: Policy, revision: i64) -> Self {
+        let mut specs = HashMap::with_capacity(model.domains.len());
+        let mut pools = Vec::new();
+        let mut seen = std::collections::HashSet::new();
+        for (name, spec) in std::mem::take(&mut model.domains) {
+            if seen.insert(spec.pool.clone()) {
+                pools.push(spec.pool.clone());
+            }
+            specs.insert(name, spec);
+        }
+        Self::assemble(model, Arc::new(Domains { specs, pools }), policy, revision)
+    }
+
+    /// The snapshot of `model` with the managed names of `self`, shared rather than rebuilt
+    /// (`model.domains` is not read). Answers are those of [`Snapshot::build`] of the whole
+    /// model when the names are unchanged since `self`; the catalog calls it only then.
+    pub fn with_domains_of(&self, model: Model, policy: Policy, revision: i64) -> Self {
+        Self::assemble(model, self.domains.clone(), policy, revision)
+    }
+
+    fn assemble(model: Model, domains: Arc<Domains>, policy: Policy, revision: i64) -> Self {
         let mut stats = SnapshotStats {
             networks: model.networks.len(),
             nodes: model.nodes.len(),
-            domains: model.domains.len(),
+            domains: domains.specs.len(),
             ..SnapshotStats::default()
         };
         let networks = CidrTable::new(model.networks);
@@ -350,10 +375,9 @@ impl Snapshot {
             });
         }
 
-        let mut domains = HashMap::with_capacity(model.domains.len());
-        for (name, spec) in model.domains {
-            let pool = pool_of(&spec.pool, &mut pools);
-            domains.insert(name, DomainEntry { spec, pool });
+        // Pools named only by domains exist too, empty.
+        for pool in &domains.pools {
+            pool_of(pool, &mut pools);
         }
 
         for pool in &mut pools {
@@ -426,12 +450,12 @@ impl Snapshot {
 
     /// Whether `name` is a managed domain.
     pub fn is_managed(&self, name: &DomainName) -> bool {
-        self.domains.contains_key(name)
+        self.domains.specs.contains_key(name)
     }
 
     /// The spec of a managed domain.
     pub fn domain(&self, name: &DomainName) -> Option<&DomainSpec> {
-        self.domains.get(name).map(|d| &d.spec)
+        self.domains.specs.get(name)
     }
 
     /// The nearest managed name strictly above `name` (`www.example.com` for
@@ -441,8 +465,8 @@ impl Snapshot {
         while let Some((_, parent)) = rest.split_once('.') {
             rest = parent;
             if let Ok(p) = DomainName::parse(parent) {
-                if let Some(d) = self.domains.get(&p) {
-                    return Some((p, &d.spec));
+                if let Some(d) = self.domains.specs.get(&p) {
+                    return Some((p, d));
                 }
             }
         }
@@ -454,7 +478,7 @@ impl Snapshot {
     /// not managed themselves.
     pub fn has_managed_below(&self, name: &DomainName) -> bool {
         let suffix = format!(".{}", name.as_str());
-        self.domains.keys().any(|d| d.as_str().ends_with(&suffix))
+        self.domains.specs.keys().any(|d| d.as_str().ends_with(&suffix))
     }
 
     /// Every node, usable or not, by snapshot index.
@@ -487,12 +511,13 @@ impl Snapshot {
         seed: u64,
         health: &impl NodeHealth,
     ) -> Resolution {
-        let Some(domain) = self.domains.get(name) else {
+        let Some(domain) = self.domains.specs.get(name) else {
             return Resolution::NotManaged;
         };
-        let pool = &self.pools[domain.pool as usize];
+        // Every pool a domain names exists (created empty if nothing else names it).
+        let pool = &self.pools[self.pool_index[&domain.pool] as usize];
         let fam = pool.family(family);
-        let ttl = domain.spec.ttl;
+        let ttl = domain.ttl;
         if fam.nodes.is_empty() {
             let other = pool.family(family.other());
             let status =
@@ -501,7 +526,7 @@ impl Snapshot {
         }
 
         let ranking = fam.ranking(client, &self.nodes, &self.policy);
-        let max = domain.spec.max_answers as usize;
+        let max = domain.max_answers as usize;
         let mut ips = Vec::with_capacity(max.min(fam.nodes.len()));
         let up = |n: u32| health.is_up(n);
         let status = if ranking.same_isp.any_up(&up) {

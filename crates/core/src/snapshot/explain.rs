@@ -60,8 +60,8 @@ impl Snapshot {
         seed: u64,
         health: &impl NodeHealth,
     ) -> Option<Explanation> {
-        let domain = self.domains.get(name)?;
-        let pool = &self.pools[domain.pool as usize];
+        let domain = self.domains.specs.get(name)?;
+        let pool = &self.pools[*self.pool_index.get(&domain.pool)? as usize];
         let Resolution::Managed(answer) = self.resolve(name, family, client, seed, health) else {
             return None;
         };
@@ -134,7 +134,7 @@ impl Snapshot {
         Some(Explanation {
             pool: pool.name.to_string(),
             ttl: answer.ttl,
-            max_answers: domain.spec.max_answers,
+            max_answers: domain.max_answers,
             family: family.label(),
             status: match answer.status {
                 AnswerStatus::Ok => "ok",

@@ -424,3 +424,49 @@ proptest! {
         }
     }
 }
+
+/// A snapshot sharing the names of an earlier one answers as a fresh build of the whole model:
+/// nodes added, moved between pools, disabled and removed; live figures and feedback changed;
+/// a pool only a domain names.
+#[test]
+fn sharing_the_names_answers_as_a_fresh_build() {
+    let before = Snapshot::build(model(), no_band(), 1);
+    let mut changed = model();
+    changed.nodes.retain(|(id, _)| id != "u-sh");
+    changed.nodes.push(("n-new".into(), node("4.4.4.4", "edge", "mobile", "beijing", 2.0)));
+    changed.nodes.push(("n-nobody".into(), node("5.5.5.5", "nobody", "telecom", "beijing", 3.0)));
+    changed.nodes.iter_mut().find(|(id, _)| id == "other").unwrap().1.pool = tok("edge");
+    changed.nodes.iter_mut().find(|(id, _)| id == "t-sh").unwrap().1.enabled = false;
+    changed.live.insert("t-bj".into(), LiveNode { latency_ms: Some(50.0), ..LiveNode::default() });
+    changed.feedback.push(Feedback {
+        node: "u-bj".into(),
+        isp: tok("telecom"),
+        region: tok("beijing"),
+        latency_ms: 90.0,
+    });
+    let fresh = Snapshot::build(changed.clone(), no_band(), 2);
+    let shared = before.with_domains_of(Model { domains: Vec::new(), ..changed }, no_band(), 2);
+    assert_eq!(shared.stats(), fresh.stats());
+    assert_eq!(shared.revision(), 2);
+    let views = [
+        view(None, None),
+        view(Some("telecom"), Some("beijing")),
+        view(Some("unicom"), Some("shanghai")),
+        view(Some("mobile"), None),
+    ];
+    for n in ["www.example.com", "one.example.com", "empty.example.com", "nope.example.com"] {
+        for fam in [Family::V4, Family::V6] {
+            for v in &views {
+                for seed in [0, 1, 7] {
+                    assert_eq!(
+                        shared.resolve(&name(n), fam, v, seed, &AllUp),
+                        fresh.resolve(&name(n), fam, v, seed, &AllUp),
+                        "{n} {fam:?} {v:?} {seed}"
+                    );
+                }
+            }
+        }
+    }
+    // The node now in the pool only a domain named is answered.
+    assert_eq!(ips(&shared, "empty.example.com", Family::V4, &views[0]).0, ["5.5.5.5"]);
+}
