@@ -66,7 +66,14 @@ impl Server {
         let base = format!("http://{}", running.api_addr.unwrap());
         let dns = running.dns_addr;
         let mirror = running.mirror_addr;
-        Self { _running: Some(running), base, dns, mirror, http: httpdns_test_support::http::client(), _tmp: None }
+        Self {
+            _running: Some(running),
+            base,
+            dns,
+            mirror,
+            http: httpdns_test_support::http::client(),
+            _tmp: None,
+        }
     }
 
     /// The running server (its TLS and metrics listeners' addresses).

@@ -240,8 +240,8 @@ impl Catalog {
             Some(current) => current.snapshot.with_domains_of(model, policy, revision),
             None => Snapshot::build(model, policy, revision),
         })
-            .await
-            .expect("snapshot build does not panic");
+        .await
+        .expect("snapshot build does not panic");
         let took = started.elapsed();
         let health = self.registry.view(snapshot.nodes().iter().map(|n| &*n.id));
         let targets = check_targets(&snapshot);

@@ -322,7 +322,9 @@ mod tests {
     #[test]
     fn common_queries_take_the_fast_path_and_match_the_general_one() {
         let peer: IpAddr = "203.0.113.9".parse().unwrap();
-        let cases: Vec<(&str, RecordType, Option<(IpAddr, u8)>, bool)> = vec![
+        // (name, type, client subnet, DO and CD)
+        type Case = (&'static str, RecordType, Option<(IpAddr, u8)>, bool);
+        let cases: Vec<Case> = vec![
             ("www.example.com.", RecordType::A, None, false),
             ("WwW.ExAmPlE.cOm.", RecordType::A, None, false),
             ("img.example.com.", RecordType::A, Some(("1.2.3.0".parse().unwrap(), 24)), false),

@@ -152,6 +152,6 @@ async fn a_datagram_longer_than_the_buffer_is_answered_formerr() {
     let n = tokio::time::timeout(Duration::from_secs(2), client.recv(&mut buf)).await.unwrap().unwrap();
     shutdown.cancel();
     assert_eq!(&buf[..2], &[0xAB, 0xCD]);
-    assert_eq!(buf[3] & 0x0F, u8::from(ResponseCode::FormErr.low()));
+    assert_eq!(buf[3] & 0x0F, ResponseCode::FormErr.low());
     assert!(n >= 12);
 }
