@@ -243,7 +243,17 @@ impl Catalog {
         .await
         .expect("snapshot build does not panic");
         let took = started.elapsed();
-        let health = self.registry.view(snapshot.nodes().iter().map(|n| &*n.id));
+        // The same nodes in the same order (a spec or live change, not an addition or removal):
+        // the current view holds exactly the states `view` would look up again, one by one.
+        let current = self.snapshot.load();
+        let same_nodes = current.snapshot.nodes().len() == snapshot.nodes().len()
+            && current.snapshot.nodes().iter().zip(snapshot.nodes()).all(|(a, b)| a.id == b.id);
+        let health = if same_nodes {
+            current.health.clone()
+        } else {
+            self.registry.view(snapshot.nodes().iter().map(|n| &*n.id))
+        };
+        drop(current);
         let targets = check_targets(&snapshot);
         self.metrics.record_snapshot(&snapshot, took);
         self.snapshot.store(Arc::new(Published { snapshot, health }));

@@ -315,6 +315,10 @@ impl Snapshot {
         let mut pool_index: HashMap<Token, u32> = HashMap::new();
         let mut pools: Vec<PoolEntry> = Vec::new();
         let mut pool_of = |name: &Token, pools: &mut Vec<PoolEntry>| -> u32 {
+            // Found without cloning the name: this runs once per node.
+            if let Some(&i) = pool_index.get(name) {
+                return i;
+            }
             *pool_index.entry(name.clone()).or_insert_with(|| {
                 pools.push(PoolEntry {
                     name: name.clone(),

@@ -103,16 +103,18 @@ impl HealthRegistry {
     /// The state of `id`, created up if new.
     pub fn state(&self, id: &str) -> Arc<NodeState> {
         let mut map = self.states.lock().unwrap_or_else(|e| e.into_inner());
-        map.entry(id.to_owned()).or_default().clone()
+        known_or_new(&mut map, id)
     }
 
     /// A view for a snapshot whose node ids are `ids`, in snapshot index order.
     pub fn view<'a>(&self, ids: impl IntoIterator<Item = &'a str>) -> HealthView {
         let mut map = self.states.lock().unwrap_or_else(|e| e.into_inner());
-        HealthView(ids.into_iter().map(|id| map.entry(id.to_owned()).or_default().clone()).collect())
+        HealthView(ids.into_iter().map(|id| known_or_new(&mut map, id)).collect())
     }
 
-    /// Forgets nodes not in `keep` (deleted nodes), so the map does not grow forever.
+    /// Forgets nodes not in `keep` (deleted nodes), so the map does not grow forever. `keep`
+    /// must hold the nodes of the published snapshot: the catalog hands a snapshot with the
+    /// same nodes the view of the one before.
     pub fn retain(&self, keep: &std::collections::HashSet<&str>) {
         let mut map = self.states.lock().unwrap_or_else(|e| e.into_inner());
         map.retain(|id, _| keep.contains(id.as_str()));
@@ -124,6 +126,15 @@ impl HealthRegistry {
         let up = map.values().filter(|s| s.is_up()).count();
         (up, map.len() - up)
     }
+}
+
+/// The state of `id`, created up if new. Looked up before the id is copied: a snapshot of
+/// 100,000 nodes asks for every one of them, and nearly all are known.
+fn known_or_new(map: &mut HashMap<String, Arc<NodeState>>, id: &str) -> Arc<NodeState> {
+    if let Some(s) = map.get(id) {
+        return s.clone();
+    }
+    map.entry(id.to_owned()).or_default().clone()
 }
 
 /// The states of one snapshot's nodes, by snapshot index.
