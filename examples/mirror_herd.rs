@@ -9,7 +9,7 @@ async fn main() {
     let mut args = std::env::args().skip(1);
     let url = args.next().expect("usage: mirror_herd URL [N]");
     let n: usize = args.next().map_or(1000, |s| s.parse().expect("N"));
-    let client = reqwest::Client::builder().pool_max_idle_per_host(0).build().unwrap();
+    let client = httpdns_test_support::http::client_builder().pool_max_idle_per_host(0).build().unwrap();
     let started = Instant::now();
     let tasks: Vec<_> = (0..n)
         .map(|_| {

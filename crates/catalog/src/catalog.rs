@@ -220,7 +220,6 @@ impl Catalog {
     async fn publish(&self, state: &mut ModelState, changes: usize) {
         let revision = state.revision;
         let names_from = (!state.domains_changed).then(|| self.snapshot.load_full());
-        state.domains_changed = false;
         let model = Model {
             networks: state.networks.values().cloned().collect(),
             nodes: state.nodes.iter().map(|(id, spec)| (id.clone(), spec.clone())).collect(),
@@ -257,6 +256,9 @@ impl Catalog {
         let targets = check_targets(&snapshot);
         self.metrics.record_snapshot(&snapshot, took);
         self.snapshot.store(Arc::new(Published { snapshot, health }));
+        // Only now: a publish dropped before the swap (the admin request that ran it hung up)
+        // leaves the flag set, so the next one indexes the names afresh.
+        state.domains_changed = false;
         self.targets_tx.send_if_modified(|old| {
             if **old == targets {
                 false

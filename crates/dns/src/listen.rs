@@ -14,7 +14,7 @@ use tokio::net::{TcpListener, UdpSocket};
 use tokio_util::sync::CancellationToken;
 
 use crate::answer::{Answer, Transport};
-use crate::batch::{Batch, Outbox};
+use crate::batch::Batch;
 use crate::metrics::{DnsMetrics, Frontend};
 use crate::upstream::Upstream;
 use httpdns_net::proxied::ProxiedStream;
@@ -64,39 +64,51 @@ pub async fn serve_udp(
 ) {
     let socket = Arc::new(socket);
     let mut batch = Batch::new();
-    let mut outbox = Outbox::new();
     loop {
         tokio::select! {
             () = shutdown.cancelled() => return,
-            r = batch.recv(&socket) => if let Err(e) = r {
-                tracing::debug!(error = %e, "DNS UDP receive failed.");
+            r = socket.readable() => if let Err(e) = r {
+                tracing::debug!(error = %e, "DNS UDP socket failed.");
                 continue;
             },
         };
         let started = std::time::Instant::now();
-        for r in &batch.received {
+        let answered = batch.exchange(&socket, |query, peer| {
             // Answering from the snapshot is CPU-only and fast: done inline, no task per
             // packet. Only upstream questions get a task, so a slow upstream never stalls the
             // socket.
-            match handler(batch.datagram(r), r.peer.ip().to_canonical(), Transport::Udp) {
+            match handler(query, peer.ip().to_canonical(), Transport::Udp) {
                 Some(Answer::Reply(reply)) => {
                     metrics.observe(Frontend::Udp, Some(reply.rcode), started);
-                    outbox.push(reply.bytes, r.peer);
+                    Some(reply.bytes)
                 }
                 Some(Answer::Forward(f)) => {
-                    let (socket, upstream, metrics, peer) =
-                        (socket.clone(), upstream.clone(), metrics.clone(), r.peer);
+                    let (socket, upstream, metrics) = (socket.clone(), upstream.clone(), metrics.clone());
                     tokio::spawn(async move {
                         let lookup = upstream.lookup(&f.name, f.qtype, f.client).await;
                         let reply = f.finish(lookup);
                         let _ = socket.send_to(&reply.bytes, peer).await;
                         metrics.observe(Frontend::Udp, Some(reply.rcode), started);
                     });
+                    None
                 }
-                None => metrics.observe(Frontend::Udp, None, started),
+                None => {
+                    metrics.observe(Frontend::Udp, None, started);
+                    None
+                }
             }
+        });
+        match answered {
+            // What the socket did not take at once goes out as it allows (a reply the kernel
+            // refuses outright is dropped, as a lost datagram would be).
+            Ok(rest) => {
+                for (bytes, peer) in rest {
+                    let _ = socket.send_to(&bytes, peer).await;
+                }
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+            Err(e) => tracing::debug!(error = %e, "DNS UDP receive failed."),
         }
-        outbox.flush(&socket).await;
     }
 }
 
