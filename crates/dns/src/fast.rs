@@ -132,23 +132,9 @@ pub(crate) fn try_answer<H: NodeHealth, C: Fn(IpAddr) -> (ClientView, u8)>(
     // The question as asked, case included (resolvers check it, RFC 7766 §10 / 0x20).
     out.extend_from_slice(&query[HEADER..question_end]);
     for ip in &answer.ips {
-        // The owner is the question's name: a pointer to it at offset 12.
-        out.extend_from_slice(&[0xC0, 0x0C]);
-        match ip {
-            IpAddr::V4(a) if family == Family::V4 => {
-                out.extend_from_slice(&TYPE_A.to_be_bytes());
-                out.extend_from_slice(&CLASS_IN.to_be_bytes());
-                out.extend_from_slice(&answer.ttl.to_be_bytes());
-                out.extend_from_slice(&4u16.to_be_bytes());
-                out.extend_from_slice(&a.octets());
-            }
-            IpAddr::V6(a) if family == Family::V6 => {
-                out.extend_from_slice(&TYPE_AAAA.to_be_bytes());
-                out.extend_from_slice(&CLASS_IN.to_be_bytes());
-                out.extend_from_slice(&answer.ttl.to_be_bytes());
-                out.extend_from_slice(&16u16.to_be_bytes());
-                out.extend_from_slice(&a.octets());
-            }
+        match (ip, family) {
+            (IpAddr::V4(a), Family::V4) => address_record(&mut out, TYPE_A, answer.ttl, &a.octets()),
+            (IpAddr::V6(a), Family::V6) => address_record(&mut out, TYPE_AAAA, answer.ttl, &a.octets()),
             _ => return None,
         }
     }
@@ -194,6 +180,16 @@ pub(crate) fn try_answer<H: NodeHealth, C: Fn(IpAddr) -> (ClientView, u8)>(
         min_ttl: Some(domain.ttl),
         client_dependent: true,
     })
+}
+
+/// An A or AAAA record whose owner is the question's name (a pointer to it at offset 12).
+fn address_record(out: &mut Vec<u8>, rtype: u16, ttl: u32, address: &[u8]) {
+    out.extend_from_slice(&[0xC0, 0x0C]);
+    out.extend_from_slice(&rtype.to_be_bytes());
+    out.extend_from_slice(&CLASS_IN.to_be_bytes());
+    out.extend_from_slice(&ttl.to_be_bytes());
+    out.extend_from_slice(&(address.len() as u16).to_be_bytes());
+    out.extend_from_slice(address);
 }
 
 /// The OPT record at `at`, which must end the message; `None` for anything the general path
