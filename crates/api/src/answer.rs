@@ -78,6 +78,14 @@ impl Answers {
         self.names.iter().map(|n| n.outcome).collect()
     }
 
+    /// The `X-Httpdns-Status` value of these answers.
+    pub(crate) fn status_header(&self) -> http::HeaderValue {
+        match self.names.as_slice() {
+            [one] => http::HeaderValue::from_static(one.outcome.as_str()),
+            _ => crate::dnspod::status_header(&self.outcomes()),
+        }
+    }
+
     /// The carrier of a node answered, when it is one of ours.
     pub(crate) fn isp_of(&self, ip: IpAddr) -> Option<String> {
         self.snapshot.snapshot.node_by_ip(ip).map(|n| n.spec.isp.to_string())
@@ -106,8 +114,31 @@ pub(crate) fn better(a: Outcome, b: Outcome) -> Outcome {
 /// The caller loads the snapshot once per request and authenticates against the same one, so
 /// the account it checked and the answer it gets come from one revision.
 pub(crate) async fn answer(app: &AppState, snapshot: Arc<Published>, q: Question<'_>) -> Answers {
-    let view = httpdns_geo::classify(&snapshot, &app.geo, q.client);
-    app.metrics.client_answer(&view);
+    let (view, mut names, pending) = managed(app, &snapshot, q);
+    // Every upstream question at once: a batch waits for its slowest name, not their sum.
+    let lookups = pending.iter().map(|(i, fam)| upstream(app, &q.names[*i], *fam, q.client));
+    let found = futures_util::future::join_all(lookups).await;
+    for ((i, fam), f) in pending.into_iter().zip(found) {
+        match fam {
+            Family::V4 => names[i].v4 = Some(f),
+            Family::V6 => names[i].v6 = Some(f),
+        }
+    }
+    finish(app, view, names, snapshot)
+}
+
+/// [`answer`] without waiting: `None` when a name needs the upstream resolver.
+pub(crate) fn answer_local(app: &AppState, snapshot: &Arc<Published>, q: Question<'_>) -> Option<Answers> {
+    let (view, names, pending) = managed(app, snapshot, q);
+    pending.is_empty().then(|| finish(app, view, names, snapshot.clone()))
+}
+
+/// The families of unmanaged names that the upstream resolver is to answer, by name index.
+type Pending = Vec<(usize, Family)>;
+
+/// The managed names' answers from the snapshot, and what is left for the upstream.
+fn managed(app: &AppState, snapshot: &Published, q: Question<'_>) -> (ClientView, Vec<NameAnswer>, Pending) {
+    let view = httpdns_geo::classify(snapshot, &app.geo, q.client);
     let seed = client_seed(q.client);
     let families = [(Family::V4, q.v4), (Family::V6, q.v6)];
     let mut names = Vec::with_capacity(q.names.len());
@@ -137,15 +168,12 @@ pub(crate) async fn answer(app: &AppState, snapshot: Arc<Published>, q: Question
         }
         names.push(answer);
     }
-    // Every upstream question at once: a batch waits for its slowest name, not their sum.
-    let lookups = pending.iter().map(|(i, fam)| upstream(app, &q.names[*i], *fam, q.client));
-    let found = futures_util::future::join_all(lookups).await;
-    for ((i, fam), f) in pending.into_iter().zip(found) {
-        match fam {
-            Family::V4 => names[i].v4 = Some(f),
-            Family::V6 => names[i].v6 = Some(f),
-        }
-    }
+    (view, names, pending)
+}
+
+/// Each name's outcome from its families', and the client counted.
+fn finish(app: &AppState, view: ClientView, mut names: Vec<NameAnswer>, snapshot: Arc<Published>) -> Answers {
+    app.metrics.client_answer(&view);
     for n in &mut names {
         n.outcome = [&n.v4, &n.v6]
             .into_iter()

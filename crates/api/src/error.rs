@@ -88,16 +88,25 @@ impl ApiError {
     }
 }
 
-impl IntoResponse for ApiError {
-    fn into_response(self) -> Response {
+impl ApiError {
+    /// The response as one buffer, for the listener's shortcut (`crate::shortcut`) and the router
+    /// alike.
+    pub fn into_whole(self) -> Response<axum::body::Bytes> {
         let body =
             serde_json::to_vec(&Body { code: self.code, error: &self.message, field: self.field.as_deref() })
                 .unwrap_or_default();
-        let mut resp = (self.status, body).into_response();
+        let mut resp = Response::new(body.into());
+        *resp.status_mut() = self.status;
         resp.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
         if self.status == StatusCode::UNAUTHORIZED {
             resp.headers_mut().insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
         }
         resp
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        self.into_whole().map(axum::body::Body::from)
     }
 }

@@ -2,7 +2,8 @@
 //!
 //! # Layout
 //!
-//! * [`router`]: builds the axum `Router` from an [`AppState`].
+//! * [`router`]: builds the axum `Router` from an [`AppState`]; [`app`] adds the
+//!   [`shortcut`] that answers `GET /d` and the config GET before it.
 //! * The model it answers from is `httpdns_catalog`'s: this crate is the HTTP edge over it.
 //! * [`dnspod`]: `/d`, the DNSPod text format; [`resolve`]: `/resolve`, Alibaba JSON;
 //!   `v2`: `/v2/d`, Alibaba's v2 API; [`service_ips`]: `/ss`, `/{account}/ss` and `/conf`,
@@ -32,6 +33,7 @@ pub mod ratelimit;
 pub mod request_id;
 pub mod resolve;
 pub mod service_ips;
+pub mod shortcut;
 pub mod state;
 mod v2;
 
@@ -50,6 +52,14 @@ pub use state::{ApiSettings, AppState};
 /// The API router with every route and layer, `/metrics` included.
 pub fn router(state: AppState) -> Router {
     router_with(state, true)
+}
+
+/// What the API listeners serve: [`router_with`] behind the [`shortcut`] for the hot GETs.
+pub fn app(state: AppState, public_metrics: bool) -> httpdns_net::http::App {
+    httpdns_net::http::App {
+        router: router_with(state.clone(), public_metrics),
+        shortcut: Some(std::sync::Arc::new(shortcut::HotRoutes(state))),
+    }
 }
 
 /// A router of `/metrics` alone, for a metrics listener of its own.

@@ -221,7 +221,8 @@ pub const MAX_CLIENT_LABELS: usize = 512;
 #[derive(Debug)]
 struct ByClient {
     vec: IntCounterVec,
-    children: std::sync::RwLock<std::collections::HashMap<httpdns_core::ClientView, IntCounter>>,
+    // Hashed on every answer: foldhash, not std's SipHash.
+    children: std::sync::RwLock<foldhash::HashMap<httpdns_core::ClientView, IntCounter>>,
     other: IntCounter,
 }
 

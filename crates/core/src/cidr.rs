@@ -6,6 +6,8 @@
 //! a handful), independent of the number of prefixes.
 
 use std::collections::HashMap;
+
+use foldhash::HashMap as FastMap;
 use std::net::IpAddr;
 
 use ipnet::IpNet;
@@ -13,8 +15,8 @@ use ipnet::IpNet;
 /// A longest-prefix-match table from CIDRs to values.
 #[derive(Debug, Clone)]
 pub struct CidrTable<T> {
-    v4: Vec<(u8, HashMap<u32, T>)>,
-    v6: Vec<(u8, HashMap<u128, T>)>,
+    v4: Vec<(u8, FastMap<u32, T>)>,
+    v6: Vec<(u8, FastMap<u128, T>)>,
     /// Each prefix length's network addresses, sorted, longest length first: the neighbours
     /// of an address tell how long a prefix of it avoids those networks (see
     /// [`CidrTable::decided_prefix`]).
@@ -67,8 +69,8 @@ impl<T> CidrTable<T> {
     /// Builds a table. Host bits of each network are ignored (`1.2.3.4/24` means `1.2.3.0/24`);
     /// a later duplicate replaces an earlier one.
     pub fn new(entries: impl IntoIterator<Item = (IpNet, T)>) -> Self {
-        let mut v4: HashMap<u8, HashMap<u32, T>> = HashMap::new();
-        let mut v6: HashMap<u8, HashMap<u128, T>> = HashMap::new();
+        let mut v4: HashMap<u8, FastMap<u32, T>> = HashMap::new();
+        let mut v6: HashMap<u8, FastMap<u128, T>> = HashMap::new();
         for (net, value) in entries {
             match net {
                 IpNet::V4(n) => {
@@ -87,7 +89,7 @@ impl<T> CidrTable<T> {
         v6.sort_by_key(|e| std::cmp::Reverse(e.0));
         let len =
             v4.iter().map(|(_, m)| m.len()).sum::<usize>() + v6.iter().map(|(_, m)| m.len()).sum::<usize>();
-        fn sorted<K: Copy + Ord, V>(levels: &[(u8, HashMap<K, V>)]) -> Vec<(u8, Vec<K>)> {
+        fn sorted<K: Copy + Ord, V>(levels: &[(u8, FastMap<K, V>)]) -> Vec<(u8, Vec<K>)> {
             levels
                 .iter()
                 .map(|(len, m)| {

@@ -25,6 +25,8 @@
 //!    sending every client to LocalDNS at once.
 
 use std::collections::HashMap;
+
+use foldhash::HashMap as FastMap;
 use std::net::IpAddr;
 use std::sync::{Arc, OnceLock};
 
@@ -222,16 +224,16 @@ pub struct Snapshot {
     networks: CidrTable<NetworkSpec>,
     nodes: Vec<NodeEntry>,
     pools: Vec<PoolEntry>,
-    pool_index: HashMap<Token, u32>,
+    pool_index: FastMap<Token, u32>,
     /// Shared with the snapshots built from this one by [`Snapshot::with_domains_of`]: at a
     /// million names this map is most of a build, and most changes (nodes, live figures,
     /// feedback, accounts) do not touch it.
     domains: Arc<Domains>,
-    accounts: HashMap<u32, AccountSpec>,
+    accounts: FastMap<u32, AccountSpec>,
     /// Account ids by their Tencent HTTPS token.
-    tokens: HashMap<String, u32>,
+    tokens: FastMap<String, u32>,
     /// Usable nodes by address (the first one when several share it), for answer labels.
-    by_ip: HashMap<IpAddr, u32>,
+    by_ip: FastMap<IpAddr, u32>,
     stats: SnapshotStats,
 }
 
@@ -239,7 +241,7 @@ pub struct Snapshot {
 /// that shares the map can create those pools without reading it.
 #[derive(Debug, Default)]
 struct Domains {
-    specs: HashMap<DomainName, DomainSpec>,
+    specs: FastMap<DomainName, DomainSpec>,
     pools: Vec<Token>,
 }
 
@@ -284,7 +286,7 @@ impl Snapshot {
     /// specs, and anything that is still unusable (a node address not servable under this
     /// policy, a domain naming a pool without nodes) simply answers nothing.
     pub fn build(mut model: Model, policy: Policy, revision: i64) -> Self {
-        let mut specs = HashMap::with_capacity(model.domains.len());
+        let mut specs = FastMap::with_capacity_and_hasher(model.domains.len(), Default::default());
         let mut pools = Vec::new();
         let mut seen = std::collections::HashSet::new();
         for (name, spec) in std::mem::take(&mut model.domains) {
@@ -312,7 +314,7 @@ impl Snapshot {
         };
         let networks = CidrTable::new(model.networks);
 
-        let mut pool_index: HashMap<Token, u32> = HashMap::new();
+        let mut pool_index: FastMap<Token, u32> = FastMap::default();
         let mut pools: Vec<PoolEntry> = Vec::new();
         let mut pool_of = |name: &Token, pools: &mut Vec<PoolEntry>| -> u32 {
             // Found without cloning the name: this runs once per node.
@@ -390,17 +392,17 @@ impl Snapshot {
         }
         stats.pools = pools.len();
 
-        let accounts: HashMap<u32, AccountSpec> = model.accounts.into_iter().collect();
+        let accounts: FastMap<u32, AccountSpec> = model.accounts.into_iter().collect();
         // A token shared by two accounts belongs to the lower id (the admin API should not
         // let it happen; if it does, the choice is at least stable).
-        let mut tokens: HashMap<String, u32> = HashMap::new();
+        let mut tokens: FastMap<String, u32> = FastMap::default();
         for (id, a) in &accounts {
             if let Some(t) = &a.token {
                 let e = tokens.entry(t.clone()).or_insert(*id);
                 *e = (*e).min(*id);
             }
         }
-        let mut by_ip = HashMap::with_capacity(nodes.len());
+        let mut by_ip = FastMap::with_capacity_and_hasher(nodes.len(), Default::default());
         for (i, n) in nodes.iter().enumerate().filter(|(_, n)| n.usable) {
             by_ip.entry(n.spec.ip).or_insert(i as u32);
         }

@@ -51,6 +51,7 @@ use origin::OriginClient;
 pub struct RuleRuntime {
     pub rule: Arc<Rule>,
     pub client: OriginClient,
+    pub series: metrics::RuleSeries,
 }
 
 /// The rule table in force, with a runtime per rule.
@@ -143,9 +144,11 @@ impl Mirror {
             self.metrics.touch(&rule.name);
             let runtime = match old.runtimes.get(&rule.name) {
                 Some(r) if r.rule.spec == rule.spec => r.clone(),
-                _ => {
-                    Arc::new(RuleRuntime { rule: rule.clone(), client: OriginClient::new(rule, allow_local) })
-                }
+                _ => Arc::new(RuleRuntime {
+                    rule: rule.clone(),
+                    client: OriginClient::new(rule, allow_local),
+                    series: self.metrics.series(&rule.name),
+                }),
             };
             runtimes.insert(rule.name.clone(), runtime);
         }

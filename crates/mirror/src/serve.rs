@@ -70,12 +70,11 @@ async fn serve_request(mirror: &Arc<Mirror>, request: axum::extract::Request) ->
         Ok(r) => r,
         Err(resp) => return *resp,
     };
-    let rule = req.runtime.rule.name.clone();
     let (outcome, resp) = match &req.process {
         Some(ops) => crate::variant::serve(mirror, &req, ops, &headers).await,
         None => original(mirror, &req, &headers).await,
     };
-    mirror.metrics.request(&rule, outcome);
+    req.runtime.series.request(outcome);
     resp
 }
 
@@ -177,7 +176,7 @@ async fn original(mirror: &Arc<Mirror>, req: &Request, headers: &HeaderMap) -> (
                         (Outcome::Hit, serve_found(mirror, &found, req, headers, "HIT").await)
                     }
                     FillState::Done { head, meta } => {
-                        (Outcome::Miss, serve_fill(mirror, &fill, &head, Some(&meta), req, headers, "MISS"))
+                        (Outcome::Miss, serve_fill(&fill, &head, Some(&meta), req, headers, "MISS"))
                     }
                     FillState::Failed(e) => Failure::from(&e).served(),
                     _ => Failure::from(&FillError::Ended).served(),
@@ -196,8 +195,8 @@ async fn original(mirror: &Arc<Mirror>, req: &Request, headers: &HeaderMap) -> (
         };
     let outcome = if started { Outcome::Miss } else { Outcome::Coalesced };
     let mut resp = match fill.head().await {
-        FillState::Streaming { head, .. } => serve_fill(mirror, &fill, &head, None, req, headers, "MISS"),
-        FillState::Done { head, meta } => serve_fill(mirror, &fill, &head, Some(&meta), req, headers, "MISS"),
+        FillState::Streaming { head, .. } => serve_fill(&fill, &head, None, req, headers, "MISS"),
+        FillState::Done { head, meta } => serve_fill(&fill, &head, Some(&meta), req, headers, "MISS"),
         FillState::Failed(e) => return Failure::from(&e).served(),
         FillState::Starting | FillState::NotModified => return Failure::from(&FillError::Ended).served(),
     };
@@ -243,13 +242,13 @@ pub(crate) async fn serve_found(
     } else if let Some(small) = mirror.objects.read_small(found, start, end).await {
         match small {
             Ok(bytes) => {
-                mirror.metrics.served(&req.runtime.rule.name, bytes.len() as u64);
+                req.runtime.series.served(bytes.len() as u64);
                 Body::from(bytes)
             }
             Err(e) => return Failure::store(e).response(),
         }
     } else {
-        counted_body(mirror, &req.runtime.rule.name, mirror.objects.read(found, start, end))
+        counted_body(&req.runtime.series, mirror.objects.read(found, start, end))
     };
     let mut r = Response::new(body);
     *r.status_mut() = status;
@@ -267,7 +266,6 @@ pub(crate) async fn serve_found(
 
 /// The response of a client attached to a fill, streaming as the body arrives.
 fn serve_fill(
-    mirror: &Arc<Mirror>,
     fill: &fill::Fill,
     head: &FillHead,
     done: Option<&StoredMeta>,
@@ -293,7 +291,7 @@ fn serve_fill(
     let body = if req.head_only {
         Body::empty()
     } else {
-        counted_body(mirror, &req.runtime.rule.name, fill.stream(start, end))
+        counted_body(&req.runtime.series, fill.stream(start, end))
     };
     let mut r = Response::new(body);
     *r.status_mut() = status;
@@ -355,14 +353,13 @@ fn unsatisfiable(len: u64) -> Response {
 
 /// A streamed body whose bytes are counted per rule as they leave.
 fn counted_body(
-    mirror: &Arc<Mirror>,
-    rule: &str,
+    series: &crate::metrics::RuleSeries,
     stream: futures_util::stream::BoxStream<'static, Result<bytes::Bytes, std::io::Error>>,
 ) -> Body {
-    let (mirror, rule) = (mirror.clone(), rule.to_owned());
+    let series = series.clone();
     Body::from_stream(stream.inspect(move |chunk| {
         if let Ok(c) = chunk {
-            mirror.metrics.served(&rule, c.len() as u64);
+            series.served(c.len() as u64);
         }
     }))
 }

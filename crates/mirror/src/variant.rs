@@ -217,7 +217,7 @@ pub(crate) async fn serve(
         Err(e) => return Failure::from(e).served(),
     };
     if !req.head_only {
-        mirror.metrics.served(&req.runtime.rule.name, variant.body.len() as u64);
+        req.runtime.series.served(variant.body.len() as u64);
     }
     let mut resp = full_response(&variant.meta, req.head_only, variant.body.clone(), "MISS");
     resp.headers_mut().insert("x-image-size", value(&format!("{}x{}", variant.width, variant.height)));

@@ -2,7 +2,8 @@
 //!
 //! * [`registry`]: every open connection, admitted against a global and a per-address cap
 //!   (sparing the connection that can best be spared), and reaped at its phase's timeout.
-//! * [`http`]: an axum `Router` served with those rules, PROXY headers and optional TLS.
+//! * [`http`]: an axum `Router` (and an optional [`http::Shortcut`] tried before it) served
+//!   with those rules, PROXY headers and optional TLS.
 //! * [`tls`]: certificates by SNI from PEM files, reloaded in place, expiry exported.
 //! * [`proxied`]: the PROXY protocol (v1 and v2) from trusted proxies.
 //! * [`tracked`]: the stream wrapper that lets the reaper see bytes move.
@@ -16,7 +17,7 @@ pub mod tls;
 pub mod tracked;
 
 pub use metrics::{CloseReason, ListenerMetrics, NetMetrics};
-pub use registry::{Admitted, ConnLimits, ConnRegistry, ConnState, Refused, Timeouts};
+pub use registry::{Admitted, ConnLimits, ConnRegistry, ConnState, Refused, Signal, Timeouts};
 
 /// Raises the soft limit of open descriptors to the hard one (as nginx's
 /// `worker_rlimit_nofile` would) and returns the limit in force.

@@ -13,13 +13,15 @@
 //! entries, not 20,000 timer wake-ups.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::future::Future;
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex};
+use std::task::Poll;
 use std::time::{Duration, Instant};
 
+use futures_util::task::AtomicWaker;
 use httpdns_core::cidr::CidrTable;
-use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 use crate::metrics::{CloseReason, ListenerMetrics, RefuseReason};
@@ -78,7 +80,21 @@ pub struct ConnState {
     wrote: AtomicBool,
     /// Why the connection was told to close (`CloseReason as u8 + 1`); 0: not told.
     closing: AtomicU8,
-    close: Notify,
+    /// Its listener is shutting down: finish the request in progress, take no more.
+    draining: AtomicBool,
+    /// The connection's task, woken when told to close or drain. One waker rather than a
+    /// `Notify`: the task polls this on every wake-up (each request), and a `Notify` takes a
+    /// lock on each poll.
+    waker: AtomicWaker,
+}
+
+/// What a connection was told.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Signal {
+    /// Close at once ([`CloseReason`]).
+    Close(CloseReason),
+    /// Close once the requests in progress are answered.
+    Drain,
 }
 
 impl ConnState {
@@ -101,15 +117,33 @@ impl ConnState {
         self.in_flight.load(Ordering::Relaxed) > 0
     }
 
-    /// Resolves once the connection has been told to close (timeout, eviction).
-    pub async fn closed(&self) -> CloseReason {
-        loop {
-            let notified = self.close.notified();
+    /// Resolves once the connection has been told to close (timeout, eviction). One task per
+    /// connection may wait on this (or on [`ConnState::signalled`]) at a time.
+    pub fn closed(&self) -> impl Future<Output = CloseReason> + '_ {
+        std::future::poll_fn(move |cx| {
+            // Registered before the flag is read: a close told in between still wakes us.
+            self.waker.register(cx.waker());
+            self.close_reason().map_or(Poll::Pending, Poll::Ready)
+        })
+    }
+
+    /// Resolves once the connection has been told to close or to drain.
+    pub fn signalled(&self) -> impl Future<Output = Signal> + '_ {
+        std::future::poll_fn(move |cx| {
+            self.waker.register(cx.waker());
             if let Some(r) = self.close_reason() {
-                return r;
+                Poll::Ready(Signal::Close(r))
+            } else if self.draining.load(Ordering::Acquire) {
+                Poll::Ready(Signal::Drain)
+            } else {
+                Poll::Pending
             }
-            notified.await;
-        }
+        })
+    }
+
+    fn tell_drain(&self) {
+        self.draining.store(true, Ordering::Release);
+        self.waker.wake();
     }
 
     pub fn close_reason(&self) -> Option<CloseReason> {
@@ -120,7 +154,7 @@ impl ConnState {
         let first =
             self.closing.compare_exchange(0, reason as u8 + 1, Ordering::AcqRel, Ordering::Acquire).is_ok();
         if first {
-            self.close.notify_waiters();
+            self.waker.wake();
         }
         first
     }
@@ -316,6 +350,15 @@ impl ConnRegistry {
         inner.by_addr.entry(addr).or_default().insert(id);
         listener.open.inc();
         Ok(Admitted { registry: self.clone(), id, state })
+    }
+
+    /// Tells every connection of `listener` to drain: finish what it is answering, then close.
+    pub fn drain(&self, listener: &Arc<ListenerMetrics>) {
+        for slot in self.lock().slots.values() {
+            if Arc::ptr_eq(&slot.listener, listener) {
+                slot.state.tell_drain();
+            }
+        }
     }
 
     /// Looks at every connection and tells those past their phase's timeout to close.

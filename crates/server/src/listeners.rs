@@ -38,7 +38,7 @@ impl Edge {
         tasks: &mut JoinSet<()>,
         role: &'static str,
         at: Listen,
-        app: axum::Router,
+        app: impl Into<httpdns_net::http::App>,
         tls: bool,
         shutdown: &CancellationToken,
     ) -> anyhow::Result<Option<SocketAddr>> {
@@ -54,6 +54,7 @@ impl Edge {
             trusted_proxies: self.trusted_proxies.clone(),
             tls: if tls { Some(TlsServer::new(self.certs()?, ALPN_HTTP)?) } else { None },
         };
+        let app: httpdns_net::http::App = app.into();
         tasks.spawn(httpdns_net::http::serve(listener, settings, app, shutdown.clone()));
         Ok(Some(bound))
     }

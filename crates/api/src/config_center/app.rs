@@ -36,8 +36,11 @@ fn not_found(module: &str) -> ApiError {
         .with_field("module")
 }
 
-fn respond(p: &Published, body: Bytes, signature: HeaderValue, cache_control: &'static str) -> Response {
-    let mut resp = (StatusCode::OK, body).into_response();
+/// A response as one buffer.
+type Whole = Response<Bytes>;
+
+fn respond(p: &Published, body: Bytes, signature: HeaderValue, cache_control: &'static str) -> Whole {
+    let mut resp = Whole::new(body);
     let h = resp.headers_mut();
     h.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
     h.insert(header::ETAG, p.etag.clone());
@@ -60,16 +63,23 @@ pub(crate) fn none_match(headers: &HeaderMap, etag: &HeaderValue) -> bool {
 }
 
 // Takes the raw request: the conditional GET is the hot path, and extractors would copy the
-// headers and the query.
+// headers and the query. The listener's shortcut (`crate::shortcut`) answers a GET through
+// [`answer_get`] before the router; this handler serves HEAD, and GET without the shortcut.
 pub(crate) async fn get(State(app): State<AppState>, request: Request) -> Response {
-    let query = request.uri().query().unwrap_or("");
-    let module = form_urlencoded::parse(query.as_bytes()).find(|(k, _)| k == "module").map(|(_, v)| v);
+    answer_get(&app, request.uri().query(), request.headers()).map(axum::body::Body::from)
+}
+
+/// The answer to `GET /app/config-center/module-config?module=...`, counted.
+pub(crate) fn answer_get(app: &AppState, query: Option<&str>, headers: &HeaderMap) -> Whole {
+    let module =
+        form_urlencoded::parse(query.unwrap_or("").as_bytes()).find(|(k, _)| k == "module").map(|(_, v)| v);
     let resp = match module_param(module.as_deref()) {
-        Err(e) => e.into_response(),
+        Err(e) => e.into_whole(),
         Ok(module) => match app.config.get(module) {
-            None => not_found(module).into_response(),
-            Some(p) if none_match(request.headers(), &p.etag) => {
-                let mut resp = StatusCode::NOT_MODIFIED.into_response();
+            None => not_found(module).into_whole(),
+            Some(p) if none_match(headers, &p.etag) => {
+                let mut resp = Whole::new(Bytes::new());
+                *resp.status_mut() = StatusCode::NOT_MODIFIED;
                 let h = resp.headers_mut();
                 h.insert(header::ETAG, p.etag.clone());
                 h.insert(header::CACHE_CONTROL, HeaderValue::from_static(GET_CACHE_CONTROL));
@@ -86,13 +96,13 @@ pub(crate) async fn get(State(app): State<AppState>, request: Request) -> Respon
 pub(crate) async fn post(State(app): State<AppState>, body: Bytes) -> Response {
     let resp = match post_inner(&app, &body).await {
         Ok(r) => r,
-        Err(e) => e.into_response(),
+        Err(e) => e.into_whole(),
     };
     app.metrics.config_request(ConfigMethod::Post, resp.status());
-    resp
+    resp.map(axum::body::Body::from)
 }
 
-async fn post_inner(app: &AppState, body: &[u8]) -> Result<Response, ApiError> {
+async fn post_inner(app: &AppState, body: &[u8]) -> Result<Whole, ApiError> {
     // Apps send more context than this reads (platform, app version, ...): unknown fields are
     // ignored here, unlike the admin API.
     let v: serde_json::Value = serde_json::from_slice(body)

@@ -14,9 +14,12 @@ use axum::Router;
 use crate::state::AppState;
 
 /// The public routes.
+/// Where apps fetch a module's document.
+pub(crate) const MODULE_CONFIG_PATH: &str = "/app/config-center/module-config";
+
 pub fn app_routes() -> Router<AppState> {
     Router::new()
-        .route("/app/config-center/module-config", post(app::post).get(app::get))
+        .route(MODULE_CONFIG_PATH, post(app::post).get(app::get))
         .route("/app/config-center/public-key", get(app::public_key))
 }
 

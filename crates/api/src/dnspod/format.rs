@@ -21,6 +21,7 @@
 //! Either way, a single name with no record at all and no `query=1` is answered with an empty
 //! body ("没有记录，则返回空字符串"), which the SDKs take as "fall back to LocalDNS".
 
+use std::borrow::Cow;
 use std::fmt::Write;
 use std::net::IpAddr;
 
@@ -29,10 +30,10 @@ use super::params::{DRequest, QType};
 /// TTL written after the `0` of a family without records when nothing better is known.
 pub const EMPTY_PART_TTL: u32 = 30;
 
-/// The addresses of one family for one name.
+/// The addresses of one family for one name (borrowed from the answer engine's).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Part {
-    pub ips: Vec<IpAddr>,
+pub struct Part<'a> {
+    pub ips: Cow<'a, [IpAddr]>,
     pub ttl: u32,
 }
 
@@ -41,8 +42,8 @@ pub struct Part {
 pub struct NameAnswer<'a> {
     /// The name as the client wrote it (without a trailing dot).
     pub name: &'a str,
-    pub v4: Part,
-    pub v6: Part,
+    pub v4: Part<'a>,
+    pub v6: Part<'a>,
 }
 
 /// Options that are deployment choices, not request parameters.
@@ -84,7 +85,7 @@ fn push_u32(out: &mut String, n: u32) {
     out.push_str(itoa::Buffer::new().format(n));
 }
 
-fn write_part(out: &mut String, part: &Part, other: &Part, ttl: bool, opts: FormatOptions) {
+fn write_part(out: &mut String, part: &Part<'_>, other: &Part<'_>, ttl: bool, opts: FormatOptions) {
     if part.ips.is_empty() {
         out.push('0');
         if ttl && !opts.document_form {
@@ -177,7 +178,11 @@ mod tests {
     }
 
     fn ans(name: &'static str, v4: &[&str], ttl4: u32, v6: &[&str], ttl6: u32) -> NameAnswer<'static> {
-        NameAnswer { name, v4: Part { ips: ips(v4), ttl: ttl4 }, v6: Part { ips: ips(v6), ttl: ttl6 } }
+        NameAnswer {
+            name,
+            v4: Part { ips: ips(v4).into(), ttl: ttl4 },
+            v6: Part { ips: ips(v6).into(), ttl: ttl6 },
+        }
     }
 
     const CIP: &str = "1.2.3.4";

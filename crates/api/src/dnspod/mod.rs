@@ -18,7 +18,7 @@ use crate::state::{AppState, PeerAddr};
 use axum::body::Bytes;
 use axum::extract::{Request, State};
 use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode};
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use format::{NameAnswer, Part};
 use params::QType;
 
@@ -39,8 +39,9 @@ pub(crate) fn pairs<'a>(
 /// Largest form body accepted on `POST /d` (eight 253-character names fit many times over).
 const MAX_FORM_BODY: usize = 16 * 1024;
 
-// The handler takes the raw request instead of extractors so that a GET, the hot path, copies
-// neither the headers nor the query string.
+// The handler takes the raw request instead of extractors so that a GET copies neither the
+// headers nor the query string. A GET reaches it only when the listener's shortcut is off
+// (`crate::shortcut`, which answers it through [`prepare`] and [`Prepared::answer_now`] too).
 pub(crate) async fn handle(
     State(app): State<AppState>,
     PeerAddr(peer): PeerAddr,
@@ -49,15 +50,15 @@ pub(crate) async fn handle(
     let started = Instant::now();
     let resp = answer(&app, peer, request, started).await;
     app.metrics.http_answer_request(crate::metrics::Route::D, resp.status());
-    resp
+    resp.map(axum::body::Body::from)
 }
 
-async fn answer(app: &AppState, peer: IpAddr, request: Request, started: Instant) -> Response {
+async fn answer(app: &AppState, peer: IpAddr, request: Request, started: Instant) -> Whole {
     let method = request.method().clone();
     if method != Method::GET && method != Method::POST && method != Method::HEAD {
         // DNSPod answers other methods with 501.
         return ApiError::new(StatusCode::NOT_IMPLEMENTED, "MethodNotAllowed", "use GET or POST")
-            .into_response();
+            .into_whole();
     }
     let secure = is_secure(app, &request);
     let (parts, body) = request.into_parts();
@@ -66,90 +67,143 @@ async fn answer(app: &AppState, peer: IpAddr, request: Request, started: Instant
             Ok(b) => b,
             Err(_) => {
                 return ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, "InvalidArgument", "form body too large")
-                    .into_response()
+                    .into_whole()
             }
         }
     } else {
         Bytes::new()
     };
-    let mut pairs = pairs(parts.uri.query(), &form);
+    match prepare(app, peer, secure, parts.uri.query(), &form) {
+        Err(e) => e.into_whole(),
+        Ok(p) => match p.answer_now(app, started) {
+            Now::Answered(resp) => resp,
+            Now::Upstream(p) => p.answer_later(app, started).await,
+        },
+    }
+}
+
+/// A response as one buffer.
+pub(crate) type Whole = Response<Bytes>;
+
+/// What [`Prepared::answer_now`] could do.
+pub(crate) enum Now {
+    Answered(Whole),
+    /// A name is to be asked upstream: [`Prepared::answer_later`].
+    Upstream(Prepared),
+}
+
+/// A `/d` request checked and parsed, with the snapshot it is answered from.
+pub(crate) struct Prepared {
+    req: params::DRequest,
+    auth: Auth,
+    published: std::sync::Arc<httpdns_catalog::Published>,
+    client: IpAddr,
+}
+
+/// Authenticates, rate-limits and parses a `/d` request (its query string and form body).
+pub(crate) fn prepare(
+    app: &AppState,
+    peer: IpAddr,
+    secure: bool,
+    query: Option<&str>,
+    form: &[u8],
+) -> Result<Prepared, ApiError> {
+    let mut pairs = pairs(query, form);
     // An enterprise request carries `id=` with `dn` encrypted by the account's key, or (HTTPS)
     // the account's `token=` with everything in plain text.
     // One snapshot for the whole request: the account checked and the answer agree.
     let published = app.catalog.snapshot_full();
-    let auth = match authenticate(app, &published, &mut pairs, secure) {
-        Ok(k) => k,
-        Err(e) => return e.into_response(),
-    };
+    let auth = authenticate(app, &published, &mut pairs, secure)?;
     if matches!(auth, Auth::None) && !crate::resolve::allow_client(app, peer) {
-        return crate::resolve::client_throttled().into_response();
+        return Err(crate::resolve::client_throttled());
     }
-    let req = match params::parse(pairs.iter().map(|(k, v)| (k.as_ref(), v.as_ref()))) {
-        Ok(r) => r,
-        Err(e) => return ApiError::bad_request(e.code(), e.field(), e.to_string()).into_response(),
-    };
+    let req = params::parse(pairs.iter().map(|(k, v)| (k.as_ref(), v.as_ref())))
+        .map_err(|e| ApiError::bad_request(e.code(), e.field(), e.to_string()))?;
     if let Some(expiry) = req.expiry {
         let now =
             std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
         // The SDK sets it ten minutes ahead; a device clock a little slow is forgiven.
         if expiry + EXPIRY_SKEW_S < now {
-            return ApiError::new(
+            return Err(ApiError::new(
                 StatusCode::UNAUTHORIZED,
                 "SignatureExpired",
                 "the request's dn has expired",
             )
-            .with_field("dn")
-            .into_response();
+            .with_field("dn"));
         }
     }
-
     let client = req.ip.unwrap_or(peer);
-    let question = Question {
-        names: &req.names,
-        v4: matches!(req.qtype, QType::A | QType::Addrs),
-        v6: matches!(req.qtype, QType::Aaaa | QType::Addrs),
-        client,
-    };
-    let found = crate::answer::answer(app, published, question).await;
-    let part = |f: Option<&crate::answer::FamilyAnswer>, domain_ttl: Option<u32>| match f {
-        Some(f) => Part {
-            ips: f.ips.clone(),
-            ttl: if f.ips.is_empty() { domain_ttl.unwrap_or(f.ttl) } else { f.ttl },
-        },
-        None => Part::default(),
-    };
-    let answers: Vec<NameAnswer<'_>> = req
-        .echo
-        .iter()
-        .zip(&found.names)
-        .map(|(echo, a)| NameAnswer {
-            name: echo,
-            v4: part(a.v4.as_ref(), a.domain_ttl),
-            v6: part(a.v6.as_ref(), a.domain_ttl),
-        })
-        .collect();
-    let mut body = format::format(&req, &answers, client, app.settings.dnspod);
-    if let Auth::Encrypted(alg, secret) = &auth {
-        match httpdns_auth::encrypt(*alg, secret, body.as_bytes()) {
-            Ok(hex) => body = hex,
-            Err(_) => return ApiError::internal(&"cannot encrypt with the account key").into_response(),
+    Ok(Prepared { req, auth, published, client })
+}
+
+impl Prepared {
+    fn question(&self) -> Question<'_> {
+        Question {
+            names: &self.req.names,
+            v4: matches!(self.req.qtype, QType::A | QType::Addrs),
+            v6: matches!(self.req.qtype, QType::Aaaa | QType::Addrs),
+            client: self.client,
         }
     }
-    found.count(app, Endpoint::D, started);
 
-    let mut resp = body.into_response();
-    let h = resp.headers_mut();
-    h.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain; charset=utf-8"));
-    // The answer depends on the client's address: no shared cache may keep it.
-    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("private, no-store"));
-    h.insert(STATUS_HEADER, status_header(&found.outcomes()));
-    if req.ip_invalid {
-        h.insert(
-            "x-httpdns-ip-ignored",
-            HeaderValue::from_static("invalid ip parameter; the connection address was used"),
-        );
+    /// The answer, when the snapshot holds all of it; else the request back, for
+    /// [`Prepared::answer_later`] (a name that is not managed here, asked upstream).
+    pub(crate) fn answer_now(self, app: &AppState, started: Instant) -> Now {
+        match crate::answer::answer_local(app, &self.published, self.question()) {
+            Some(found) => Now::Answered(self.respond(app, &found, started)),
+            None => Now::Upstream(self),
+        }
     }
-    resp
+
+    pub(crate) async fn answer_later(self, app: &AppState, started: Instant) -> Whole {
+        let found = crate::answer::answer(app, self.published.clone(), self.question()).await;
+        self.respond(app, &found, started)
+    }
+
+    fn respond(&self, app: &AppState, found: &crate::answer::Answers, started: Instant) -> Whole {
+        let req = &self.req;
+        fn part(f: Option<&crate::answer::FamilyAnswer>, domain_ttl: Option<u32>) -> Part<'_> {
+            match f {
+                Some(f) => Part {
+                    ips: f.ips.as_slice().into(),
+                    ttl: if f.ips.is_empty() { domain_ttl.unwrap_or(f.ttl) } else { f.ttl },
+                },
+                None => Part::default(),
+            }
+        }
+        let answers: Vec<NameAnswer<'_>> = req
+            .echo
+            .iter()
+            .zip(&found.names)
+            .map(|(echo, a)| NameAnswer {
+                name: echo,
+                v4: part(a.v4.as_ref(), a.domain_ttl),
+                v6: part(a.v6.as_ref(), a.domain_ttl),
+            })
+            .collect();
+        let mut body = format::format(req, &answers, self.client, app.settings.dnspod);
+        if let Auth::Encrypted(alg, secret) = &self.auth {
+            match httpdns_auth::encrypt(*alg, secret, body.as_bytes()) {
+                Ok(hex) => body = hex,
+                Err(_) => return ApiError::internal(&"cannot encrypt with the account key").into_whole(),
+            }
+        }
+        found.count(app, Endpoint::D, started);
+
+        let mut resp = Whole::new(Bytes::from(body));
+        let h = resp.headers_mut();
+        h.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain; charset=utf-8"));
+        // The answer depends on the client's address: no shared cache may keep it.
+        h.insert(header::CACHE_CONTROL, HeaderValue::from_static("private, no-store"));
+        h.insert(STATUS_HEADER, found.status_header());
+        if req.ip_invalid {
+            h.insert(
+                "x-httpdns-ip-ignored",
+                HeaderValue::from_static("invalid ip parameter; the connection address was used"),
+            );
+        }
+        resp
+    }
 }
 
 /// How far past the expiry in `dn` (`;<seconds>`) a request is still answered.
@@ -158,19 +212,27 @@ const EXPIRY_SKEW_S: u64 = 600;
 /// Whether the request reached us over TLS: on a TLS listener, or from a trusted proxy that
 /// says it terminated TLS (`X-Forwarded-Proto: https`).
 pub(crate) fn is_secure(app: &AppState, request: &Request) -> bool {
-    if request.extensions().get::<httpdns_net::http::Secure>().is_some() {
+    let tls = request.extensions().get::<httpdns_net::http::Secure>();
+    let peer = request.extensions().get::<axum::extract::ConnectInfo<std::net::SocketAddr>>().map(|c| c.0);
+    secure_from(app, tls, peer, request.headers())
+}
+
+/// [`is_secure`] from the parts of a request.
+pub(crate) fn secure_from(
+    app: &AppState,
+    tls: Option<&httpdns_net::http::Secure>,
+    peer: Option<std::net::SocketAddr>,
+    headers: &HeaderMap,
+) -> bool {
+    if tls.is_some() {
         return true;
     }
-    let peer = request
-        .extensions()
-        .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
-        .map(|c| c.0.ip().to_canonical());
+    let peer = peer.map(|c| c.ip().to_canonical());
     let trusted = peer.is_some_and(|p| {
         !app.settings.trusted_proxies.is_empty() && app.settings.trusted_proxies.lookup(p).is_some()
     });
     trusted
-        && request
-            .headers()
+        && headers
             .get("x-forwarded-proto")
             .and_then(|v| v.to_str().ok())
             .is_some_and(|v| v.trim().eq_ignore_ascii_case("https"))

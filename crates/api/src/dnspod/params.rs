@@ -105,13 +105,13 @@ pub fn parse<'a>(pairs: impl IntoIterator<Item = (&'a str, &'a str)>) -> Result<
         return Err(ParamError::MissingDn);
     }
     let batch = dn.contains(',');
-    let parts: Vec<&str> = dn.split(',').collect();
-    if parts.len() > MAX_BATCH {
+    let count = dn.split(',').count();
+    if count > MAX_BATCH {
         return Err(ParamError::TooManyNames);
     }
-    let mut names = Vec::with_capacity(parts.len());
-    let mut echo = Vec::with_capacity(parts.len());
-    for part in parts {
+    let mut names = Vec::with_capacity(count);
+    let mut echo = Vec::with_capacity(count);
+    for part in dn.split(',') {
         let name =
             DomainName::parse(part).map_err(|reason| ParamError::BadName { name: truncate(part), reason })?;
         names.push(name);

@@ -1,0 +1,56 @@
+//! The API listener's [`Shortcut`]: `GET /d` and the config center's `GET`, answered before
+//! the router through the same functions as their routed handlers (which still serve `POST`,
+//! `HEAD` and any listener without the shortcut), so both give the same bytes.
+
+use std::time::Instant;
+
+use axum::http::Method;
+use httpdns_net::http::{Answer, Head, Shortcut};
+
+use crate::dnspod::Now;
+use crate::metrics::Route;
+use crate::state::{client_address, AppState};
+
+/// See the module documentation.
+#[derive(Debug, Clone)]
+pub struct HotRoutes(pub AppState);
+
+impl Shortcut for HotRoutes {
+    fn answer(&self, head: &Head<'_>) -> Option<Answer> {
+        // HEAD goes to the router, which strips the body and keeps its length.
+        if head.method != Method::GET {
+            return None;
+        }
+        let app = &self.0;
+        match head.uri.path() {
+            "/d" => Some(d(app, head)),
+            crate::config_center::MODULE_CONFIG_PATH => Some(Answer::Ready(
+                crate::config_center::app::answer_get(app, head.uri.query(), head.headers),
+            )),
+            _ => None,
+        }
+    }
+}
+
+fn d(app: &AppState, head: &Head<'_>) -> Answer {
+    let started = Instant::now();
+    let peer = client_address(head.peer.ip().to_canonical(), head.headers, &app.settings.trusted_proxies);
+    let secure = crate::dnspod::secure_from(app, head.secure, Some(head.peer), head.headers);
+    let counted = |app: &AppState, resp: crate::dnspod::Whole| {
+        app.metrics.http_answer_request(Route::D, resp.status());
+        resp
+    };
+    match crate::dnspod::prepare(app, peer, secure, head.uri.query(), &[]) {
+        Err(e) => Answer::Ready(counted(app, e.into_whole())),
+        Ok(p) => match p.answer_now(app, started) {
+            Now::Answered(resp) => Answer::Ready(counted(app, resp)),
+            Now::Upstream(p) => {
+                let app = app.clone();
+                Answer::Later(Box::pin(async move {
+                    let resp = p.answer_later(&app, started).await;
+                    counted(&app, resp)
+                }))
+            }
+        },
+    }
+}
