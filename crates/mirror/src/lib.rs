@@ -39,7 +39,7 @@ use tokio_util::sync::CancellationToken;
 pub use metrics::{MirrorMetrics, RuleReport};
 pub use objects::{Objects, ObjectsError, StoredMeta};
 pub use rule::{Rule, RuleSpec, RuleTable};
-pub use serve::router;
+pub use serve::{app, router, HotHits};
 pub use style::StyleSpec;
 pub use variant::ImageSettings;
 

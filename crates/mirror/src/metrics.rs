@@ -149,7 +149,6 @@ impl MirrorMetrics {
         self.errors[side as usize].inc();
     }
 
-    /// Creates every series of a rule at zero, so dashboards show it before traffic does.
     /// The per-request series of `rule`, looked up once: counting a hit through them hashes
     /// no labels and takes no lock.
     pub fn series(&self, rule: &str) -> RuleSeries {
@@ -159,6 +158,7 @@ impl MirrorMetrics {
         }
     }
 
+    /// Creates every series of a rule at zero, so dashboards show it before traffic does.
     pub fn touch(&self, rule: &str) {
         for o in Outcome::ALL {
             self.requests.with_label_values(&[rule, o.label()]);

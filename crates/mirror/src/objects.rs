@@ -124,6 +124,18 @@ pub struct Found {
     source: Source,
 }
 
+impl Found {
+    /// Bytes `start..end` of a body held in memory; `None` when the body is not in memory.
+    pub(crate) fn memory_slice(&self, start: u64, end: u64) -> Option<Bytes> {
+        match &self.source {
+            Source::Memory(body) if start <= end && end <= body.len() as u64 => {
+                Some(body.slice(start as usize..end as usize))
+            }
+            _ => None,
+        }
+    }
+}
+
 #[derive(Debug, Clone)]
 enum Source {
     /// An open file: reads cannot see a later replacement of the path.
@@ -330,6 +342,20 @@ impl Objects {
                 }))
             }
         }
+    }
+
+    /// A copy on the local disk whose body is in memory and still the file's (one `stat`),
+    /// without waiting; `None` for anything else, which [`Objects::find`] then looks up.
+    pub fn find_in_memory(&self, location: &Path) -> Option<Found> {
+        let Backend::Local { root } = &self.backend else { return None };
+        if !self.hot.enabled() {
+            return None;
+        }
+        let stat = std::fs::metadata(layout::local_file(root, location)).ok()?;
+        if !stat.is_file() {
+            return None;
+        }
+        self.hot_found(location, &Version::of_file(&stat))
     }
 
     fn hot_found(&self, location: &Path, version: &Version) -> Option<Found> {

@@ -21,6 +21,11 @@ use crate::objects::{store_path, Found, StoredMeta};
 use crate::origin::{FetchError, Validators};
 use crate::{Mirror, RuleRuntime};
 
+/// What the mirror listeners serve: [`router`] behind [`HotHits`].
+pub fn app(mirror: Arc<Mirror>) -> httpdns_net::http::App {
+    httpdns_net::http::App { router: router(mirror.clone()), shortcut: Some(Arc::new(HotHits(mirror))) }
+}
+
 /// The mirror listener's router: every path goes to the gateway.
 pub fn router(mirror: Arc<Mirror>) -> Router {
     Router::new().fallback(handle).with_state(mirror)
@@ -250,18 +255,92 @@ pub(crate) async fn serve_found(
     } else {
         counted_body(&req.runtime.series, mirror.objects.read(found, start, end))
     };
+    found_response(found, status, start, end, cache, body)
+}
+
+/// A stored copy's `200` or `206` with `body` (bytes `start..end` of it).
+fn found_response<B>(
+    found: &Found,
+    status: StatusCode,
+    start: u64,
+    end: u64,
+    cache: &'static str,
+    body: B,
+) -> Response<B> {
     let mut r = Response::new(body);
     *r.status_mut() = status;
     let hm = r.headers_mut();
     if status == StatusCode::PARTIAL_CONTENT {
         hm.insert(header::CONTENT_LENGTH, HeaderValue::from(end - start));
-        hm.insert(header::CONTENT_RANGE, value(&format!("bytes {}-{}/{}", start, end - 1, meta.length)));
+        hm.insert(
+            header::CONTENT_RANGE,
+            value(&format!("bytes {}-{}/{}", start, end - 1, found.meta.length)),
+        );
     } else {
         hm.insert(header::CONTENT_LENGTH, found.headers.full_length());
     }
     found.headers.content(hm);
     found.headers.validators(hm, cache);
     r
+}
+
+/// The listener's [`Shortcut`](httpdns_net::http::Shortcut): a `GET` of an original whose body
+/// is in memory and current (one `stat`, as [`Objects::find`](crate::objects::Objects::find)
+/// makes), answered before the router. Everything else (a miss, a copy past its TTL, a body
+/// not in memory, an image variant, `HEAD`, a bad path, a range that cannot be met) goes to
+/// the router, which answers it as it always did.
+#[derive(Debug)]
+pub struct HotHits(pub Arc<Mirror>);
+
+impl httpdns_net::http::Shortcut for HotHits {
+    fn answer(&self, head: &httpdns_net::http::Head<'_>) -> Option<httpdns_net::http::Answer> {
+        if head.method != Method::GET {
+            return None;
+        }
+        let mirror = &self.0;
+        let req = parse(mirror, head.uri, false).ok()?;
+        if req.process.is_some() {
+            return None;
+        }
+        let location = req.original_location();
+        let found = mirror.objects.find_in_memory(&location)?;
+        if let Some(ttl) = req.runtime.rule.spec.ttl_s {
+            let age_ms =
+                httpdns_core::clock::unix_ms().saturating_sub(mirror.validated_at(&location, &found.meta));
+            if age_ms > ttl * 1000 {
+                return None;
+            }
+        }
+        let meta = &found.meta;
+        let h = |n: header::HeaderName| head.headers.get(n).and_then(|v| v.to_str().ok());
+        let pre = Preconditions {
+            if_none_match: h(header::IF_NONE_MATCH),
+            if_modified_since: h(header::IF_MODIFIED_SINCE),
+            range: h(header::RANGE),
+            if_range: h(header::IF_RANGE),
+        };
+        let resp = match decide(&pre, &meta.etag, meta.last_modified(), meta.length) {
+            Decision::NotModified => {
+                let mut r = Response::new(bytes::Bytes::new());
+                *r.status_mut() = StatusCode::NOT_MODIFIED;
+                found.headers.validators(r.headers_mut(), "HIT");
+                r
+            }
+            Decision::Unsatisfiable => return None,
+            Decision::Full => {
+                let body = found.memory_slice(0, meta.length)?;
+                req.runtime.series.served(body.len() as u64);
+                found_response(&found, StatusCode::OK, 0, meta.length, "HIT", body)
+            }
+            Decision::Partial { start, end } => {
+                let body = found.memory_slice(start, end + 1)?;
+                req.runtime.series.served(body.len() as u64);
+                found_response(&found, StatusCode::PARTIAL_CONTENT, start, end + 1, "HIT", body)
+            }
+        };
+        req.runtime.series.request(Outcome::Hit);
+        Some(httpdns_net::http::Answer::Ready(resp))
+    }
 }
 
 /// The response of a client attached to a fill, streaming as the body arrives.

@@ -79,8 +79,9 @@ pub struct Head<'a> {
     pub secure: Option<&'a Secure>,
 }
 
-/// Answers the hottest requests (a `/d` or a conditional config GET: no body, the whole
-/// answer in memory) before the router sees them. Per request, the router costs a boxed
+/// Answers the hottest requests (a `GET /d`, a config `GET`, a mirror hit from memory: no
+/// request body, the answer in memory or, rarely, after a wait of its own) before the router
+/// sees them. Per request, the router costs a boxed
 /// request and response body, an extension map, the route table and a clone of the route's
 /// boxed service: for a request answered in a few hundred nanoseconds that is a fifth of the
 /// user-space time. Returns `None` for everything else, which then goes to the router
@@ -147,6 +148,8 @@ pub async fn serve(
         let _ = stream.set_nodelay(true);
         conns.spawn(connection(stream, peer, admitted, settings.clone(), app.clone()));
     }
+    // No more connections: closing the socket refuses those the kernel would queue unserved.
+    drop(listener);
     // Each connection finishes the request it is answering and closes (the process bounds
     // the wait).
     settings.registry.drain(&settings.metrics);
@@ -275,8 +278,8 @@ async fn serve_connection(
         // only told after it stalled), so it goes at once and its descriptor with it.
         Signal::Close(_) => {}
         Signal::Drain => {
-            // Shutting down: the requests in progress finish, unless the reaper closes the
-            // connection first (the process bounds the wait as a whole).
+            // Shutting down: the requests in progress finish; the process bounds the wait
+            // (its grace period), since the reaper stops with the same shutdown.
             conn.as_mut().graceful_shutdown();
             tokio::select! {
                 biased;

@@ -249,7 +249,7 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
     let api_app = httpdns_api::app(state.clone(), config.metrics_addr == Listen::Off);
     let api_addr = net.http(&mut tasks, "api", config.api_addr, api_app.clone(), false, &shutdown).await?;
     let api_tls_addr = net.http(&mut tasks, "api_tls", config.api_tls_addr, api_app, true, &shutdown).await?;
-    let mirror_app = httpdns_mirror::router(mirror.clone());
+    let mirror_app = httpdns_mirror::app(mirror.clone());
     let mirror_addr =
         net.http(&mut tasks, "mirror", config.mirror_addr, mirror_app.clone(), false, &shutdown).await?;
     let mirror_tls_addr =

@@ -13,10 +13,10 @@ use axum::Router;
 
 use crate::state::AppState;
 
-/// The public routes.
 /// Where apps fetch a module's document.
 pub(crate) const MODULE_CONFIG_PATH: &str = "/app/config-center/module-config";
 
+/// The public routes.
 pub fn app_routes() -> Router<AppState> {
     Router::new()
         .route(MODULE_CONFIG_PATH, post(app::post).get(app::get))
