@@ -3,6 +3,8 @@
 
 use std::time::SystemTime;
 
+use axum::http::{header, HeaderMap};
+
 /// What to send for a request, given the stored copy's validators and length.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Decision {
@@ -23,6 +25,19 @@ pub struct Preconditions<'a> {
     pub if_modified_since: Option<&'a str>,
     pub range: Option<&'a str>,
     pub if_range: Option<&'a str>,
+}
+
+impl<'a> Preconditions<'a> {
+    /// The preconditions `headers` carry (a value that is not text counts as absent).
+    pub fn of(headers: &'a HeaderMap) -> Self {
+        let h = |n: header::HeaderName| headers.get(n).and_then(|v| v.to_str().ok());
+        Self {
+            if_none_match: h(header::IF_NONE_MATCH),
+            if_modified_since: h(header::IF_MODIFIED_SINCE),
+            range: h(header::RANGE),
+            if_range: h(header::IF_RANGE),
+        }
+    }
 }
 
 /// Decides the response for a `GET`/`HEAD` of a stored copy with strong `etag` (quoted) and

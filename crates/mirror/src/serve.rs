@@ -220,14 +220,7 @@ pub(crate) async fn serve_found(
     cache: &'static str,
 ) -> Response {
     let meta = &found.meta;
-    let h = |n: header::HeaderName| headers.get(n).and_then(|v| v.to_str().ok());
-    let pre = Preconditions {
-        if_none_match: h(header::IF_NONE_MATCH),
-        if_modified_since: h(header::IF_MODIFIED_SINCE),
-        range: h(header::RANGE),
-        if_range: h(header::IF_RANGE),
-    };
-    let decision = decide(&pre, &meta.etag, meta.last_modified(), meta.length);
+    let decision = decide(&Preconditions::of(headers), &meta.etag, meta.last_modified(), meta.length);
     let (status, start, end) = match decision {
         Decision::NotModified => {
             let mut r = StatusCode::NOT_MODIFIED.into_response();
@@ -312,32 +305,26 @@ impl httpdns_net::http::Shortcut for HotHits {
             }
         }
         let meta = &found.meta;
-        let h = |n: header::HeaderName| head.headers.get(n).and_then(|v| v.to_str().ok());
-        let pre = Preconditions {
-            if_none_match: h(header::IF_NONE_MATCH),
-            if_modified_since: h(header::IF_MODIFIED_SINCE),
-            range: h(header::RANGE),
-            if_range: h(header::IF_RANGE),
-        };
-        let resp = match decide(&pre, &meta.etag, meta.last_modified(), meta.length) {
-            Decision::NotModified => {
-                let mut r = Response::new(bytes::Bytes::new());
-                *r.status_mut() = StatusCode::NOT_MODIFIED;
-                found.headers.validators(r.headers_mut(), "HIT");
-                r
-            }
-            Decision::Unsatisfiable => return None,
-            Decision::Full => {
-                let body = found.memory_slice(0, meta.length)?;
-                req.runtime.series.served(body.len() as u64);
-                found_response(&found, StatusCode::OK, 0, meta.length, "HIT", body)
-            }
-            Decision::Partial { start, end } => {
-                let body = found.memory_slice(start, end + 1)?;
-                req.runtime.series.served(body.len() as u64);
-                found_response(&found, StatusCode::PARTIAL_CONTENT, start, end + 1, "HIT", body)
-            }
-        };
+        let resp =
+            match decide(&Preconditions::of(head.headers), &meta.etag, meta.last_modified(), meta.length) {
+                Decision::NotModified => {
+                    let mut r = Response::new(bytes::Bytes::new());
+                    *r.status_mut() = StatusCode::NOT_MODIFIED;
+                    found.headers.validators(r.headers_mut(), "HIT");
+                    r
+                }
+                Decision::Unsatisfiable => return None,
+                Decision::Full => {
+                    let body = found.memory_slice(0, meta.length)?;
+                    req.runtime.series.served(body.len() as u64);
+                    found_response(&found, StatusCode::OK, 0, meta.length, "HIT", body)
+                }
+                Decision::Partial { start, end } => {
+                    let body = found.memory_slice(start, end + 1)?;
+                    req.runtime.series.served(body.len() as u64);
+                    found_response(&found, StatusCode::PARTIAL_CONTENT, start, end + 1, "HIT", body)
+                }
+            };
         req.runtime.series.request(Outcome::Hit);
         Some(httpdns_net::http::Answer::Ready(resp))
     }
