@@ -11,14 +11,14 @@
 //! snapshot carries a [`HealthView`] of its nodes, so health checks take a node out of answers
 //! the moment it fails, without a rebuild.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
 use arc_swap::{ArcSwap, Guard};
 use httpdns_core::live::{Feedback, LiveNode};
 use httpdns_core::model::{parse_account_id, AccountSpec, DomainSpec, NetworkSpec, NodeSpec, PoolSpec};
-use httpdns_core::snapshot::{Model, Policy};
+use httpdns_core::snapshot::{Model, NodeUpdate, Policy};
 use httpdns_core::{DomainName, Snapshot, Token};
 use httpdns_live::checker::Target;
 use httpdns_live::health::{HealthRegistry, HealthView};
@@ -27,7 +27,7 @@ use httpdns_store::{Change, Kind, Store, StoreError};
 use ipnet::IpNet;
 use tokio::sync::watch;
 
-use crate::metrics::CatalogMetrics;
+use crate::metrics::{BuildKind, CatalogMetrics};
 
 /// Health of the catalog's link to the store, for `/readyz`.
 #[derive(Debug, Clone)]
@@ -44,7 +44,7 @@ pub struct SyncStatus {
 #[derive(Default)]
 struct ModelState {
     revision: i64,
-    live: std::collections::HashMap<String, LiveNode>,
+    live: HashMap<String, LiveNode>,
     feedback: Vec<Feedback>,
     networks: BTreeMap<String, (IpNet, NetworkSpec)>,
     nodes: BTreeMap<String, NodeSpec>,
@@ -53,10 +53,38 @@ struct ModelState {
     accounts: BTreeMap<u32, AccountSpec>,
     mirror_rules: BTreeMap<String, RuleSpec>,
     image_styles: BTreeMap<String, StyleSpec>,
-    /// A domain was written or removed since the last publish: the next snapshot indexes the
-    /// names afresh. Otherwise it shares the current snapshot's (most changes are to nodes and
-    /// live figures, and at a million names the names are most of a build).
-    domains_changed: bool,
+    /// What changed since the last publish, so the next one rebuilds only that.
+    pending: Pending,
+}
+
+/// What the next publish must rebuild. Cleared only once a snapshot is swapped in: a publish
+/// dropped mid-build (the admin request that ran it hung up) leaves it for the next one.
+#[derive(Debug)]
+struct Pending {
+    /// A domain was written or removed: the next snapshot indexes the names afresh. Otherwise
+    /// it shares the current snapshot's (at a million names the names are most of a build).
+    domains: bool,
+    /// Anything but a node's own inputs changed (networks, pools, accounts, a node added,
+    /// removed or moved to another pool), or nothing was published yet: build from the whole
+    /// model.
+    full: bool,
+    /// Nodes whose spec, measured values or feedback changed: with nothing else pending, the
+    /// next snapshot is the current one with these nodes and their pools rebuilt.
+    nodes: BTreeSet<String>,
+    /// A node's spec changed (not only its live figures): the check targets may differ.
+    specs: bool,
+}
+
+impl Default for Pending {
+    fn default() -> Self {
+        Self { domains: true, full: true, nodes: BTreeSet::new(), specs: true }
+    }
+}
+
+impl Pending {
+    fn is_empty(&self) -> bool {
+        !self.domains && !self.full && self.nodes.is_empty() && !self.specs
+    }
 }
 
 /// A published snapshot with the health of its nodes.
@@ -139,14 +167,34 @@ impl Catalog {
         self.targets_tx.subscribe()
     }
 
-    /// Replaces the live inputs and republishes when they changed.
-    pub async fn set_live(&self, live: std::collections::HashMap<String, LiveNode>, feedback: Vec<Feedback>) {
+    /// Replaces the live inputs and republishes when they changed: the nodes whose figures or
+    /// feedback differ are rebuilt, not the whole snapshot.
+    pub async fn set_live(&self, live: HashMap<String, LiveNode>, feedback: Vec<Feedback>) {
         let mut state = self.state.lock().await;
         if state.live == live && state.feedback == feedback {
             return;
         }
+        let mut changed = BTreeSet::new();
+        for (id, l) in &live {
+            if state.live.get(id) != Some(l) {
+                changed.insert(id.clone());
+            }
+        }
+        changed.extend(state.live.keys().filter(|id| !live.contains_key(*id)).cloned());
+        if state.feedback != feedback {
+            let (old, new) = (feedback_by_node(&state.feedback), feedback_by_node(&feedback));
+            changed
+                .extend(new.iter().filter(|(id, f)| old.get(*id) != Some(*f)).map(|(id, _)| id.to_string()));
+            changed.extend(old.keys().filter(|id| !new.contains_key(*id)).map(|id| id.to_string()));
+        }
+        // Figures of nodes the model does not have answer nothing, here or in a full build.
+        changed.retain(|id| state.nodes.contains_key(id));
         state.live = live;
         state.feedback = feedback;
+        if changed.is_empty() {
+            return;
+        }
+        state.pending.nodes.extend(changed);
         self.publish(&mut state, 0).await;
     }
 
@@ -193,7 +241,7 @@ impl Catalog {
         };
         self.metrics.store_up.set(1);
         let first = !self.status().loaded;
-        if changes.is_empty() && revision == state.revision && !first {
+        if changes.is_empty() && revision == state.revision && !first && state.pending.is_empty() {
             self.mark_ok();
             return Ok(revision);
         }
@@ -217,62 +265,96 @@ impl Catalog {
     }
 
     /// Builds a snapshot of `state` and swaps it in, with its health view and check targets.
+    /// It rebuilds what [`Pending`] says changed: only some nodes and their pools when nothing
+    /// else did, else everything but the names when they are unchanged, else everything.
     async fn publish(&self, state: &mut ModelState, changes: usize) {
         let revision = state.revision;
-        let names_from = (!state.domains_changed).then(|| self.snapshot.load_full());
-        let model = Model {
-            networks: state.networks.values().cloned().collect(),
-            nodes: state.nodes.iter().map(|(id, spec)| (id.clone(), spec.clone())).collect(),
-            pools: state.pools.values().cloned().collect(),
-            domains: match names_from {
-                Some(_) => Vec::new(),
-                None => state.domains.values().cloned().collect(),
-            },
-            live: state.live.clone(),
-            feedback: state.feedback.clone(),
-            accounts: state.accounts.iter().map(|(id, a)| (*id, a.clone())).collect(),
-        };
-        let policy = self.policy.clone();
+        let current = self.snapshot.load_full();
         let started = Instant::now();
-        // Large models take a while to index; keep that off the async workers.
-        let snapshot = tokio::task::spawn_blocking(move || match names_from {
-            Some(current) => current.snapshot.with_domains_of(model, policy, revision),
-            None => Snapshot::build(model, policy, revision),
-        })
-        .await
-        .expect("snapshot build does not panic");
+        let derived = match !state.pending.full && !state.pending.domains {
+            true => {
+                let (updates, base) = (node_updates(state, &state.pending.nodes), current.clone());
+                tokio::task::spawn_blocking(move || base.snapshot.with_node_updates(updates, revision))
+                    .await
+                    .expect("snapshot derivation does not panic")
+            }
+            false => None,
+        };
+        let (snapshot, kind) = match derived {
+            Some(snapshot) => (snapshot, BuildKind::Nodes),
+            // Not derivable (the pending nodes say otherwise: a bug, but a full build is right
+            // whatever the catalog noted), or more than nodes changed.
+            None => {
+                let model = Model {
+                    networks: state.networks.values().cloned().collect(),
+                    nodes: state.nodes.iter().map(|(id, spec)| (id.clone(), spec.clone())).collect(),
+                    pools: state.pools.values().cloned().collect(),
+                    domains: match state.pending.domains {
+                        false => Vec::new(),
+                        true => state.domains.values().cloned().collect(),
+                    },
+                    live: state.live.clone(),
+                    feedback: state.feedback.clone(),
+                    accounts: state.accounts.iter().map(|(id, a)| (*id, a.clone())).collect(),
+                };
+                let names_from = (!state.pending.domains).then(|| current.clone());
+                let kind = if names_from.is_some() { BuildKind::NodesAndPools } else { BuildKind::Full };
+                let policy = self.policy.clone();
+                // Large models take a while to index; keep that off the async workers.
+                let snapshot = tokio::task::spawn_blocking(move || match names_from {
+                    Some(current) => current.snapshot.with_domains_of(model, policy, revision),
+                    None => Snapshot::build(model, policy, revision),
+                })
+                .await
+                .expect("snapshot build does not panic");
+                (snapshot, kind)
+            }
+        };
         let took = started.elapsed();
-        // The same nodes in the same order (a spec or live change, not an addition or removal):
-        // the current view holds exactly the states `view` would look up again, one by one.
-        let current = self.snapshot.load();
-        let same_nodes = current.snapshot.nodes().len() == snapshot.nodes().len()
-            && current.snapshot.nodes().iter().zip(snapshot.nodes()).all(|(a, b)| a.id == b.id);
+        // A derived snapshot has the same nodes at the same indices; so does a rebuild after a
+        // spec or live change (not an addition or removal). Either way the current view holds
+        // exactly the states `view` would look up again, one by one.
+        let derived = kind == BuildKind::Nodes;
+        let same_nodes = derived
+            || (current.snapshot.nodes().len() == snapshot.nodes().len()
+                && current.snapshot.nodes().iter().zip(snapshot.nodes()).all(|(a, b)| a.id == b.id));
         let health = if same_nodes {
             current.health.clone()
         } else {
-            self.registry.view(snapshot.nodes().iter().map(|n| &*n.id))
+            let ids = || snapshot.nodes().iter().map(|n| &*n.id);
+            let view = self.registry.view(ids());
+            // Deleted nodes' states go with them.
+            self.registry.retain(&ids().collect());
+            view
         };
         drop(current);
-        let targets = check_targets(&snapshot);
-        self.metrics.record_snapshot(&snapshot, took);
+        let targets = (!derived || state.pending.specs).then(|| check_targets(&snapshot));
+        self.metrics.record_snapshot(&snapshot, kind, took);
         self.snapshot.store(Arc::new(Published { snapshot, health }));
-        // Only now: a publish dropped before the swap (the admin request that ran it hung up)
-        // leaves the flag set, so the next one indexes the names afresh.
-        state.domains_changed = false;
-        self.targets_tx.send_if_modified(|old| {
-            if **old == targets {
-                false
-            } else {
-                *old = Arc::new(targets);
-                true
-            }
-        });
+        // Only now: a publish dropped before the swap leaves its work pending for the next.
+        state.pending = Pending { domains: false, full: false, nodes: BTreeSet::new(), specs: false };
+        if let Some(targets) = targets {
+            self.targets_tx.send_if_modified(|old| {
+                if **old == targets {
+                    false
+                } else {
+                    *old = Arc::new(targets);
+                    true
+                }
+            });
+        }
         {
             let mut status = self.status.lock().unwrap_or_else(|e| e.into_inner());
             status.built_at = SystemTime::now();
             status.build_duration = took;
         }
-        tracing::debug!(revision, changes, build_ms = took.as_millis() as u64, "Published snapshot.");
+        tracing::debug!(
+            revision,
+            changes,
+            kind = kind.as_str(),
+            build_ms = took.as_millis() as u64,
+            "Published snapshot."
+        );
     }
 
     /// Records a successful sync: data is loaded and the store answers.
@@ -292,32 +374,69 @@ fn style_specs(state: &ModelState) -> Vec<(String, StyleSpec)> {
     state.image_styles.iter().map(|(k, v)| (k.clone(), v.clone())).collect()
 }
 
-/// Every usable node of a pool that has a health check.
+/// Every usable node of a pool that has a health check, walked by pool so that a fleet of
+/// unchecked pools costs nothing per node.
 fn check_targets(snapshot: &Snapshot) -> Vec<Target> {
+    let nodes = snapshot.nodes();
     snapshot
-        .nodes()
-        .iter()
-        .filter(|n| n.usable)
-        .filter_map(|n| {
-            let check = snapshot.pool(&n.spec.pool)?.health_check.clone()?;
-            Some(Target {
+        .pool_members()
+        .filter_map(|(spec, members)| Some((spec.health_check.as_ref()?, members)))
+        .flat_map(|(check, members)| {
+            members.iter().map(|&i| &nodes[i as usize]).filter(|n| n.usable).map(|n| Target {
                 node_id: n.id.to_string(),
                 addr: std::net::SocketAddr::new(n.spec.ip, check.port),
-                check,
+                check: check.clone(),
             })
         })
         .collect()
 }
 
-fn apply(state: &mut ModelState, change: &Change, metrics: &CatalogMetrics) {
-    if change.kind == Kind::Domain {
-        state.domains_changed = true;
+/// The current inputs of `ids`, for [`Snapshot::with_node_updates`].
+fn node_updates(state: &ModelState, ids: &BTreeSet<String>) -> Vec<NodeUpdate> {
+    let mut feedback: HashMap<&str, Vec<(Token, Token, f64)>> = HashMap::new();
+    for f in state.feedback.iter().filter(|f| ids.contains(&f.node)) {
+        feedback.entry(&f.node).or_default().push((f.isp.clone(), f.region.clone(), f.latency_ms));
     }
+    ids.iter()
+        // A node removed since would have made the publish a full one.
+        .filter_map(|id| {
+            Some(NodeUpdate {
+                id: id.clone(),
+                spec: state.nodes.get(id)?.clone(),
+                live: state.live.get(id).copied().unwrap_or_default(),
+                feedback: feedback.remove(id.as_str()).unwrap_or_default(),
+            })
+        })
+        .collect()
+}
+
+/// Feedback grouped by node, in the model's order.
+fn feedback_by_node(feedback: &[Feedback]) -> HashMap<&str, Vec<(&Token, &Token, f64)>> {
+    let mut by_node: HashMap<&str, Vec<_>> = HashMap::new();
+    for f in feedback {
+        by_node.entry(&f.node).or_default().push((&f.isp, &f.region, f.latency_ms));
+    }
+    by_node
+}
+
+fn apply(state: &mut ModelState, change: &Change, metrics: &CatalogMetrics) {
     let name = change.name.clone();
+    // What the next publish rebuilds: a node whose spec changed keeping its pool is rebuilt
+    // alone (marked below, once its body parsed); a domain re-indexes the names; anything
+    // else in the model rebuilds the rest from scratch.
+    match change.kind {
+        Kind::Domain => state.pending.domains = true,
+        Kind::Node => state.pending.specs = true,
+        Kind::MirrorRule | Kind::ImageStyle => {}
+        Kind::Network | Kind::Pool | Kind::Account => state.pending.full = true,
+    }
     let Some(body) = &change.body else {
         match change.kind {
             Kind::Network => drop(state.networks.remove(&name)),
-            Kind::Node => drop(state.nodes.remove(&name)),
+            Kind::Node => {
+                state.nodes.remove(&name);
+                state.pending.full = true;
+            }
             Kind::Pool => drop(state.pools.remove(&name)),
             Kind::Domain => drop(state.domains.remove(&name)),
             Kind::Account => {
@@ -341,7 +460,13 @@ fn apply(state: &mut ModelState, change: &Change, metrics: &CatalogMetrics) {
             }
             Kind::Node => {
                 let spec: NodeSpec = serde_json::from_str(body).map_err(|e| e.to_string())?;
-                state.nodes.insert(name.clone(), spec);
+                match state.nodes.insert(name.clone(), spec) {
+                    Some(old) if old.pool == state.nodes[&name].pool => {
+                        state.pending.nodes.insert(name.clone());
+                    }
+                    // Added, or moved to another pool: the pools' member lists change.
+                    _ => state.pending.full = true,
+                }
             }
             Kind::Pool => {
                 let token = Token::parse(&name).map_err(|e| e.to_string())?;

@@ -3,7 +3,7 @@
 use std::time::{Duration, SystemTime};
 
 use httpdns_core::Snapshot;
-use prometheus::{IntCounter, IntGauge, IntGaugeVec, Opts, Registry};
+use prometheus::{IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry};
 
 /// Registered into the process's registry by whoever builds the catalog.
 #[derive(Debug, Clone)]
@@ -14,6 +14,8 @@ pub struct CatalogMetrics {
     pub snapshot_age: prometheus::Gauge,
     pub snapshot_build_seconds: prometheus::Gauge,
     pub snapshot_objects: IntGaugeVec,
+    /// Snapshots published, by how much was rebuilt (`BuildKind`).
+    pub snapshot_builds: IntCounterVec,
     pub store_up: IntGauge,
     pub store_sync_errors: IntCounter,
     /// Stored rows that no longer parse (the catalog's and the config cache's alike).
@@ -48,6 +50,15 @@ impl CatalogMetrics {
                 &["kind"],
             )
             .expect("valid metric"),
+            snapshot_builds: IntCounterVec::new(
+                Opts::new(
+                    "snapshot_builds_total",
+                    "Snapshots published, by what was rebuilt: nodes (changed nodes and their pools only), \
+                     nodes_and_pools (all but the names), full.",
+                ),
+                &["kind"],
+            )
+            .expect("valid metric"),
             store_up: IntGauge::new("store_up", "1 when the last sync reached the database.")
                 .expect("valid metric"),
             store_sync_errors: IntCounter::new("store_sync_errors_total", "Failed syncs with the database.")
@@ -58,12 +69,16 @@ impl CatalogMetrics {
             )
             .expect("valid metric"),
         };
+        for kind in BuildKind::ALL {
+            m.snapshot_builds.with_label_values(&[kind.as_str()]);
+        }
         for c in [
             Box::new(m.snapshot_revision.clone()) as Box<dyn prometheus::core::Collector>,
             Box::new(m.snapshot_built.clone()),
             Box::new(m.snapshot_age.clone()),
             Box::new(m.snapshot_build_seconds.clone()),
             Box::new(m.snapshot_objects.clone()),
+            Box::new(m.snapshot_builds.clone()),
             Box::new(m.store_up.clone()),
             Box::new(m.store_sync_errors.clone()),
             Box::new(m.store_corrupt_rows.clone()),
@@ -73,7 +88,8 @@ impl CatalogMetrics {
         m
     }
 
-    pub(crate) fn record_snapshot(&self, s: &Snapshot, took: Duration) {
+    pub(crate) fn record_snapshot(&self, s: &Snapshot, kind: BuildKind, took: Duration) {
+        self.snapshot_builds.with_label_values(&[kind.as_str()]).inc();
         let st = s.stats();
         self.snapshot_revision.set(s.revision());
         let now = SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).map_or(0, |d| d.as_secs());
@@ -88,6 +104,29 @@ impl CatalogMetrics {
             ("pools", st.pools),
         ] {
             self.snapshot_objects.with_label_values(&[kind]).set(n as i64);
+        }
+    }
+}
+
+/// How much of a snapshot a publish rebuilt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BuildKind {
+    /// The changed nodes and their pools; everything else shared with the snapshot before.
+    Nodes,
+    /// Everything but the index of names, which is shared.
+    NodesAndPools,
+    /// Everything.
+    Full,
+}
+
+impl BuildKind {
+    pub const ALL: [Self; 3] = [Self::Nodes, Self::NodesAndPools, Self::Full];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Nodes => "nodes",
+            Self::NodesAndPools => "nodes_and_pools",
+            Self::Full => "full",
         }
     }
 }

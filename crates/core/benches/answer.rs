@@ -1,5 +1,5 @@
-//! Answer cost of the pure core: flat in the number of managed domains, and the snapshot
-//! rebuild time for a large node set.
+//! Answer cost of the pure core: flat in the number of managed domains, the snapshot
+//! rebuild time for a large node set, and the cost of one node's change at that size.
 //!
 //! Run: `cargo bench -p httpdns-core --bench answer`
 
@@ -8,7 +8,7 @@ use std::net::IpAddr;
 
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion};
 use httpdns_core::model::{DomainSpec, NodeSpec};
-use httpdns_core::snapshot::{client_seed, AllUp, Model, Policy};
+use httpdns_core::snapshot::{client_seed, AllUp, Model, NodeUpdate, Policy};
 use httpdns_core::{ClientView, DomainName, Family, Snapshot, Token};
 
 const ISPS: [&str; 4] = ["telecom", "unicom", "mobile", "cernet"];
@@ -78,6 +78,23 @@ fn rebuild(c: &mut Criterion) {
             |m| black_box(Snapshot::build(m, Policy::default(), 1)),
             BatchSize::LargeInput,
         )
+    });
+    // One node disabled and enabled again: what a node change costs at this size.
+    let base = Snapshot::build(model(10_000, 100_000, 500), Policy::default(), 1);
+    let node = base.nodes()[1_234].clone();
+    let mut toggled = false;
+    group.sample_size(50);
+    group.bench_function("100k_nodes_one_node_updated", |b| {
+        b.iter(|| {
+            toggled = !toggled;
+            let update = NodeUpdate {
+                id: node.id.to_string(),
+                spec: NodeSpec { enabled: !toggled, ..node.spec.clone() },
+                live: Default::default(),
+                feedback: Vec::new(),
+            };
+            black_box(base.with_node_updates(vec![update], 2).expect("same pool"))
+        })
     });
     group.finish();
 }

@@ -217,24 +217,34 @@ impl NodeEntry {
 }
 
 /// The immutable answering snapshot.
+///
+/// Its parts are shared by `Arc` with the snapshots derived from it, so that a change costs
+/// what it touches: [`Snapshot::with_domains_of`] keeps the names, and
+/// [`Snapshot::with_node_updates`] keeps everything but the changed nodes and their pools.
 #[derive(Debug)]
 pub struct Snapshot {
     revision: i64,
     policy: Policy,
-    networks: CidrTable<NetworkSpec>,
-    nodes: Vec<NodeEntry>,
-    pools: Vec<PoolEntry>,
-    pool_index: FastMap<Token, u32>,
+    networks: Arc<CidrTable<NetworkSpec>>,
+    /// Each node behind its own `Arc`: a derived snapshot copies pointers, not entries.
+    nodes: Vec<Arc<NodeEntry>>,
+    pools: Vec<Arc<PoolEntry>>,
+    pool_index: Arc<FastMap<Token, u32>>,
     /// Shared with the snapshots built from this one by [`Snapshot::with_domains_of`]: at a
     /// million names this map is most of a build, and most changes (nodes, live figures,
     /// feedback, accounts) do not touch it.
     domains: Arc<Domains>,
-    accounts: FastMap<u32, AccountSpec>,
-    /// Account ids by their Tencent HTTPS token.
-    tokens: FastMap<String, u32>,
+    accounts: Arc<Accounts>,
     /// Usable nodes by address (the first one when several share it), for answer labels.
-    by_ip: FastMap<IpAddr, u32>,
+    by_ip: Arc<FastMap<IpAddr, u32>>,
     stats: SnapshotStats,
+}
+
+/// Client accounts by id, and by their Tencent HTTPS token.
+#[derive(Debug, Default)]
+struct Accounts {
+    by_id: FastMap<u32, AccountSpec>,
+    tokens: FastMap<String, u32>,
 }
 
 /// The managed names, and the distinct pools they name (in first-seen order), so a snapshot
@@ -282,133 +292,6 @@ struct Ranked {
 }
 
 impl Snapshot {
-    /// Builds a snapshot of `model` under `policy`. Never fails: the store only holds validated
-    /// specs, and anything that is still unusable (a node address not servable under this
-    /// policy, a domain naming a pool without nodes) simply answers nothing.
-    pub fn build(mut model: Model, policy: Policy, revision: i64) -> Self {
-        let mut specs = FastMap::with_capacity_and_hasher(model.domains.len(), Default::default());
-        let mut pools = Vec::new();
-        let mut seen = std::collections::HashSet::new();
-        for (name, spec) in std::mem::take(&mut model.domains) {
-            if seen.insert(spec.pool.clone()) {
-                pools.push(spec.pool.clone());
-            }
-            specs.insert(name, spec);
-        }
-        Self::assemble(model, Arc::new(Domains { specs, pools }), policy, revision)
-    }
-
-    /// The snapshot of `model` with the managed names of `self`, shared rather than rebuilt
-    /// (`model.domains` is not read). Answers are those of [`Snapshot::build`] of the whole
-    /// model when the names are unchanged since `self`; the catalog calls it only then.
-    pub fn with_domains_of(&self, model: Model, policy: Policy, revision: i64) -> Self {
-        Self::assemble(model, self.domains.clone(), policy, revision)
-    }
-
-    fn assemble(model: Model, domains: Arc<Domains>, policy: Policy, revision: i64) -> Self {
-        let mut stats = SnapshotStats {
-            networks: model.networks.len(),
-            nodes: model.nodes.len(),
-            domains: domains.specs.len(),
-            ..SnapshotStats::default()
-        };
-        let networks = CidrTable::new(model.networks);
-
-        let mut pool_index: FastMap<Token, u32> = FastMap::default();
-        let mut pools: Vec<PoolEntry> = Vec::new();
-        let mut pool_of = |name: &Token, pools: &mut Vec<PoolEntry>| -> u32 {
-            // Found without cloning the name: this runs once per node.
-            if let Some(&i) = pool_index.get(name) {
-                return i;
-            }
-            *pool_index.entry(name.clone()).or_insert_with(|| {
-                pools.push(PoolEntry {
-                    name: name.clone(),
-                    spec: PoolSpec::default(),
-                    members: Vec::new(),
-                    v4: FamilyNodes::default(),
-                    v6: FamilyNodes::default(),
-                });
-                (pools.len() - 1) as u32
-            })
-        };
-        for (name, spec) in model.pools {
-            let idx = pool_of(&name, &mut pools);
-            pools[idx as usize].spec = spec;
-        }
-
-        let mut feedback: HashMap<String, Vec<(Token, Token, f64)>> = HashMap::new();
-        for f in model.feedback {
-            if f.latency_ms.is_finite() && f.latency_ms >= 0.0 {
-                feedback.entry(f.node).or_default().push((f.isp, f.region, f.latency_ms));
-            }
-        }
-        let mut nodes = Vec::with_capacity(model.nodes.len());
-        for (id, spec) in model.nodes {
-            let servable = crate::ip::servable(spec.ip, policy.allow_private);
-            if !servable {
-                stats.unservable_nodes += 1;
-            }
-            let usable = spec.enabled && servable;
-            let idx = nodes.len() as u32;
-            let pool = pool_of(&spec.pool, &mut pools) as usize;
-            if usable {
-                stats.usable_nodes += 1;
-                match Family::of(spec.ip) {
-                    Family::V4 => pools[pool].v4.nodes.push(idx),
-                    Family::V6 => pools[pool].v6.nodes.push(idx),
-                }
-            }
-            pools[pool].members.push(idx);
-            let live = model.live.get(&id).copied().unwrap_or_default();
-            let finite = |v: Option<f64>| v.filter(|x| x.is_finite() && *x >= 0.0);
-            let (latency_ms, latency_source) = match finite(live.latency_ms) {
-                Some(l) => (l, LatencySource::Measured),
-                None => (spec.latency_ms, LatencySource::Operator),
-            };
-            let load_pct = finite(live.load_pct).map_or(spec.load_pct, |l| l.min(100.0));
-            let bandwidth_mbps = finite(live.bandwidth_mbps).unwrap_or(spec.bandwidth_mbps);
-            let node_feedback = feedback.remove(&id).unwrap_or_default();
-            nodes.push(NodeEntry {
-                id: id.into_boxed_str(),
-                spec,
-                usable,
-                latency_ms,
-                latency_source,
-                load_pct,
-                bandwidth_mbps,
-                feedback: node_feedback,
-            });
-        }
-
-        // Pools named only by domains exist too, empty.
-        for pool in &domains.pools {
-            pool_of(pool, &mut pools);
-        }
-
-        for pool in &mut pools {
-            pool.v4.index(&nodes);
-            pool.v6.index(&nodes);
-        }
-        stats.pools = pools.len();
-
-        let accounts: FastMap<u32, AccountSpec> = model.accounts.into_iter().collect();
-        // A token shared by two accounts belongs to the lower id (the admin API should not
-        // let it happen; if it does, the choice is at least stable).
-        let mut tokens: FastMap<String, u32> = FastMap::default();
-        for (id, a) in &accounts {
-            if let Some(t) = &a.token {
-                let e = tokens.entry(t.clone()).or_insert(*id);
-                *e = (*e).min(*id);
-            }
-        }
-        let mut by_ip = FastMap::with_capacity_and_hasher(nodes.len(), Default::default());
-        for (i, n) in nodes.iter().enumerate().filter(|(_, n)| n.usable) {
-            by_ip.entry(n.spec.ip).or_insert(i as u32);
-        }
-        Self { revision, policy, networks, nodes, pools, pool_index, domains, accounts, tokens, by_ip, stats }
-    }
-
     /// An empty snapshot (no data loaded yet).
     pub fn empty(policy: Policy) -> Self {
         Self::build(Model::default(), policy, 0)
@@ -445,13 +328,13 @@ impl Snapshot {
 
     /// A client account.
     pub fn account(&self, id: u32) -> Option<&AccountSpec> {
-        self.accounts.get(&id)
+        self.accounts.by_id.get(&id)
     }
 
     /// The account whose Tencent HTTPS token is `token`.
     pub fn account_by_token(&self, token: &str) -> Option<(u32, &AccountSpec)> {
-        let id = *self.tokens.get(token)?;
-        Some((id, self.accounts.get(&id)?))
+        let id = *self.accounts.tokens.get(token)?;
+        Some((id, self.accounts.by_id.get(&id)?))
     }
 
     /// Whether `name` is a managed domain.
@@ -488,18 +371,24 @@ impl Snapshot {
     }
 
     /// Every node, usable or not, by snapshot index.
-    pub fn nodes(&self) -> &[NodeEntry] {
+    pub fn nodes(&self) -> &[Arc<NodeEntry>] {
         &self.nodes
     }
 
     /// The usable node answered as `ip`, for labelling answers with its carrier.
     pub fn node_by_ip(&self, ip: IpAddr) -> Option<&NodeEntry> {
-        self.by_ip.get(&ip).map(|&i| &self.nodes[i as usize])
+        self.by_ip.get(&ip).map(|&i| &*self.nodes[i as usize])
     }
 
     /// The pool names, for metrics and listings.
     pub fn pool_names(&self) -> impl Iterator<Item = &Token> {
         self.pools.iter().map(|p| &p.name)
+    }
+
+    /// Each pool's options with all its nodes, usable or not, as indices into
+    /// [`nodes`](Self::nodes).
+    pub fn pool_members(&self) -> impl Iterator<Item = (&PoolSpec, &[u32])> {
+        self.pools.iter().map(|p| (&p.spec, p.members.as_slice()))
     }
 
     /// The options of a pool.
@@ -560,7 +449,7 @@ impl PoolEntry {
 }
 
 impl FamilyNodes {
-    fn index(&mut self, nodes: &[NodeEntry]) {
+    fn index(&mut self, nodes: &[Arc<NodeEntry>]) {
         // Client ISPs and regions that rank differently: those of the nodes, and those that
         // feedback exists for (a Shanghai client ranks differently when a node has Shanghai
         // feedback, even if no node is in Shanghai).
@@ -591,7 +480,7 @@ impl FamilyNodes {
         value.and_then(|v| list.binary_search(v).ok()).map_or(0, |i| i + 1)
     }
 
-    fn ranking(&self, client: &ClientView, nodes: &[NodeEntry], policy: &Policy) -> &Ranking {
+    fn ranking(&self, client: &ClientView, nodes: &[Arc<NodeEntry>], policy: &Policy) -> &Ranking {
         let isp_slot = Self::slot(&self.isps, client.isp.as_ref());
         let region_slot = Self::slot(&self.regions, client.region.as_ref());
         let slot = isp_slot * (self.regions.len() + 1) + region_slot;
@@ -606,7 +495,7 @@ impl FamilyNodes {
         &self,
         isp: Option<&Token>,
         region: Option<&Token>,
-        nodes: &[NodeEntry],
+        nodes: &[Arc<NodeEntry>],
         policy: &Policy,
     ) -> Ranking {
         let mut all: Vec<(u32, f64)> =
@@ -647,7 +536,7 @@ impl Ranked {
         max: usize,
         seed: u64,
         up: &impl Fn(u32) -> bool,
-        nodes: &[NodeEntry],
+        nodes: &[Arc<NodeEntry>],
         out: &mut Vec<IpAddr>,
     ) {
         let mut start = 0usize;
@@ -693,8 +582,10 @@ pub fn client_seed(ip: IpAddr) -> u64 {
     z ^ (z >> 31)
 }
 
+mod build;
 mod explain;
 
+pub use build::NodeUpdate;
 pub use explain::{Explanation, NodeExplanation};
 
 #[cfg(test)]

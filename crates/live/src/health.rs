@@ -137,9 +137,10 @@ fn known_or_new(map: &mut HashMap<String, Arc<NodeState>>, id: &str) -> Arc<Node
     map.entry(id.to_owned()).or_default().clone()
 }
 
-/// The states of one snapshot's nodes, by snapshot index.
+/// The states of one snapshot's nodes, by snapshot index. Cloned by reference: a snapshot
+/// derived with the same nodes takes its predecessor's view as it is.
 #[derive(Debug, Default, Clone)]
-pub struct HealthView(Vec<Arc<NodeState>>);
+pub struct HealthView(Arc<[Arc<NodeState>]>);
 
 impl HealthView {
     /// The state of the snapshot's node at `index`: no lock, no lookup by id.

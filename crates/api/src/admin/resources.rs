@@ -10,6 +10,16 @@ use super::body;
 use crate::error::ApiError;
 use crate::state::AppState;
 
+/// Publishes the write just stored, on a task of its own: the write's response waits for it,
+/// but a client that hangs up meanwhile cancels nothing (the publish finishes for everyone).
+async fn sync(app: &AppState) -> Result<i64, String> {
+    let catalog = app.catalog.clone();
+    match tokio::spawn(async move { catalog.sync().await }).await {
+        Ok(synced) => synced.map_err(|e| e.to_string()),
+        Err(e) => Err(format!("the sync task failed: {e}")),
+    }
+}
+
 fn name_of<R: ResourceKind>(raw: &str) -> Result<String, ApiError> {
     R::canonical_name(raw).map_err(|e| ApiError::bad_request("InvalidName", R::info().name_field, e.message))
 }
@@ -101,7 +111,7 @@ pub(crate) async fn put_one<R: ResourceKind>(
         .with_field("If-Match"),
         e => ApiError::unavailable(&e),
     })?;
-    if let Err(e) = app.catalog.sync().await {
+    if let Err(e) = sync(&app).await {
         tracing::warn!(error = %e, "Write stored but the snapshot sync failed; the sync loop will retry.");
     }
     tracing::info!(kind = R::KIND.as_str(), %name, revision = written.revision, created = written.created, "Admin write.");
@@ -122,7 +132,7 @@ pub(crate) async fn delete_one<R: ResourceKind>(
         }
         return Err(ApiError::not_found(format!("no {} {name:?}", R::KIND.as_str())));
     };
-    if let Err(e) = app.catalog.sync().await {
+    if let Err(e) = sync(&app).await {
         tracing::warn!(error = %e, "Delete stored but the snapshot sync failed; the sync loop will retry.");
     }
     tracing::info!(kind = R::KIND.as_str(), %name, revision, "Admin delete.");

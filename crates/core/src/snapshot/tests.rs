@@ -470,3 +470,170 @@ fn sharing_the_names_answers_as_a_fresh_build() {
     // The node now in the pool only a domain named is answered.
     assert_eq!(ips(&shared, "empty.example.com", Family::V4, &views[0]).0, ["5.5.5.5"]);
 }
+
+/// Live figures, feedback or nothing for a node, as a model may hold them.
+fn arb_inputs() -> impl Strategy<Value = (Option<LiveNode>, Vec<(usize, usize, f64)>)> {
+    let live = proptest::option::of(
+        (
+            proptest::option::of(0.0..300.0f64),
+            proptest::option::of(0.0..100.0f64),
+            proptest::option::of(-1.0..5000.0f64),
+        )
+            .prop_map(|(latency_ms, load_pct, bandwidth_mbps)| LiveNode {
+                latency_ms,
+                load_pct,
+                bandwidth_mbps,
+            }),
+    );
+    let feedback = proptest::collection::vec((0..3usize, 0..3usize, -5.0..200.0f64), 0..3);
+    (live, feedback)
+}
+
+/// The model with node `i`'s live figures and feedback set to `inputs`.
+fn with_inputs(model: &mut Model, id: &str, (live, feedback): &(Option<LiveNode>, Vec<(usize, usize, f64)>)) {
+    match live {
+        Some(l) => drop(model.live.insert(id.to_string(), *l)),
+        None => drop(model.live.remove(id)),
+    }
+    model.feedback.retain(|f| f.node != id);
+    for &(i, r, latency_ms) in feedback {
+        model.feedback.push(Feedback {
+            node: id.to_string(),
+            isp: tok(ISPS[i]),
+            region: tok(REGIONS[r]),
+            latency_ms,
+        });
+    }
+}
+
+/// Every answer, label and count of `a` and `b` agree.
+fn assert_same_answers(a: &Snapshot, b: &Snapshot) {
+    assert_eq!(a.stats(), b.stats());
+    assert_eq!(a.nodes().len(), b.nodes().len());
+    for (x, y) in a.nodes().iter().zip(b.nodes()) {
+        assert_eq!(format!("{x:?}"), format!("{y:?}"));
+        assert_eq!(a.node_by_ip(x.spec.ip).map(|n| &n.id), b.node_by_ip(x.spec.ip).map(|n| &n.id));
+    }
+    assert_eq!(a.pool_names().collect::<Vec<_>>(), b.pool_names().collect::<Vec<_>>());
+    struct H(u64);
+    impl NodeHealth for H {
+        fn is_up(&self, n: u32) -> bool {
+            self.0 & (1 << (n % 64)) == 0
+        }
+    }
+    let views = [
+        view(None, None),
+        view(Some("telecom"), Some("beijing")),
+        view(Some("unicom"), Some("shanghai")),
+        view(Some("mobile"), Some("guangzhou")),
+        view(Some("mobile"), None),
+    ];
+    for n in ["www.example.com", "o.example.com", "nope.example.com"] {
+        for fam in [Family::V4, Family::V6] {
+            for v in &views {
+                for (seed, health) in [(0, 0), (1, 0b101), (7, u64::MAX), (3, 0b1100_0000)] {
+                    let (n, h) = (name(n), H(health));
+                    assert_eq!(
+                        a.resolve(&n, fam, v, seed, &h),
+                        b.resolve(&n, fam, v, seed, &h),
+                        "{n} {fam:?} {v:?}"
+                    );
+                    assert_eq!(
+                        format!("{:?}", a.explain(&n, fam, v, seed, &h)),
+                        format!("{:?}", b.explain(&n, fam, v, seed, &h))
+                    );
+                }
+            }
+        }
+    }
+}
+
+/// Asks every kind of client, so that each pool's rankings are computed and cached.
+fn warm(s: &Snapshot) {
+    for n in ["www.example.com", "o.example.com"] {
+        for i in [None, Some("telecom"), Some("unicom"), Some("mobile")] {
+            for r in [None, Some("beijing"), Some("shanghai"), Some("guangzhou")] {
+                for fam in [Family::V4, Family::V6] {
+                    s.resolve(&name(n), fam, &view(i, r), 0, &AllUp);
+                }
+            }
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(300))]
+
+    /// A snapshot derived by replacing some nodes' specs (same pool), live figures and
+    /// feedback answers exactly as a fresh build of the changed model, whatever rankings the
+    /// earlier one had cached.
+    #[test]
+    fn node_updates_answer_as_a_fresh_build(
+        nodes in proptest::collection::vec((arb_node(), arb_inputs()), 1..30),
+        updates in proptest::collection::vec((any::<proptest::sample::Index>(), arb_node(), arb_inputs()), 0..6),
+        sorted in any::<bool>(),
+    ) {
+        let mut model = Model {
+            domains: vec![
+                (name("www.example.com"), DomainSpec { pool: tok("edge"), ttl: 60, max_answers: 3 }),
+                (name("o.example.com"), DomainSpec { pool: tok("other"), ttl: 30, max_answers: 2 }),
+            ],
+            ..Model::default()
+        };
+        for (i, (spec, inputs)) in nodes.iter().enumerate() {
+            // Ids in order, as the catalog builds, or not: the update must find them either way.
+            let id = if sorted { format!("n{i:03}") } else { format!("n{:03}", (i * 7) % 31) };
+            if model.nodes.iter().any(|(n, _)| *n == id) {
+                continue;
+            }
+            model.nodes.push((id.clone(), spec.clone()));
+            with_inputs(&mut model, &id, inputs);
+        }
+        let before = Snapshot::build(model.clone(), no_band(), 1);
+        warm(&before);
+        let mut node_updates = Vec::new();
+        for (which, spec, inputs) in &updates {
+            let (id, old) = model.nodes[which.index(model.nodes.len())].clone();
+            let spec = NodeSpec { pool: old.pool.clone(), ..spec.clone() };
+            model.nodes.iter_mut().find(|(n, _)| *n == id).unwrap().1 = spec.clone();
+            with_inputs(&mut model, &id, inputs);
+            node_updates.retain(|u: &NodeUpdate| u.id != id);
+            node_updates.push(NodeUpdate {
+                id: id.clone(),
+                spec,
+                live: model.live.get(&id).copied().unwrap_or_default(),
+                feedback: model.feedback.iter().filter(|f| f.node == id).map(|f| (f.isp.clone(), f.region.clone(), f.latency_ms)).collect(),
+            });
+        }
+        let derived = before.with_node_updates(node_updates, 2).expect("same ids and pools");
+        prop_assert_eq!(derived.revision(), 2);
+        assert_same_answers(&derived, &Snapshot::build(model, no_band(), 2));
+    }
+}
+
+#[test]
+fn node_updates_refuse_what_needs_a_fresh_build() {
+    let s = Snapshot::build(model(), no_band(), 1);
+    let update = |id: &str, spec: NodeSpec| NodeUpdate {
+        id: id.into(),
+        spec,
+        live: LiveNode::default(),
+        feedback: Vec::new(),
+    };
+    // Another pool: the pools' member lists change.
+    assert!(s
+        .with_node_updates(vec![update("t-bj", node("1.1.1.1", "other", "telecom", "beijing", 10.0))], 2)
+        .is_none());
+    // A node the snapshot does not have: an addition.
+    assert!(s
+        .with_node_updates(vec![update("new", node("9.9.9.9", "edge", "telecom", "beijing", 1.0))], 2)
+        .is_none());
+    // Disabling one is derived, and the pool answers without it at once.
+    let mut off = node("1.1.1.1", "edge", "telecom", "beijing", 10.0);
+    off.enabled = false;
+    let d = s.with_node_updates(vec![update("t-bj", off)], 2).unwrap();
+    let (got, _) = ips(&d, "www.example.com", Family::V4, &view(Some("telecom"), Some("beijing")));
+    assert_eq!(got, ["1.1.1.2"]);
+    assert!(d.node_by_ip("1.1.1.1".parse().unwrap()).is_none());
+    assert_eq!(d.stats().usable_nodes, s.stats().usable_nodes - 1);
+}
