@@ -13,9 +13,10 @@
 #   set (a Lua script), so the answer path touches the whole table;
 # * a change to one node reaching answers: the time from sending `PUT /admin/v1/nodes/...`
 #   (disabling the node that `/d` answers first for a probe name) until `/d` no longer answers
-#   it, three times (re-enabled in between). The PUT returns once the new snapshot is swapped
-#   in, so this includes the rebuild; answering never pauses meanwhile (the old snapshot
-#   serves until the swap).
+#   it, and back (enabling it until `/d` answers it again), CHANGES times (default 5), from one
+#   client on kept connections. The PUT returns once the new snapshot is swapped in, so this
+#   includes the store's write and the rebuild; answering never pauses meanwhile (the old
+#   snapshot serves until the swap).
 #
 # Needs wrk, curl, python3 and taskset; builds the release binary first.
 set -euo pipefail
@@ -98,40 +99,49 @@ EOL
     p99=$(echo "$out" | awk '$1 == "99%" {print $2}')
     rss_load=$(rss_mib "$HPID")
 
-    # One node change reaching answers: disable the first node /d answers for a probe name.
-    probe="d7.example.com"
-    first=$(curl -s "http://$API/d?dn=$probe&ip=1.0.1.7" | cut -d';' -f1 | cut -d',' -f1)
-    id=$(python3 - "$first" "$NODES" <<'EOP'
-import sys
-a, b, c, d = (int(x) for x in sys.argv[1].split("."))
-for i in range(int(sys.argv[2])):
-    if ((i >> 14) & 255, (i >> 6) & 255, ((i & 63) << 2) + 1) == (b, c, d):
-        print(f"node-{i:06d}"); break
+    # Node changes reaching answers: disable the first node /d answers for a probe name and time
+    # until /d stops answering it, then enable it again and time until /d answers it again;
+    # CHANGES times each. The client keeps one connection for the PUTs and one for the probes,
+    # so the times hold no process starts or handshakes. The first change after the load is
+    # reported apart: it also pays for faulting in memory the allocator returned meanwhile.
+    changes=$(python3 - "$API" "$TOKEN" "$NODES" "${CHANGES:-5}" <<'EOP'
+import http.client, json, sys, time
+api, token, nodes, rounds = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+host, port = api.split(":")
+admin, probe = http.client.HTTPConnection(host, int(port)), http.client.HTTPConnection(host, int(port))
+def get(conn, path, headers={}):
+    conn.request("GET", path, headers=headers)
+    r = conn.getresponse()
+    return r.status, r.read().decode()
+def put(path, body):
+    admin.request("PUT", path, body=body, headers={"Authorization": f"Bearer {token}"})
+    r = admin.getresponse()
+    r.read()
+    assert r.status == 200, r.status
+q = "/d?dn=d7.example.com&ip=1.0.1.7"
+first = get(probe, q)[1].split(";")[0].split(",")[0]
+a, b, c, d = (int(x) for x in first.split("."))
+node = next(f"node-{i:06d}" for i in range(nodes) if ((i >> 14) & 255, (i >> 6) & 255, ((i & 63) << 2) + 1) == (b, c, d))
+spec = json.loads(get(admin, f"/admin/v1/nodes/{node}", {"Authorization": f"Bearer {token}"})[1])
+def change(enabled, answered):
+    t0 = time.monotonic()
+    put(f"/admin/v1/nodes/{node}", json.dumps({**spec, "enabled": enabled}))
+    put_ms = (time.monotonic() - t0) * 1000
+    for _ in range(100000):
+        if (first in get(probe, q)[1]) == answered:
+            return put_ms, (time.monotonic() - t0) * 1000
+    sys.exit("the change never reached the answers")
+out = []
+for _ in range(rounds):
+    off, on = change(False, False), change(True, True)
+    out += [f"{off[1]:.1f}/{on[1]:.1f}"]
+print(" ".join(out))
 EOP
 )
-    spec=$(curl -s -H "Authorization: Bearer $TOKEN" "http://$API/admin/v1/nodes/$id")
-    off=$(echo "$spec" | python3 -c 'import json,sys; s=json.load(sys.stdin); s["enabled"]=False; print(json.dumps(s))')
-    # Three times: disable it and time until /d stops answering it, then enable it again and
-    # wait until /d answers it again. The first change after the load is reported apart: it
-    # also pays for faulting in the memory the allocator returned after the last build.
-    changes=()
-    for _ in 1 2 3; do
-        c0=$(now_ms)
-        curl -sf -X PUT -H "Authorization: Bearer $TOKEN" "http://$API/admin/v1/nodes/$id" -d "$off" >/dev/null
-        c1=$(now_ms)
-        seen=
-        for _ in $(seq 1 2000); do
-            if ! curl -s "http://$API/d?dn=$probe&ip=1.0.1.7" | grep -q "$first"; then seen=$(now_ms); break; fi
-        done
-        changes+=("$(( ${seen:-0} - c0 ))")
-        [ "${#changes[@]}" = 1 ] && put_ms=$((c1 - c0)) && rebuild=$(curl -s "http://$API/metrics" | awk '/^httpdns_snapshot_build_seconds / {print $2}')
-        curl -sf -X PUT -H "Authorization: Bearer $TOKEN" "http://$API/admin/v1/nodes/$id" -d "$spec" >/dev/null
-        for _ in $(seq 1 2000); do
-            curl -s "http://$API/d?dn=$probe&ip=1.0.1.7" | grep -q "$first" && break
-        done
-    done
+    rebuild=$(curl -s "http://$API/metrics" | awk '/^httpdns_snapshot_build_seconds / {print $2}')
+    derived=$(curl -s "http://$API/metrics" | awk '/^httpdns_snapshot_builds_total\{kind="nodes"\}/ {print $2}')
     echo "names $N, nodes $NODES: ready in $((t1 - t0)) ms (first snapshot build ${build}s), RSS ${rss_ready} MiB ready, ${rss_load} MiB after load;" \
-        "/d random names ${rps} req/s, p99 ${p99}; node change: PUT returned in ${put_ms} ms (rebuild ${rebuild}s), answers changed after ${changes[0]} ms, then ${changes[1]} and ${changes[2]} ms"
+        "/d random names ${rps} req/s, p99 ${p99}; node changes to answers, disable/enable in ms: ${changes} (last rebuild ${rebuild}s; ${derived} of them rebuilt the node and its pool only)"
     kill "$HPID"
     wait "$HPID" 2>/dev/null || true
     HPID=
