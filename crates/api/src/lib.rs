@@ -25,6 +25,7 @@ pub mod dnspod;
 mod doh;
 pub mod error;
 pub mod events;
+mod form;
 mod health;
 pub mod live;
 pub mod metrics;

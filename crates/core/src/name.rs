@@ -60,6 +60,15 @@ impl DomainName {
     }
 
     fn check(name: &str) -> Result<(), NameError> {
+        // One pass over the bytes for the common valid name; only a refused one walks the
+        // labels again to say why.
+        if is_valid(name.as_bytes()) {
+            return Ok(());
+        }
+        Self::why_invalid(name)
+    }
+
+    fn why_invalid(name: &str) -> Result<(), NameError> {
         if name.is_empty() {
             return Err(NameError::Empty);
         }
@@ -100,6 +109,30 @@ impl DomainName {
     /// The labels from left to right.
     pub fn labels(&self) -> impl Iterator<Item = &str> {
         self.0.split('.')
+    }
+}
+
+/// Whether [`DomainName::check`] accepts `name` (lowercase ASCII), in one pass.
+fn is_valid(name: &[u8]) -> bool {
+    if name.is_empty() || name.len() > MAX_NAME_LEN {
+        return false;
+    }
+    let mut start = 0;
+    loop {
+        let end = name[start..].iter().position(|&b| b == b'.').map_or(name.len(), |i| start + i);
+        let label = &name[start..end];
+        let body = label.strip_prefix(b"_").unwrap_or(label);
+        let ldh = |b: &u8| b.is_ascii_lowercase() || b.is_ascii_digit() || *b == b'-';
+        match (body.first(), body.last()) {
+            (Some(&first), Some(&last))
+                if label.len() <= MAX_LABEL_LEN && first != b'-' && last != b'-' && body.iter().all(ldh) => {}
+            _ => return false,
+        }
+        if end == name.len() {
+            // No top-level label is all digits (that would make `1.2.3.4` a name).
+            return !label.iter().all(u8::is_ascii_digit);
+        }
+        start = end + 1;
     }
 }
 
@@ -199,5 +232,13 @@ mod tests {
         ok(&exact, &exact);
         ok(&format!("{exact}."), &exact);
         assert_eq!(bad(&"a".repeat(300)), NameError::TooLong);
+    }
+
+    proptest::proptest! {
+        /// The one-pass check accepts exactly what the label-by-label one does.
+        #[test]
+        fn one_pass_check_agrees(name in "([a-z0-9_\\-]{0,4}\\.?){0,6}|[a-z0-9.\\-_A/ ]{0,300}|(a{60,66}\\.){3,4}a{0,66}") {
+            proptest::prop_assert_eq!(is_valid(name.as_bytes()), DomainName::why_invalid(&name).is_ok(), "{:?}", name);
+        }
     }
 }

@@ -72,7 +72,7 @@ pub(crate) async fn get(State(app): State<AppState>, request: Request) -> Respon
 /// The answer to `GET /app/config-center/module-config?module=...`, counted.
 pub(crate) fn answer_get(app: &AppState, query: Option<&str>, headers: &HeaderMap) -> Whole {
     let module =
-        form_urlencoded::parse(query.unwrap_or("").as_bytes()).find(|(k, _)| k == "module").map(|(_, v)| v);
+        crate::form::parse(query.unwrap_or("").as_bytes()).find(|(k, _)| k == "module").map(|(_, v)| v);
     let resp = match module_param(module.as_deref()) {
         Err(e) => e.into_whole(),
         Ok(module) => match app.config.get(module) {

@@ -104,8 +104,8 @@ pub fn parse<'a>(pairs: impl IntoIterator<Item = (&'a str, &'a str)>) -> Result<
     if dn.is_empty() {
         return Err(ParamError::MissingDn);
     }
-    let batch = dn.contains(',');
-    let count = dn.split(',').count();
+    let count = dn.bytes().filter(|&b| b == b',').count() + 1;
+    let batch = count > 1;
     if count > MAX_BATCH {
         return Err(ParamError::TooManyNames);
     }
