@@ -6,6 +6,10 @@
 //!
 //! It also answers the config center's conditional GET with a constant `304`.
 //!
+//! It allocates through the system allocator, as an axum server does by default;
+//! `examples/bare_axum_mimalloc.rs` is the same server on mimalloc, httpdns's allocator, for the
+//! ceiling of the HTTP stack alone.
+//!
 //! `cargo run --release --example bare_axum -- 127.0.0.1:18481`
 
 use axum::http::header;
@@ -36,7 +40,7 @@ async fn not_modified() -> impl axum::response::IntoResponse {
     )
 }
 
-fn main() {
+pub(crate) fn main() {
     let addr = std::env::args().nth(1).unwrap_or_else(|| "127.0.0.1:18481".into());
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("runtime");
     rt.block_on(async move {

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# An httpdns endpoint against a bare axum handler (examples/bare_axum.rs), in one run:
+# An httpdns endpoint against a bare axum handler (examples/bare_axum.rs, and the same on
+# mimalloc, examples/bare_axum_mimalloc.rs), in one run:
 #
 #   scripts/bench-http.sh d      [duration_seconds] [connections]   # /d for a managed domain
 #   scripts/bench-http.sh config [duration_seconds] [connections]   # config GET answered 304
@@ -9,14 +10,17 @@
 # request, and requests per server CPU-second. The bare server answers a constant response
 # with the same bytes on the wire (status, header set, body; compared before measuring), so
 # the ratio is the cost of httpdns's own work: routing, classifying the client, choosing nodes
-# and formatting (/d), or looking up the module and comparing the ETag (config).
+# and formatting (/d), or looking up the module and comparing the ETag (config). The bare
+# server runs twice: on the system allocator, as an axum server does by default ("bare"), and
+# on mimalloc, which httpdns links ("bare-mi"): against the second the allocator is no
+# difference, so that ratio is the stricter one.
 #
-# How: both servers are release builds pinned to core 0 (`taskset -c 0`). Each builds a
-# multi-thread tokio runtime sized from the CPUs it may use, so both run one worker: the same
+# How: the servers are release builds pinned to core 0 (`taskset -c 0`). Each builds a
+# multi-thread tokio runtime sized from the CPUs it may use, so each runs one worker: the same
 # runtime shape. wrk runs on core 1 (`taskset -c 1 wrk -t1 -cCONNS --latency`, keep-alive).
-# Every round runs httpdns and then bare axum for DURATION each (after a 2 s warm-up of
-# both); the report is each round's raw numbers and the median of the per-round ratios
-# httpdns / bare with their min and max. Server CPU is utime+stime of the server process (all
+# Every round runs httpdns, bare and bare-mi for DURATION each (after a 2 s warm-up of each);
+# the report is each round's raw numbers and the median of the per-round ratios httpdns /
+# bare and httpdns / bare-mi with their min and max. Server CPU is utime+stime of the server process (all
 # threads) from /proc/PID/stat over the run; "busy" is that over the run time, near 100% when
 # the server core (not the client) was the limit.
 #
@@ -34,17 +38,18 @@ CONNS="${3:-64}"
 ROUNDS="${ROUNDS:-5}"
 API=127.0.0.1:18480
 BARE=127.0.0.1:18481
+BARE_MI=127.0.0.1:18482
 TOKEN=bench-admin-token-0123456789
 
 case "$TARGET" in d | config) ;; *) echo "unknown target $TARGET (d or config)" >&2; exit 2 ;; esac
 # cpu, HZ, ratios, medians and need (the working directory is the repository here).
 . scripts/lib-bench.sh
 need "apt-get install wrk curl util-linux" wrk curl taskset
-cargo build --release --quiet --bin httpdns --example bare_axum
+cargo build --release --quiet --bin httpdns --example bare_axum --example bare_axum_mimalloc
 
 W="$(mktemp -d)"
 cleanup() {
-    kill "${HPID:-}" "${BPID:-}" 2>/dev/null || true
+    kill "${HPID:-}" "${BPID:-}" "${MPID:-}" 2>/dev/null || true
     rm -rf "$W"
 }
 trap cleanup EXIT
@@ -54,9 +59,11 @@ HTTPDNS_ADMIN_TOKEN=$TOKEN RUST_LOG=warn taskset -c 0 ./target/release/httpdns s
 HPID=$!
 taskset -c 0 ./target/release/examples/bare_axum $BARE 2>/dev/null &
 BPID=$!
+taskset -c 0 ./target/release/examples/bare_axum_mimalloc $BARE_MI 2>/dev/null &
+MPID=$!
 ready=
 for _ in $(seq 1 100); do
-    if curl -sf "http://$API/readyz" >/dev/null && curl -s -o /dev/null "http://$BARE/d"; then ready=1; break; fi
+    if curl -sf "http://$API/readyz" >/dev/null && curl -s -o /dev/null "http://$BARE/d" && curl -s -o /dev/null "http://$BARE_MI/d"; then ready=1; break; fi
     sleep 0.1
 done
 [ -n "$ready" ] || { echo "servers did not come up within 10 s" >&2; exit 1; }
@@ -92,6 +99,7 @@ config)
 esac
 H_URL="http://$API/$REQUEST"
 B_URL="http://$BARE/$REQUEST"
+M_URL="http://$BARE_MI/$REQUEST"
 sleep 0.5 # the snapshot follows the store
 
 # The same bytes on the wire from both (the Date value changes, not its length).
@@ -125,29 +133,40 @@ run() { # url pid
     CPU_S=$(awk -v c=$((c1 - c0)) -v hz="$HZ" 'BEGIN {printf "%.3f", (c > 0 ? c : 1) / hz}')
 }
 
-taskset -c 1 wrk -t1 -c"$CONNS" -d2s "${HEADER[@]}" "$H_URL" >/dev/null # warm-up
-taskset -c 1 wrk -t1 -c"$CONNS" -d2s "${HEADER[@]}" "$B_URL" >/dev/null
+for url in "$H_URL" "$B_URL" "$M_URL"; do
+    taskset -c 1 wrk -t1 -c"$CONNS" -d2s "${HEADER[@]}" "$url" >/dev/null # warm-up
+done
 echo
 echo "== $TARGET: GET /$REQUEST ${HEADER[*]}"
 echo "   servers on core 0 (one runtime worker each), wrk -t1 -c$CONNS on core 1; $ROUNDS rounds of ${DURATION}s"
-: >"$W/ratio"; : >"$W/eff"; : >"$W/hp99"; : >"$W/bp99"
+echo "   bare: examples/bare_axum (system allocator); bare-mi: the same on mimalloc, httpdns's allocator"
+: >"$W/ratio"; : >"$W/eff"; : >"$W/mratio"; : >"$W/meff"; : >"$W/hp99"; : >"$W/bp99"; : >"$W/mp99"
+line() { # round label rps p99 reqs cpu errors
+    awk -v r="$1" -v w="$2" -v x="$3" -v p="$4" -v n="$5" -v c="$6" -v e="$7" -v d="$DURATION" 'BEGIN {
+        printf "  %-9s %-8s %.0f req/s, p99 %.3f ms, server CPU %.2fs (busy %.0f%%), %.0f req per CPU-s%s\n",
+            r, w, x, p, c, 100 * c / d, n / c, (e ? sprintf(", %d errors", e) : "") }'
+}
 for r in $(seq 1 "$ROUNDS"); do
     run "$H_URL" "$HPID"
-    h=$RPS hp=$P99 hn=$REQS hc=$CPU_S he=$ERRS
+    h=$RPS hp=$P99 hn=$REQS hc=$CPU_S
+    line "round $r:" httpdns "$RPS" "$P99" "$REQS" "$CPU_S" "$ERRS"
     run "$B_URL" "$BPID"
-    b=$RPS bp=$P99 bn=$REQS bc=$CPU_S be=$ERRS
-    awk -v r="$r" -v h="$h" -v hp="$hp" -v hn="$hn" -v hc="$hc" -v he="$he" \
-        -v b="$b" -v bp="$bp" -v bn="$bn" -v bc="$bc" -v be="$be" -v d="$DURATION" 'BEGIN {
-        printf "  round %d: httpdns %.0f req/s, p99 %.3f ms, server CPU %.2fs (busy %.0f%%), %.0f req per CPU-s%s\n",
-            r, h, hp, hc, 100 * hc / d, hn / hc, (he ? sprintf(", %d errors", he) : "")
-        printf "           bare    %.0f req/s, p99 %.3f ms, server CPU %.2fs (busy %.0f%%), %.0f req per CPU-s%s\n",
-            b, bp, bc, 100 * bc / d, bn / bc, (be ? sprintf(", %d errors", be) : "") }'
+    b=$RPS bn=$REQS bc=$CPU_S
+    line "" bare "$RPS" "$P99" "$REQS" "$CPU_S" "$ERRS"
+    echo "$P99" >>"$W/bp99"
+    run "$M_URL" "$MPID"
+    line "" bare-mi "$RPS" "$P99" "$REQS" "$CPU_S" "$ERRS"
+    echo "$P99" >>"$W/mp99"
     awk -v h="$h" -v b="$b" 'BEGIN {print h / b}' >>"$W/ratio"
     awk -v hn="$hn" -v hc="$hc" -v bn="$bn" -v bc="$bc" 'BEGIN {print (hn / hc) / (bn / bc)}' >>"$W/eff"
-    echo "$hp" >>"$W/hp99"; echo "$bp" >>"$W/bp99"
+    awk -v h="$h" -v b="$RPS" 'BEGIN {print h / b}' >>"$W/mratio"
+    awk -v hn="$hn" -v hc="$hc" -v bn="$REQS" -v bc="$CPU_S" 'BEGIN {print (hn / hc) / (bn / bc)}' >>"$W/meff"
+    echo "$hp" >>"$W/hp99"
 done
 echo
 ratios "$TARGET requests/s, httpdns / bare axum" <"$W/ratio"
 ratios "$TARGET requests per server CPU-second, httpdns / bare axum" <"$W/eff"
-echo "median p99: httpdns $(median <"$W/hp99") ms, bare $(median <"$W/bp99") ms"
+ratios "$TARGET requests/s, httpdns / bare axum on mimalloc" <"$W/mratio"
+ratios "$TARGET requests per server CPU-second, httpdns / bare axum on mimalloc" <"$W/meff"
+echo "median p99: httpdns $(median <"$W/hp99") ms, bare $(median <"$W/bp99") ms, bare-mi $(median <"$W/mp99") ms"
 echo "command: ROUNDS=$ROUNDS scripts/bench-http.sh $TARGET $DURATION $CONNS"

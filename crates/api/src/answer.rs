@@ -9,7 +9,7 @@
 use std::net::IpAddr;
 use std::sync::Arc;
 
-use httpdns_core::snapshot::{client_seed, Resolution};
+use httpdns_core::snapshot::client_seed;
 use httpdns_core::{ClientView, DomainName, Family};
 
 use crate::metrics::{Endpoint, Outcome};
@@ -144,17 +144,24 @@ fn managed(app: &AppState, snapshot: &Published, q: Question<'_>) -> (ClientView
     let mut names = Vec::with_capacity(q.names.len());
     let mut pending = Vec::new();
     for (i, name) in q.names.iter().enumerate() {
-        let mut answer = NameAnswer { v4: None, v6: None, outcome: Outcome::NotManaged, domain_ttl: None };
-        answer.domain_ttl = snapshot.snapshot.domain(name).map(|d| d.ttl);
+        // One lookup of the name for both families.
+        let domain = snapshot.snapshot.domain(name);
+        let mut answer = NameAnswer {
+            v4: None,
+            v6: None,
+            outcome: Outcome::NotManaged,
+            domain_ttl: domain.map(|d| d.ttl),
+        };
         for (fam, wanted) in families {
             if !wanted {
                 continue;
             }
-            let found = match snapshot.snapshot.resolve(name, fam, &view, seed, &snapshot.health) {
-                Resolution::Managed(a) => {
+            let found = match domain {
+                Some(domain) => {
+                    let a = snapshot.snapshot.resolve_domain(domain, fam, &view, seed, &snapshot.health);
                     FamilyAnswer { ips: a.ips, ttl: a.ttl, outcome: Outcome::from_status(a.status) }
                 }
-                Resolution::NotManaged => {
+                None => {
                     if app.upstream.is_configured() {
                         pending.push((i, fam));
                     }

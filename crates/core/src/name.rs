@@ -155,6 +155,14 @@ impl fmt::Debug for DomainName {
     }
 }
 
+/// Maps keyed by `DomainName` can be asked with a `&str` (already lowercase, no trailing dot):
+/// the name hashes and compares as its text does.
+impl std::borrow::Borrow<str> for DomainName {
+    fn borrow(&self) -> &str {
+        &self.0
+    }
+}
+
 impl AsRef<str> for DomainName {
     fn as_ref(&self) -> &str {
         &self.0

@@ -347,6 +347,12 @@ impl Snapshot {
         self.domains.specs.get(name)
     }
 
+    /// The spec of the managed domain spelled `name` (lowercase, no trailing dot), without
+    /// making a [`DomainName`] of it first: no valid name, no managed domain.
+    pub fn domain_named(&self, name: &str) -> Option<&DomainSpec> {
+        self.domains.specs.get(name)
+    }
+
     /// The nearest managed name strictly above `name` (`www.example.com` for
     /// `a.www.example.com`), with its spec: the zone `name` would be in.
     pub fn enclosing_domain(&self, name: &DomainName) -> Option<(DomainName, &DomainSpec)> {
@@ -406,9 +412,22 @@ impl Snapshot {
         seed: u64,
         health: &impl NodeHealth,
     ) -> Resolution {
-        let Some(domain) = self.domains.specs.get(name) else {
-            return Resolution::NotManaged;
-        };
+        match self.domains.specs.get(name) {
+            Some(domain) => Resolution::Managed(self.resolve_domain(domain, family, client, seed, health)),
+            None => Resolution::NotManaged,
+        }
+    }
+
+    /// [`resolve`](Self::resolve) for a domain already looked up (by [`domain`](Self::domain)
+    /// or [`domain_named`](Self::domain_named) of this snapshot).
+    pub fn resolve_domain(
+        &self,
+        domain: &DomainSpec,
+        family: Family,
+        client: &ClientView,
+        seed: u64,
+        health: &impl NodeHealth,
+    ) -> ManagedAnswer {
         // Every pool a domain names exists (created empty if nothing else names it).
         let pool = &self.pools[self.pool_index[&domain.pool] as usize];
         let fam = pool.family(family);
@@ -417,7 +436,7 @@ impl Snapshot {
             let other = pool.family(family.other());
             let status =
                 if other.nodes.is_empty() { AnswerStatus::NoHealthyNode } else { AnswerStatus::NoRecord };
-            return Resolution::Managed(ManagedAnswer { ttl, ips: Vec::new(), status });
+            return ManagedAnswer { ttl, ips: Vec::new(), status };
         }
 
         let ranking = fam.ranking(client, &self.nodes, &self.policy);
@@ -435,7 +454,7 @@ impl Snapshot {
             list.pick(max, seed, &|_| true, &self.nodes, &mut ips);
             AnswerStatus::FailOpen
         };
-        Resolution::Managed(ManagedAnswer { ttl, ips, status })
+        ManagedAnswer { ttl, ips, status }
     }
 }
 

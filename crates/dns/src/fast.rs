@@ -12,8 +12,8 @@
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use hickory_proto::op::ResponseCode;
-use httpdns_core::snapshot::{client_seed, NodeHealth, Resolution};
-use httpdns_core::{ClientView, DomainName, Family};
+use httpdns_core::snapshot::{client_seed, NodeHealth};
+use httpdns_core::{ClientView, Family};
 
 use crate::answer::{Context, Reply, Transport, MAX_UDP_PAYLOAD};
 
@@ -67,30 +67,38 @@ pub(crate) fn try_answer<H: NodeHealth, C: Fn(IpAddr) -> (ClientView, u8)>(
 
     // The question name: plain labels (a query has nothing earlier to point at), spelled the
     // way `DomainName` accepts without further mapping.
+    // Lowercased into a buffer on the stack: the name is only looked up, and a managed name
+    // is a valid `DomainName`, so one that is not simply finds nothing.
     let mut at = HEADER;
-    let mut name = String::with_capacity(64);
+    let mut buf = [0u8; MAX_WIRE_NAME];
+    let mut len_text = 0;
     loop {
         let len = usize::from(*query.get(at)?);
         at += 1;
         if len == 0 {
             break;
         }
-        if len > 63 {
+        if len > 63 || at - HEADER + len > MAX_WIRE_NAME {
             return None;
         }
         let label = query.get(at..at + len)?;
         if !label.iter().all(|&c| c.is_ascii_alphanumeric() || c == b'-' || c == b'_') {
             return None;
         }
-        if !name.is_empty() {
-            name.push('.');
+        if len_text > 0 {
+            buf[len_text] = b'.';
+            len_text += 1;
         }
-        name.extend(label.iter().map(|c| char::from(c.to_ascii_lowercase())));
+        for (slot, c) in buf[len_text..len_text + len].iter_mut().zip(label) {
+            *slot = c.to_ascii_lowercase();
+        }
+        len_text += len;
         at += len;
     }
-    if at - HEADER > MAX_WIRE_NAME || name.is_empty() {
+    if at - HEADER > MAX_WIRE_NAME || len_text == 0 {
         return None;
     }
+    let name = std::str::from_utf8(&buf[..len_text]).ok()?;
     let family = match u16_at(query, at)? {
         TYPE_A => Family::V4,
         TYPE_AAAA => Family::V6,
@@ -106,15 +114,10 @@ pub(crate) fn try_answer<H: NodeHealth, C: Fn(IpAddr) -> (ClientView, u8)>(
         return None;
     }
 
-    let name = DomainName::parse(&name).ok()?;
-    let domain = ctx.snapshot.domain(&name)?;
+    let domain = ctx.snapshot.domain_named(name)?;
     let client = edns.as_ref().and_then(|e| e.subnet).map_or(peer, |s| s.addr);
     let (view, bits) = (ctx.classify)(client);
-    let Resolution::Managed(answer) =
-        ctx.snapshot.resolve(&name, family, &view, client_seed(client), ctx.health)
-    else {
-        return None;
-    };
+    let answer = ctx.snapshot.resolve_domain(domain, family, &view, client_seed(client), ctx.health);
     if answer.ips.is_empty() {
         return None;
     }
@@ -259,7 +262,7 @@ mod tests {
     use hickory_proto::rr::RecordType;
     use httpdns_core::model::{DomainSpec, NodeSpec, PoolSpec};
     use httpdns_core::snapshot::{AllUp, Model, Policy};
-    use httpdns_core::{Snapshot, Token};
+    use httpdns_core::{DomainName, Snapshot, Token};
     use proptest::prelude::*;
 
     fn snapshot() -> Snapshot {
