@@ -58,7 +58,9 @@ struct ModelState {
 }
 
 /// What the next publish must rebuild. Cleared only once a snapshot is swapped in: a publish
-/// dropped mid-build (the admin request that ran it hung up) leaves it for the next one.
+/// that never got there (its future dropped by a caller, at shutdown, or a panic) leaves it for
+/// the next sync, which publishes while anything is pending. Admin writes publish on a task of
+/// their own, so a client hanging up is not such a caller.
 #[derive(Debug)]
 struct Pending {
     /// A domain was written or removed: the next snapshot indexes the names afresh. Otherwise
@@ -66,7 +68,7 @@ struct Pending {
     domains: bool,
     /// Anything but a node's own inputs changed (networks, pools, accounts, a node added,
     /// removed or moved to another pool), or nothing was published yet: build from the whole
-    /// model.
+    /// model (sharing the names unless `domains` is set too).
     full: bool,
     /// Nodes whose spec, measured values or feedback changed: with nothing else pending, the
     /// next snapshot is the current one with these nodes and their pools rebuilt.
@@ -281,6 +283,7 @@ impl Catalog {
             false => None,
         };
         let (snapshot, kind) = match derived {
+            Some(snapshot) if state.pending.nodes.is_empty() => (snapshot, BuildKind::None),
             Some(snapshot) => (snapshot, BuildKind::Nodes),
             // Not derivable (the pending nodes say otherwise: a bug, but a full build is right
             // whatever the catalog noted), or more than nodes changed.
@@ -314,7 +317,7 @@ impl Catalog {
         // A derived snapshot has the same nodes at the same indices; so does a rebuild after a
         // spec or live change (not an addition or removal). Either way the current view holds
         // exactly the states `view` would look up again, one by one.
-        let derived = kind == BuildKind::Nodes;
+        let derived = matches!(kind, BuildKind::Nodes | BuildKind::None);
         let same_nodes = derived
             || (current.snapshot.nodes().len() == snapshot.nodes().len()
                 && current.snapshot.nodes().iter().zip(snapshot.nodes()).all(|(a, b)| a.id == b.id));

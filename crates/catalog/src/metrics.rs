@@ -54,7 +54,7 @@ impl CatalogMetrics {
                 Opts::new(
                     "snapshot_builds_total",
                     "Snapshots published, by what was rebuilt: nodes (changed nodes and their pools only), \
-                     nodes_and_pools (all but the names), full.",
+                     nodes_and_pools (all but the names), full, none (only the revision moved).",
                 ),
                 &["kind"],
             )
@@ -117,16 +117,20 @@ pub enum BuildKind {
     NodesAndPools,
     /// Everything.
     Full,
+    /// Nothing in the answers changed (a mirror rule, an image style, a row that did not
+    /// parse): the snapshot is the current one at the new revision.
+    None,
 }
 
 impl BuildKind {
-    pub const ALL: [Self; 3] = [Self::Nodes, Self::NodesAndPools, Self::Full];
+    pub const ALL: [Self; 4] = [Self::Nodes, Self::NodesAndPools, Self::Full, Self::None];
 
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Nodes => "nodes",
             Self::NodesAndPools => "nodes_and_pools",
             Self::Full => "full",
+            Self::None => "none",
         }
     }
 }

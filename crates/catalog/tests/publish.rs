@@ -145,6 +145,17 @@ async fn one_node_changes_rebuild_that_node_and_answer_as_a_full_build() {
     assert_eq!(builds(&f)["nodes_and_pools"], 3);
     assert_as_fresh(&f, &live).await;
 
+    // A mirror rule changes nothing in the answers: the same snapshot at the new revision.
+    let before = f.catalog.snapshot().revision();
+    store
+        .put(Kind::MirrorRule, "cdn", r#"{"path_prefix":"/x","origin":"https://origin.example"}"#)
+        .await
+        .unwrap();
+    f.catalog.sync().await.unwrap();
+    assert_eq!(builds(&f)["none"], 1);
+    assert!(f.catalog.snapshot().revision() > before);
+    assert_as_fresh(&f, &live).await;
+
     // A domain re-indexes the names.
     store.put(Kind::Domain, "www.example.com", r#"{"pool":"edge","ttl":60,"max_answers":1}"#).await.unwrap();
     f.catalog.sync().await.unwrap();

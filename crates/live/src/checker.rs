@@ -171,7 +171,13 @@ impl Schedule {
         for t in list {
             let kept = self.entries.remove(&t.node_id).filter(|e| *e.target == *t);
             let entry = match kept {
-                Some(e) => e,
+                // The state the snapshot reads now: a node deleted and added again between two
+                // looks at the list has a new one (the registry forgot the old with the node),
+                // and probing the old one would take nothing out of answers.
+                Some(mut e) => {
+                    e.state = self.registry.state(&t.node_id);
+                    e
+                }
                 None => {
                     self.generations += 1;
                     let due = now + self.jitter.below(Duration::from_millis(t.check.interval_ms));
@@ -187,9 +193,10 @@ impl Schedule {
             next.insert(t.node_id.clone(), entry);
         }
         // Nodes no longer checked go back to up: without checks nothing may keep them out.
-        for (id, _) in self.entries.drain() {
+        // Through the entry's own state: asking the registry would bring a deleted node's back.
+        for (id, entry) in self.entries.drain() {
             if !next.contains_key(&id) {
-                self.registry.state(&id).reset();
+                entry.state.reset();
             }
         }
         self.entries = next;
@@ -306,6 +313,32 @@ mod tests {
         let due: Vec<_> = std::iter::from_fn(|| s.pop_due(Instant::now())).collect();
         assert_eq!(due.len(), 1);
         assert_eq!(due[0].target.check.interval_ms, 500);
+    }
+
+    /// A node deleted and added again between two target lists (the watch channel keeps only
+    /// the latest) gets a new state from the registry; its probes must report into that one,
+    /// which the snapshot reads, and a dropped target must not bring a forgotten state back.
+    #[test]
+    fn probes_follow_the_registry_state_of_a_readded_node() {
+        let addr: SocketAddr = "127.0.0.1:9".parse().unwrap();
+        let registry = Arc::new(HealthRegistry::default());
+        let mut s = Schedule::new(registry.clone());
+        let a = target("a", addr, HealthCheckKind::Tcp, 1000);
+        s.reconcile(&[a.clone(), target("b", addr, HealthCheckKind::Tcp, 1000)]);
+        let first = registry.state("a");
+        // Deleted (the catalog forgets its state), then added again with the same spec.
+        registry.retain(&["b"].into_iter().collect());
+        let view = registry.view(["a", "b"]);
+        s.reconcile(&[a.clone(), target("b", addr, HealthCheckKind::Tcp, 1000)]);
+        let now = registry.state("a");
+        assert!(!Arc::ptr_eq(&first, &now));
+        assert!(Arc::ptr_eq(&s.entries["a"].state, &now), "the kept entry follows the new state");
+        assert!(view.get(0).is_some_and(|v| std::ptr::eq(v, &*now)));
+        // b dropped from the list after the registry forgot it: reset through the entry, not
+        // re-created in the registry.
+        registry.retain(&["a"].into_iter().collect());
+        s.reconcile(&[a]);
+        assert_eq!(registry.counts(), (1, 0), "only a is known");
     }
 
     struct Count(AtomicUsize);

@@ -126,7 +126,8 @@ impl Snapshot {
         let mut addresses: Vec<IpAddr> = Vec::new();
         for update in updates {
             let index = self.node_index(&update.id)?;
-            let old = &self.nodes[index];
+            // From the snapshot being built: a second update of the same node replaces the first.
+            let old = nodes[index].clone();
             if old.spec.pool != update.spec.pool {
                 return None;
             }

@@ -636,4 +636,9 @@ fn node_updates_refuse_what_needs_a_fresh_build() {
     assert_eq!(got, ["1.1.1.2"]);
     assert!(d.node_by_ip("1.1.1.1".parse().unwrap()).is_none());
     assert_eq!(d.stats().usable_nodes, s.stats().usable_nodes - 1);
+    // Two updates of one node: the second replaces the first, counted once.
+    let mut off = node("1.1.1.1", "edge", "telecom", "beijing", 10.0);
+    off.enabled = false;
+    let twice = vec![update("t-bj", off.clone()), update("t-bj", off)];
+    assert_eq!(s.with_node_updates(twice, 2).unwrap().stats(), d.stats());
 }
