@@ -55,10 +55,8 @@ impl<'a> Iterator for Pairs<'a> {
             if sequence.is_empty() {
                 continue;
             }
-            let (name, value) = match equals < i {
-                true => (&sequence[..equals], &sequence[equals + 1..]),
-                false => (sequence, ""),
-            };
+            let (name, value) =
+                if equals < i { (&sequence[..equals], &sequence[equals + 1..]) } else { (sequence, "") };
             return Some((decode(name, coded[0]), decode(value, coded[1])));
         }
     }

@@ -84,6 +84,11 @@ impl Default for Pending {
 }
 
 impl Pending {
+    /// Nothing to rebuild: the state right after a publish.
+    fn clean() -> Self {
+        Self { domains: false, full: false, nodes: BTreeSet::new(), specs: false }
+    }
+
     fn is_empty(&self) -> bool {
         !self.domains && !self.full && self.nodes.is_empty() && !self.specs
     }
@@ -273,14 +278,13 @@ impl Catalog {
         let revision = state.revision;
         let current = self.snapshot.load_full();
         let started = Instant::now();
-        let derived = match !state.pending.full && !state.pending.domains {
-            true => {
-                let (updates, base) = (node_updates(state, &state.pending.nodes), current.clone());
-                tokio::task::spawn_blocking(move || base.snapshot.with_node_updates(updates, revision))
-                    .await
-                    .expect("snapshot derivation does not panic")
-            }
-            false => None,
+        let derived = if !state.pending.full && !state.pending.domains {
+            let (updates, base) = (node_updates(state, &state.pending.nodes), current.clone());
+            tokio::task::spawn_blocking(move || base.snapshot.with_node_updates(updates, revision))
+                .await
+                .expect("snapshot derivation does not panic")
+        } else {
+            None
         };
         let (snapshot, kind) = match derived {
             Some(snapshot) if state.pending.nodes.is_empty() => (snapshot, BuildKind::None),
@@ -288,18 +292,7 @@ impl Catalog {
             // Not derivable (the pending nodes say otherwise: a bug, but a full build is right
             // whatever the catalog noted), or more than nodes changed.
             None => {
-                let model = Model {
-                    networks: state.networks.values().cloned().collect(),
-                    nodes: state.nodes.iter().map(|(id, spec)| (id.clone(), spec.clone())).collect(),
-                    pools: state.pools.values().cloned().collect(),
-                    domains: match state.pending.domains {
-                        false => Vec::new(),
-                        true => state.domains.values().cloned().collect(),
-                    },
-                    live: state.live.clone(),
-                    feedback: state.feedback.clone(),
-                    accounts: state.accounts.iter().map(|(id, a)| (*id, a.clone())).collect(),
-                };
+                let model = whole_model(state, state.pending.domains);
                 let names_from = (!state.pending.domains).then(|| current.clone());
                 let kind = if names_from.is_some() { BuildKind::NodesAndPools } else { BuildKind::Full };
                 let policy = self.policy.clone();
@@ -335,7 +328,7 @@ impl Catalog {
         self.metrics.record_snapshot(&snapshot, kind, took);
         self.snapshot.store(Arc::new(Published { snapshot, health }));
         // Only now: a publish dropped before the swap leaves its work pending for the next.
-        state.pending = Pending { domains: false, full: false, nodes: BTreeSet::new(), specs: false };
+        state.pending = Pending::clean();
         if let Some(targets) = targets {
             self.targets_tx.send_if_modified(|old| {
                 if **old == targets {
@@ -392,6 +385,20 @@ fn check_targets(snapshot: &Snapshot) -> Vec<Target> {
             })
         })
         .collect()
+}
+
+/// The whole model of `state` for a build; the names only `with_names` (else the build shares
+/// the current snapshot's).
+fn whole_model(state: &ModelState, with_names: bool) -> Model {
+    Model {
+        networks: state.networks.values().cloned().collect(),
+        nodes: state.nodes.iter().map(|(id, spec)| (id.clone(), spec.clone())).collect(),
+        pools: state.pools.values().cloned().collect(),
+        domains: if with_names { state.domains.values().cloned().collect() } else { Vec::new() },
+        live: state.live.clone(),
+        feedback: state.feedback.clone(),
+        accounts: state.accounts.iter().map(|(id, a)| (*id, a.clone())).collect(),
+    }
 }
 
 /// The current inputs of `ids`, for [`Snapshot::with_node_updates`].
