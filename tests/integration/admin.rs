@@ -303,3 +303,74 @@ async fn conditional_writes_neither_replace_on_create_nor_overwrite_a_newer_revi
         assert_eq!((status, body["field"].as_str()), (StatusCode::BAD_REQUEST, Some("If-Match")));
     }
 }
+
+/// A client that sends a whole write and hangs up before the answer cancels nothing: the
+/// write is stored and in answers at once, with no timed sync to bring it later (the sync
+/// interval here is ten minutes). The database is held busy by another connection meanwhile,
+/// so the write is still waiting for it when the client goes.
+#[tokio::test]
+async fn a_write_whose_client_hangs_up_is_still_stored_and_published() {
+    use std::io::BufRead;
+    use tokio::io::AsyncWriteExt;
+
+    let tmp = tempfile::tempdir().unwrap();
+    let mut env = crate::support::env(tmp.path(), &crate::support::Db::Sqlite);
+    env.insert("HTTPDNS_SYNC_INTERVAL_MS".into(), "600000".into());
+    let s = Server::start_with(env, None).await;
+    s.put_ok(
+        "/admin/v1/nodes/n1",
+        json!({"ip": "1.1.1.1", "pool": "edge", "isp": "telecom", "region": "beijing"}),
+    )
+    .await;
+    // Another writer holds the database for 600 ms.
+    let db = tmp.path().join("httpdns.db");
+    let mut holder = std::process::Command::new("python3")
+        .arg("-c")
+        .arg(
+            "import sqlite3, sys, time\n\
+             c = sqlite3.connect(sys.argv[1], isolation_level=None)\n\
+             c.execute('BEGIN IMMEDIATE')\n\
+             print('held', flush=True)\n\
+             time.sleep(0.6)\n\
+             c.execute('COMMIT')",
+        )
+        .arg(&db)
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("python3 runs");
+    let mut line = String::new();
+    std::io::BufReader::new(holder.stdout.take().unwrap()).read_line(&mut line).unwrap();
+    assert_eq!(line.trim(), "held");
+
+    let name = "gone.example.com";
+    let body = r#"{"pool":"edge","ttl":60,"max_answers":2}"#;
+    let request = format!(
+        "PUT /admin/v1/domains/{name} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {}\r\n\
+         Content-Length: {}\r\n\r\n{body}",
+        crate::support::TOKEN,
+        body.len()
+    );
+    let mut conn = tokio::net::TcpStream::connect(s.base.trim_start_matches("http://")).await.unwrap();
+    conn.write_all(request.as_bytes()).await.unwrap();
+    // Gone while the write waits for the database: a reset, as a client's timeout leaves it.
+    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    // A zero linger resets at once; the deprecation is about blocking on a non-zero one.
+    #[allow(deprecated)]
+    conn.set_linger(Some(std::time::Duration::ZERO)).unwrap();
+    drop(conn);
+    let held = tokio::task::spawn_blocking(move || holder.wait()).await.unwrap().unwrap();
+    assert!(held.success());
+
+    let mut answered = false;
+    for _ in 0..100 {
+        let resp = s.get(&format!("/d?dn={name}&ip=1.0.1.7")).await;
+        if resp.headers()["x-httpdns-status"] == "ok" {
+            answered = true;
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert!(answered, "the write of a client that hung up is not in answers 5 s later");
+    let (status, _) = s.admin(Method::GET, &format!("/admin/v1/domains/{name}"), None).await;
+    assert_eq!(status, StatusCode::OK);
+}

@@ -10,14 +10,23 @@ use super::body;
 use crate::error::ApiError;
 use crate::state::AppState;
 
-/// Publishes the write just stored, on a task of its own: the write's response waits for it,
-/// but a client that hangs up meanwhile cancels nothing (the publish finishes for everyone).
-async fn sync(app: &AppState) -> Result<i64, String> {
+/// Runs an admin write and then the publish of what it stored, together on a task of their
+/// own: the response waits for both, but a client that hangs up cancels neither, so a write
+/// that reached the database is in answers when the task ends, not at the next timed sync.
+async fn write_then_publish<T, W>(app: &AppState, write: W) -> Result<Result<T, StoreError>, ApiError>
+where
+    T: Send + 'static,
+    W: std::future::Future<Output = Result<T, StoreError>> + Send + 'static,
+{
     let catalog = app.catalog.clone();
-    match tokio::spawn(async move { catalog.sync().await }).await {
-        Ok(synced) => synced.map_err(|e| e.to_string()),
-        Err(e) => Err(format!("the sync task failed: {e}")),
-    }
+    let task = tokio::spawn(async move {
+        let written = write.await?;
+        if let Err(e) = catalog.sync().await {
+            tracing::warn!(error = %e, "Write stored but the snapshot sync failed; the sync loop will retry.");
+        }
+        Ok(written)
+    });
+    task.await.map_err(|e| ApiError::internal(&format!("the write's task ended early: {e}")))
 }
 
 fn name_of<R: ResourceKind>(raw: &str) -> Result<String, ApiError> {
@@ -90,7 +99,9 @@ pub(crate) async fn put_one<R: ResourceKind>(
     R::validate(&spec, &app.settings.validation).map_err(ApiError::invalid)?;
     // Store the canonical form (defaults filled in), so reads and the snapshot agree.
     let canonical = serde_json::to_string(&spec).map_err(|e| ApiError::internal(&e))?;
-    let written = app.catalog.store().put_if(R::KIND, &name, &canonical, pre).await.map_err(|e| match e {
+    let (store, stored_name) = (app.catalog.store().clone(), name.clone());
+    let write = async move { store.put_if(R::KIND, &stored_name, &canonical, pre).await };
+    let written = write_then_publish(&app, write).await?.map_err(|e| match e {
         StoreError::Precondition { current: Some(_) } if pre == Precondition::Absent => ApiError::new(
             StatusCode::PRECONDITION_FAILED,
             "PreconditionFailed",
@@ -111,9 +122,6 @@ pub(crate) async fn put_one<R: ResourceKind>(
         .with_field("If-Match"),
         e => ApiError::unavailable(&e),
     })?;
-    if let Err(e) = sync(&app).await {
-        tracing::warn!(error = %e, "Write stored but the snapshot sync failed; the sync loop will retry.");
-    }
     tracing::info!(kind = R::KIND.as_str(), %name, revision = written.revision, created = written.created, "Admin write.");
     let status = if written.created { StatusCode::CREATED } else { StatusCode::OK };
     Ok(json_response(status, &spec, Some(written.revision)))
@@ -124,7 +132,9 @@ pub(crate) async fn delete_one<R: ResourceKind>(
     Path(raw): Path<String>,
 ) -> Result<Response, ApiError> {
     let name = name_of::<R>(&raw)?;
-    let deleted = app.catalog.store().delete(R::KIND, &name).await.map_err(|e| ApiError::unavailable(&e))?;
+    let (store, stored_name) = (app.catalog.store().clone(), name.clone());
+    let write = async move { store.delete(R::KIND, &stored_name).await };
+    let deleted = write_then_publish(&app, write).await?.map_err(|e| ApiError::unavailable(&e))?;
     let Some(revision) = deleted else {
         // An implied resource has only default options: removing them changes nothing.
         if R::implied(&app.catalog.snapshot()).contains(&name) {
@@ -132,9 +142,6 @@ pub(crate) async fn delete_one<R: ResourceKind>(
         }
         return Err(ApiError::not_found(format!("no {} {name:?}", R::KIND.as_str())));
     };
-    if let Err(e) = sync(&app).await {
-        tracing::warn!(error = %e, "Delete stored but the snapshot sync failed; the sync loop will retry.");
-    }
     tracing::info!(kind = R::KIND.as_str(), %name, revision, "Admin delete.");
     let mut resp = StatusCode::NO_CONTENT.into_response();
     resp.headers_mut().insert(header::ETAG, etag(revision));
