@@ -5,6 +5,7 @@
 #   scripts/bench-http.sh d      [duration_seconds] [connections]   # /d for a managed domain
 #   scripts/bench-http.sh config [duration_seconds] [connections]   # config GET answered 304
 #   ROUNDS=N scripts/bench-http.sh ...                              # rounds (default 5)
+#   PROFILE=dist scripts/bench-http.sh ...                          # cargo profile (default release)
 #
 # What: requests per second of `httpdns serve` and of the bare axum server for the same
 # request, and requests per server CPU-second. The bare server answers a constant response
@@ -15,7 +16,8 @@
 # on mimalloc, which httpdns links ("bare-mi"): against the second the allocator is no
 # difference, so that ratio is the stricter one.
 #
-# How: the servers are release builds pinned to core 0 (`taskset -c 0`). Each builds a
+# How: the servers are builds of one cargo profile (PROFILE: `release`, or `dist`, the shipped
+# binary's, with thin LTO), pinned to core 0 (`taskset -c 0`). Each builds a
 # multi-thread tokio runtime sized from the CPUs it may use, so each runs one worker: the same
 # runtime shape. wrk runs on core 1 (`taskset -c 1 wrk -t1 -cCONNS --latency`, keep-alive).
 # Every round runs httpdns, bare and bare-mi for DURATION each (after a 2 s warm-up of each);
@@ -36,6 +38,7 @@ TARGET="${1:-d}"
 DURATION="${2:-10}"
 CONNS="${3:-64}"
 ROUNDS="${ROUNDS:-5}"
+PROFILE="${PROFILE:-release}"
 API=127.0.0.1:18480
 BARE=127.0.0.1:18481
 BARE_MI=127.0.0.1:18482
@@ -45,7 +48,7 @@ case "$TARGET" in d | config) ;; *) echo "unknown target $TARGET (d or config)" 
 # cpu, HZ, ratios, medians and need (the working directory is the repository here).
 . scripts/lib-bench.sh
 need "apt-get install wrk curl util-linux" wrk curl taskset
-cargo build --release --quiet --bin httpdns --example bare_axum --example bare_axum_mimalloc
+cargo build --profile "$PROFILE" --quiet --bin httpdns --example bare_axum --example bare_axum_mimalloc
 
 W="$(mktemp -d)"
 cleanup() {
@@ -55,11 +58,11 @@ cleanup() {
 trap cleanup EXIT
 
 HTTPDNS_API_ADDR=$API HTTPDNS_MIRROR_ADDR=off HTTPDNS_DNS_ADDR=off HTTPDNS_UPSTREAMS=off HTTPDNS_DATA_DIR="$W/data" \
-HTTPDNS_ADMIN_TOKEN=$TOKEN RUST_LOG=warn taskset -c 0 ./target/release/httpdns serve &
+HTTPDNS_ADMIN_TOKEN=$TOKEN RUST_LOG=warn taskset -c 0 ./target/$PROFILE/httpdns serve &
 HPID=$!
-taskset -c 0 ./target/release/examples/bare_axum $BARE 2>/dev/null &
+taskset -c 0 ./target/$PROFILE/examples/bare_axum $BARE 2>/dev/null &
 BPID=$!
-taskset -c 0 ./target/release/examples/bare_axum_mimalloc $BARE_MI 2>/dev/null &
+taskset -c 0 ./target/$PROFILE/examples/bare_axum_mimalloc $BARE_MI 2>/dev/null &
 MPID=$!
 ready=
 for _ in $(seq 1 100); do
@@ -169,4 +172,4 @@ ratios "$TARGET requests per server CPU-second, httpdns / bare axum" <"$W/eff"
 ratios "$TARGET requests/s, httpdns / bare axum on mimalloc" <"$W/mratio"
 ratios "$TARGET requests per server CPU-second, httpdns / bare axum on mimalloc" <"$W/meff"
 echo "median p99: httpdns $(median <"$W/hp99") ms, bare $(median <"$W/bp99") ms, bare-mi $(median <"$W/mp99") ms"
-echo "command: ROUNDS=$ROUNDS scripts/bench-http.sh $TARGET $DURATION $CONNS"
+echo "command: ROUNDS=$ROUNDS PROFILE=$PROFILE scripts/bench-http.sh $TARGET $DURATION $CONNS"

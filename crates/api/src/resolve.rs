@@ -140,7 +140,7 @@ pub(crate) async fn handle(
 ) -> Response {
     let started = Instant::now();
     // Google's JSON API lives at /resolve too: `name=` without `host=`.
-    let pairs: Vec<_> = crate::form::parse(uri.query().unwrap_or("").as_bytes()).collect();
+    let pairs: Vec<_> = crate::form::query(uri.query()).collect();
     let has = |k: &str| pairs.iter().any(|(n, _)| n == k);
     if has("name") && !has("host") {
         return crate::doh::google_json(&app, peer, uri.query().unwrap_or("")).await;
@@ -312,7 +312,7 @@ pub(crate) async fn account(
     let resp = if method != Method::GET && method != Method::HEAD {
         ApiError::new(StatusCode::METHOD_NOT_ALLOWED, "MethodNotAllowed", "use GET").into_response()
     } else {
-        let pairs: Vec<_> = crate::form::parse(uri.query().unwrap_or("").as_bytes()).collect();
+        let pairs: Vec<_> = crate::form::query(uri.query()).collect();
         match account_answer(&app, peer, &account, api, &pairs, started).await {
             Ok(r) => r,
             Err(e) => e.into_response(),

@@ -338,8 +338,8 @@ fn conf_answer(app: &AppState, peer: IpAddr, request: Request) -> Response {
         return ApiError::new(StatusCode::METHOD_NOT_ALLOWED, "MethodNotAllowed", "use GET").into_response();
     }
     let secure = crate::dnspod::is_secure(app, &request);
-    let mut pairs = crate::dnspod::pairs(request.uri().query(), &[]);
-    let auth = match crate::dnspod::authenticate(app, &app.catalog.snapshot(), &mut pairs, secure) {
+    let mut fields = crate::dnspod::fields(request.uri().query(), &[]);
+    let auth = match crate::dnspod::authenticate(app, &app.catalog.snapshot(), &mut fields, secure) {
         Ok(a) => a,
         Err(e) => return e.into_response(),
     };

@@ -227,7 +227,7 @@ pub(crate) async fn handle(
     let resp = if method != Method::GET && method != Method::HEAD {
         ApiError::new(StatusCode::METHOD_NOT_ALLOWED, "MethodNotAllowed", "use GET").into_response()
     } else {
-        let pairs: Vec<_> = crate::form::parse(uri.query().unwrap_or("").as_bytes()).collect();
+        let pairs: Vec<_> = crate::form::query(uri.query()).collect();
         answer(&app, peer, &pairs, started).await.unwrap_or_else(IntoResponse::into_response)
     };
     app.metrics.http_answer_request(crate::metrics::Route::V2, resp.status());

@@ -71,8 +71,7 @@ pub(crate) async fn get(State(app): State<AppState>, request: Request) -> Respon
 
 /// The answer to `GET /app/config-center/module-config?module=...`, counted.
 pub(crate) fn answer_get(app: &AppState, query: Option<&str>, headers: &HeaderMap) -> Whole {
-    let module =
-        crate::form::parse(query.unwrap_or("").as_bytes()).find(|(k, _)| k == "module").map(|(_, v)| v);
+    let module = crate::form::query(query).find(|(k, _)| k == "module").map(|(_, v)| v);
     let resp = match module_param(module.as_deref()) {
         Err(e) => e.into_whole(),
         Ok(module) => match app.config.get(module) {

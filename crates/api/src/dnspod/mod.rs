@@ -26,15 +26,14 @@ use params::QType;
 /// looked up in the standard-header table on every insert).
 pub const STATUS_HEADER: HeaderName = HeaderName::from_static("x-httpdns-status");
 
-/// Collects the parameters of a `/d` request: the query string, and for `POST` a
-/// form-encoded body (the query string's values win).
-pub(crate) fn pairs<'a>(
-    query: Option<&'a str>,
-    body: &'a [u8],
-) -> Vec<(std::borrow::Cow<'a, str>, std::borrow::Cow<'a, str>)> {
-    let mut pairs: Vec<_> = crate::form::parse(query.unwrap_or("").as_bytes()).collect();
-    pairs.extend(crate::form::parse(body));
-    pairs
+/// Reads the parameters of a `/d` request: the query string, and for `POST` a form-encoded
+/// body (the query string's values win).
+pub(crate) fn fields<'a>(query: Option<&'a str>, body: &'a [u8]) -> params::Fields<'a> {
+    let mut fields = params::Fields::read(crate::form::query(query));
+    if !body.is_empty() {
+        fields.extend(crate::form::parse(body));
+    }
+    fields
 }
 
 /// Largest form body accepted on `POST /d` (eight 253-character names fit many times over).
@@ -109,16 +108,16 @@ pub(crate) fn prepare(
     query: Option<&str>,
     form: &[u8],
 ) -> Result<Prepared, ApiError> {
-    let mut pairs = pairs(query, form);
+    let mut fields = fields(query, form);
     // An enterprise request carries `id=` with `dn` encrypted by the account's key, or (HTTPS)
     // the account's `token=` with everything in plain text.
     // One snapshot for the whole request: the account checked and the answer agree.
     let published = app.catalog.snapshot_full();
-    let auth = authenticate(app, &published, &mut pairs, secure)?;
+    let auth = authenticate(app, &published, &mut fields, secure)?;
     if matches!(auth, Auth::None) && !crate::resolve::allow_client(app, peer) {
         return Err(crate::resolve::client_throttled());
     }
-    let req = params::parse(pairs.iter().map(|(k, v)| (k.as_ref(), v.as_ref())))
+    let req = params::parse_fields(&fields)
         .map_err(|e| ApiError::bad_request(e.code(), e.field(), e.to_string()))?;
     if let Some(expiry) = req.expiry {
         let now =
@@ -172,20 +171,20 @@ impl Prepared {
                 None => Part::default(),
             }
         }
-        let answers: Vec<NameAnswer<'_>> = req
-            .echo
+        let answers: Vec<NameAnswer<'_>> = found
+            .names
             .iter()
-            .zip(&found.names)
-            .map(|(echo, a)| NameAnswer {
-                name: echo,
+            .enumerate()
+            .map(|(i, a)| NameAnswer {
+                name: req.echo(i),
                 v4: part(a.v4.as_ref(), a.domain_ttl),
                 v6: part(a.v6.as_ref(), a.domain_ttl),
             })
             .collect();
         let mut body = format::format(req, &answers, self.client, app.settings.dnspod);
         if let Auth::Encrypted(alg, secret) = &self.auth {
-            match httpdns_auth::encrypt(*alg, secret, body.as_bytes()) {
-                Ok(hex) => body = hex,
+            match httpdns_auth::encrypt(*alg, secret, &body) {
+                Ok(hex) => body = hex.into_bytes(),
                 Err(_) => return ApiError::internal(&"cannot encrypt with the account key").into_whole(),
             }
         }
@@ -264,8 +263,6 @@ pub(crate) enum Auth {
     Token,
 }
 
-pub(crate) type Pairs<'a> = Vec<(std::borrow::Cow<'a, str>, std::borrow::Cow<'a, str>)>;
-
 /// For a request with `id=`: checks the account and replaces `dn` (and `ip`, when it is
 /// encrypted: the SDKs send it in plain text) by their decrypted values, returning the cipher
 /// and key to encrypt the answer with. With `token=` (HTTPS only): checks the account. Without
@@ -273,11 +270,10 @@ pub(crate) type Pairs<'a> = Vec<(std::borrow::Cow<'a, str>, std::borrow::Cow<'a,
 pub(crate) fn authenticate(
     app: &AppState,
     snapshot: &httpdns_catalog::Published,
-    pairs: &mut Pairs<'_>,
+    fields: &mut params::Fields<'_>,
     secure: bool,
 ) -> Result<Auth, ApiError> {
-    let first = |pairs: &Pairs<'_>, k: &str| pairs.iter().find(|(n, _)| n == k).map(|(_, v)| v.to_string());
-    if let Some(token) = first(pairs, "token").filter(|t| !t.is_empty()) {
+    if let Some(token) = fields.token.as_deref().filter(|t| !t.is_empty()) {
         if !secure {
             return Err(ApiError::new(
                 StatusCode::FORBIDDEN,
@@ -286,16 +282,15 @@ pub(crate) fn authenticate(
             )
             .with_field("token"));
         }
-        let (id, account) =
-            snapshot.account_by_token(&token).filter(|(_, a)| a.enabled).ok_or_else(|| {
-                ApiError::new(StatusCode::UNAUTHORIZED, "InvalidAccount", "no such token").with_field("token")
-            })?;
+        let (id, account) = snapshot.account_by_token(token).filter(|(_, a)| a.enabled).ok_or_else(|| {
+            ApiError::new(StatusCode::UNAUTHORIZED, "InvalidAccount", "no such token").with_field("token")
+        })?;
         if !crate::resolve::allow_account(app, id, account.rate_limit_qps) {
             return Err(crate::resolve::throttled());
         }
         return Ok(Auth::Token);
     }
-    let Some(id) = first(pairs, "id") else {
+    let Some(id) = fields.id.as_deref() else {
         if app.settings.auth_required {
             return Err(ApiError::new(
                 StatusCode::UNAUTHORIZED,
@@ -307,31 +302,17 @@ pub(crate) fn authenticate(
     };
     let invalid =
         || ApiError::new(StatusCode::UNAUTHORIZED, "InvalidAccount", "no such account").with_field("id");
-    let id = httpdns_core::model::parse_account_id(&id).map_err(|_| invalid())?;
+    let id = httpdns_core::model::parse_account_id(id).map_err(|_| invalid())?;
     let account = snapshot.account(id).filter(|a| a.enabled).ok_or_else(invalid)?;
-    let alg = match first(pairs, "alg").as_deref() {
+    let alg = match fields.alg.as_deref() {
         None | Some("") => httpdns_auth::Alg::Des,
         Some(a) if a.eq_ignore_ascii_case("des") => httpdns_auth::Alg::Des,
         Some(a) if a.eq_ignore_ascii_case("aes") => httpdns_auth::Alg::Aes,
         Some(_) => return Err(ApiError::bad_request("InvalidArgument", "alg", "alg must be des or aes")),
     };
     let secret = account.secret.clone();
-    let mut seen = (false, false);
-    for (k, v) in pairs.iter_mut() {
-        let field = match k.as_ref() {
-            "dn" if !seen.0 => {
-                seen.0 = true;
-                "dn"
-            }
-            "ip" if !seen.1 => {
-                seen.1 = true;
-                "ip"
-            }
-            _ => continue,
-        };
-        if v.is_empty() {
-            continue;
-        }
+    for (field, slot) in [("dn", &mut fields.dn), ("ip", &mut fields.ip)] {
+        let Some(v) = slot.as_deref().filter(|v| !v.is_empty()) else { continue };
         // The official SDKs send `ip` in plain text although the document says it is encrypted:
         // an address as it is stays as it is.
         if field == "ip" && v.parse::<IpAddr>().is_ok() {
@@ -344,7 +325,7 @@ pub(crate) fn authenticate(
                 format!("{field} does not decrypt with the account's key"),
             )
         })?;
-        *v = std::borrow::Cow::Owned(plain);
+        *slot = Some(std::borrow::Cow::Owned(plain));
     }
     // Charged once the parameters decrypted with the account's key: requests that merely
     // name a public account id must not spend the app's quota.
