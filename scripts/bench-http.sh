@@ -17,7 +17,7 @@
 # difference, so that ratio is the stricter one.
 #
 # How: the servers are builds of one cargo profile (PROFILE: `release`, or `dist`, the shipped
-# binary's, with thin LTO), pinned to core 0 (`taskset -c 0`). Each builds a
+# binary's, with fat LTO), pinned to core 0 (`taskset -c 0`). Each builds a
 # multi-thread tokio runtime sized from the CPUs it may use, so each runs one worker: the same
 # runtime shape. wrk runs on core 1 (`taskset -c 1 wrk -t1 -cCONNS --latency`, keep-alive).
 # Every round runs httpdns, bare and bare-mi for DURATION each (after a 2 s warm-up of each);

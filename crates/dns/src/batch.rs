@@ -3,17 +3,15 @@
 //!
 //! A busy DNS server spends more on the two system calls per query than on the answer; reading
 //! what has queued up in one call and replying to all of it in one more is how Knot and
-//! PowerDNS keep up. The socket stays a tokio socket: readiness comes from the runtime and the
-//! calls are made non-blocking inside `try_io`, so a quiet socket costs nothing and a batch
-//! is whatever has arrived, never a wait for more.
+//! PowerDNS keep up. The calls are non-blocking: a batch is whatever has arrived, never a wait
+//! for more, and an empty socket reads as `WouldBlock` (the UDP thread then waits in `poll`,
+//! `crate::listen`).
 
 use std::io::{self, IoSlice, IoSliceMut};
 use std::net::SocketAddr;
 use std::os::fd::AsRawFd;
 
 use nix::sys::socket::{recvmmsg, sendmmsg, MsgFlags, MultiHeaders, SockaddrStorage};
-use tokio::io::Interest;
-use tokio::net::UdpSocket;
 
 /// Datagrams read per call.
 pub(crate) const BATCH: usize = 32;
@@ -39,34 +37,33 @@ impl Batch {
         }
     }
 
-    /// One batch once `socket` is readable: reads what has queued, hands each datagram and
-    /// its sender to `answer` (which returns the reply to send, if any), and sends the replies
-    /// in one call. Returns the replies the socket did not take then, to be sent one by one.
+    /// One batch: reads what has queued on `socket` (`WouldBlock` when nothing has), hands
+    /// each datagram and its sender to `answer` (which returns the reply to send, if any), and
+    /// sends the replies in one call. Returns the replies the socket did not take then, to be
+    /// sent one by one.
     ///
-    /// The kernel's message headers hold raw pointers, so they live only inside this
-    /// synchronous call (the caller's future stays `Send`), and the send reuses the receive's
-    /// headers: nix's result iterator reads each header's address slot, which the receive has
-    /// filled for every datagram, and there are never more replies than datagrams.
+    /// The kernel's message headers hold raw pointers, so they live only inside this call, and
+    /// the send reuses the receive's headers: nix's result iterator reads each header's address
+    /// slot, which the receive has filled for every datagram, and there are never more replies
+    /// than datagrams.
     pub(crate) fn exchange(
         &mut self,
-        socket: &UdpSocket,
+        socket: &std::net::UdpSocket,
         mut answer: impl FnMut(&[u8], SocketAddr) -> Option<Vec<u8>>,
     ) -> io::Result<Vec<(Vec<u8>, SocketAddr)>> {
         let fd = socket.as_raw_fd();
         let mut headers = MultiHeaders::<SockaddrStorage>::preallocate(BATCH, None);
-        let (buffers, received) = (&mut self.buffers, &mut self.received);
-        received.clear();
-        socket.try_io(Interest::READABLE, || {
+        self.received.clear();
+        {
             let mut slices: Vec<[IoSliceMut<'_>; 1]> =
-                buffers.iter_mut().map(|b| [IoSliceMut::new(&mut b[..])]).collect();
+                self.buffers.iter_mut().map(|b| [IoSliceMut::new(&mut b[..])]).collect();
             let results = recvmmsg(fd, &mut headers, slices.iter_mut(), MsgFlags::MSG_DONTWAIT, None)
                 .map_err(io::Error::from)?;
             for r in results {
                 // A datagram longer than the buffer is cut to it (MSG_TRUNC in its flags).
-                received.push((r.address.as_ref().and_then(socket_addr), r.bytes.min(DATAGRAM)));
+                self.received.push((r.address.as_ref().and_then(socket_addr), r.bytes.min(DATAGRAM)));
             }
-            Ok(())
-        })?;
+        }
 
         self.replies.clear();
         for (slot, &(peer, len)) in self.received.iter().enumerate() {
@@ -82,14 +79,9 @@ impl Batch {
             let slices: Vec<[IoSlice<'_>; 1]> = replies.iter().map(|(b, _)| [IoSlice::new(b)]).collect();
             let addrs: Vec<Option<SockaddrStorage>> =
                 replies.iter().map(|(_, peer)| Some(SockaddrStorage::from(*peer))).collect();
-            let r = socket.try_io(Interest::WRITABLE, || {
-                let n = sendmmsg(fd, &mut headers, slices.iter(), &addrs, [], MsgFlags::MSG_DONTWAIT)
-                    .map_err(io::Error::from)?
-                    .count();
-                Ok(n)
-            });
             // Refused (the send buffer is full) or failed: the replies go one by one.
-            sent = r.unwrap_or(0);
+            sent = sendmmsg(fd, &mut headers, slices.iter(), &addrs, [], MsgFlags::MSG_DONTWAIT)
+                .map_or(0, |r| r.count());
         }
         Ok(self.replies.drain(..).skip(sent).collect())
     }

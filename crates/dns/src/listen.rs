@@ -53,8 +53,15 @@ pub fn bind_udp(addr: SocketAddr) -> std::io::Result<Vec<UdpSocket>> {
         .collect()
 }
 
-/// Serves UDP until `shutdown`: the queries that have queued read in one call, answered in
-/// order, and the replies sent in one more ([`crate::batch`]).
+/// Serves UDP until `shutdown` (or until this future is dropped), on a thread of its own.
+///
+/// Why a thread and not a runtime task: a socket registered with the runtime's epoll keeps a
+/// waiter on its wait queue for good, so the kernel runs a wake-up for every reply it frees
+/// after sending (`sock_wfree`, the socket's write space) and for every query it queues; under
+/// load that was 3-5% of the server's CPU per query (docs/benchmarks.md). The thread reads
+/// what has queued ([`crate::batch`]) until the socket is empty and only then sleeps in
+/// `poll(2)`, so while it is busy nothing waits on the socket and those wake-ups are skipped,
+/// as in Knot's UDP workers. Questions that go upstream still run as runtime tasks.
 pub async fn serve_udp(
     socket: UdpSocket,
     handler: Handler,
@@ -62,52 +69,155 @@ pub async fn serve_udp(
     metrics: Arc<DnsMetrics>,
     shutdown: CancellationToken,
 ) {
-    let socket = Arc::new(socket);
+    let socket = match socket.into_std() {
+        Ok(s) => Arc::new(s),
+        Err(e) => {
+            tracing::error!(error = %e, "DNS UDP socket could not leave the runtime.");
+            return;
+        }
+    };
+    // The thread's wake-up: a byte on this pair stops it (its only other wait is the socket).
+    let (stop_rx, stop_tx) = match std::os::unix::net::UnixDatagram::pair() {
+        Ok(pair) => pair,
+        Err(e) => {
+            tracing::error!(error = %e, "No descriptors for the DNS UDP thread.");
+            return;
+        }
+    };
+    let runtime = tokio::runtime::Handle::current();
+    let (done_tx, mut done_rx) = tokio::sync::oneshot::channel::<()>();
+    let spawned = std::thread::Builder::new().name("dns-udp".into()).spawn(move || {
+        udp_thread(&socket, &stop_rx, &handler, &upstream, &metrics, &runtime);
+        let _ = done_tx.send(());
+    });
+    if let Err(e) = spawned {
+        tracing::error!(error = %e, "The DNS UDP thread could not start.");
+        return;
+    }
+    // Dropped when this future ends or is dropped: the thread stops either way.
+    let _stop = StopOnDrop(stop_tx);
+    tokio::select! {
+        () = shutdown.cancelled() => {}
+        _ = &mut done_rx => return,
+    }
+    drop(_stop);
+    // The batch in progress finishes (microseconds); the thread then closes the socket.
+    let _ = done_rx.await;
+}
+
+/// Sends the UDP thread its stop byte when dropped.
+struct StopOnDrop(std::os::unix::net::UnixDatagram);
+
+impl Drop for StopOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.send(&[1]);
+    }
+}
+
+/// The longest the UDP thread sleeps before it looks at its stop signal again, in case a
+/// wake-up was lost; and the longest it waits for send space before dropping replies.
+const UDP_POLL: Duration = Duration::from_secs(1);
+const UDP_SEND_WAIT: Duration = Duration::from_millis(200);
+
+fn udp_thread(
+    socket: &Arc<std::net::UdpSocket>,
+    stop: &std::os::unix::net::UnixDatagram,
+    handler: &Handler,
+    upstream: &Arc<Upstream>,
+    metrics: &Arc<DnsMetrics>,
+    runtime: &tokio::runtime::Handle,
+) {
     let mut batch = Batch::new();
+    let mut tally = metrics.tally(Frontend::Udp);
     loop {
-        tokio::select! {
-            () = shutdown.cancelled() => return,
-            r = socket.readable() => if let Err(e) = r {
-                tracing::debug!(error = %e, "DNS UDP socket failed.");
-                continue;
-            },
-        };
         let started = std::time::Instant::now();
-        let answered = batch.exchange(&socket, |query, peer| {
-            // Answering from the snapshot is CPU-only and fast: done inline, no task per
-            // packet. Only upstream questions get a task, so a slow upstream never stalls the
-            // socket.
+        let answered = batch.exchange(socket, |query, peer| {
+            // Answering from the snapshot is CPU-only and fast: done inline. Only upstream
+            // questions become tasks, so a slow upstream never stalls the socket.
             match handler(query, peer.ip().to_canonical(), Transport::Udp) {
                 Some(Answer::Reply(reply)) => {
-                    metrics.observe(Frontend::Udp, Some(reply.rcode), started);
+                    tally.count(Some(reply.rcode));
                     Some(reply.bytes)
                 }
                 Some(Answer::Forward(f)) => {
                     let (socket, upstream, metrics) = (socket.clone(), upstream.clone(), metrics.clone());
-                    tokio::spawn(async move {
+                    runtime.spawn(async move {
                         let lookup = upstream.lookup(&f.name, f.qtype, f.client).await;
                         let reply = f.finish(lookup);
-                        let _ = socket.send_to(&reply.bytes, peer).await;
+                        // Never waits: with the send buffer full the reply is dropped, as a
+                        // lost datagram would be, and the client asks again.
+                        let _ = socket.send_to(&reply.bytes, peer);
                         metrics.observe(Frontend::Udp, Some(reply.rcode), started);
                     });
                     None
                 }
                 None => {
-                    metrics.observe(Frontend::Udp, None, started);
+                    tally.count(None);
                     None
                 }
             }
         });
         match answered {
-            // What the socket did not take at once goes out as it allows (a reply the kernel
-            // refuses outright is dropped, as a lost datagram would be).
             Ok(rest) => {
-                for (bytes, peer) in rest {
-                    let _ = socket.send_to(&bytes, peer).await;
+                if !rest.is_empty() {
+                    send_rest(socket, rest);
+                }
+                tally.flush(started.elapsed());
+            }
+            Err(e) => {
+                if e.kind() != std::io::ErrorKind::WouldBlock {
+                    tracing::debug!(error = %e, "DNS UDP receive failed.");
+                }
+                if !wait_readable(socket, stop) {
+                    return;
                 }
             }
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
-            Err(e) => tracing::debug!(error = %e, "DNS UDP receive failed."),
+        }
+    }
+}
+
+/// Sleeps until `socket` has a datagram (true) or `stop` is signalled (false), waking at
+/// least every [`UDP_POLL`].
+fn wait_readable(socket: &std::net::UdpSocket, stop: &std::os::unix::net::UnixDatagram) -> bool {
+    use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+    use std::os::fd::AsFd;
+    let mut fds =
+        [PollFd::new(socket.as_fd(), PollFlags::POLLIN), PollFd::new(stop.as_fd(), PollFlags::POLLIN)];
+    let timeout = PollTimeout::try_from(UDP_POLL).unwrap_or(PollTimeout::MAX);
+    match poll(&mut fds, timeout) {
+        // Stopped when the stop socket has anything to say (its byte, or an error).
+        Ok(_) => fds[1].revents().is_none_or(|r| r.is_empty()),
+        // Interrupted: look again.
+        Err(nix::errno::Errno::EINTR) => true,
+        // Out of kernel memory and the like: look again after a pause rather than spin.
+        Err(e) => {
+            tracing::debug!(error = %e, "Waiting on the DNS UDP socket failed.");
+            std::thread::sleep(Duration::from_millis(10));
+            true
+        }
+    }
+}
+
+/// Sends the replies `sendmmsg` did not take, one by one, waiting for send space at most
+/// [`UDP_SEND_WAIT`] in all; what is left then is dropped, as a lost datagram would be.
+fn send_rest(socket: &std::net::UdpSocket, rest: Vec<(Vec<u8>, SocketAddr)>) {
+    use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+    use std::os::fd::AsFd;
+    let deadline = std::time::Instant::now() + UDP_SEND_WAIT;
+    for (bytes, peer) in rest {
+        loop {
+            match socket.send_to(&bytes, peer) {
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                    let left = deadline.saturating_duration_since(std::time::Instant::now());
+                    if left.is_zero() {
+                        return;
+                    }
+                    let mut fds = [PollFd::new(socket.as_fd(), PollFlags::POLLOUT)];
+                    let _ = poll(&mut fds, PollTimeout::try_from(left).unwrap_or(PollTimeout::ZERO));
+                }
+                // Sent, or refused for this peer alone: on to the next.
+                _ => break,
+            }
         }
     }
 }

@@ -1,6 +1,8 @@
 //! The UDP listener over real sockets on loopback: queries that queued up are read and
 //! answered together (one `recvmmsg`, one `sendmmsg`), a reuse-port group on a fixed port
-//! answers every client, and a datagram longer than the read buffer is answered FORMERR.
+//! answers every client, a datagram longer than the read buffer is answered FORMERR, a
+//! question sent upstream is answered from its task, and the listener's thread ends (closing
+//! the socket) when it is told to stop or its future is dropped.
 
 use std::collections::HashSet;
 use std::net::{IpAddr, SocketAddr};
@@ -154,4 +156,75 @@ async fn a_datagram_longer_than_the_buffer_is_answered_formerr() {
     assert_eq!(&buf[..2], &[0xAB, 0xCD]);
     assert_eq!(buf[3] & 0x0F, ResponseCode::FormErr.low());
     assert!(n >= 12);
+}
+
+/// One listener on a socket of its own, with its task's handle.
+fn serve_one() -> (SocketAddr, CancellationToken, tokio::task::JoinHandle<()>) {
+    let server = bind_udp("127.0.0.1:0".parse().unwrap()).unwrap();
+    let addr = server[0].local_addr().unwrap();
+    let shutdown = CancellationToken::new();
+    let upstream = Arc::new(Upstream::new(UpstreamConfig::new(Vec::new())));
+    let metrics = Arc::new(DnsMetrics::new(&prometheus::Registry::new()));
+    let task = tokio::spawn(serve_udp(
+        server.into_iter().next().unwrap(),
+        handler(),
+        upstream,
+        metrics,
+        shutdown.clone(),
+    ));
+    (addr, shutdown, task)
+}
+
+/// Whether `addr` can be bound again within two seconds: the listener closed its socket.
+async fn freed(addr: SocketAddr) -> bool {
+    for _ in 0..40 {
+        if std::net::UdpSocket::bind(addr).is_ok() {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    false
+}
+
+async fn answered_once(addr: SocketAddr) {
+    let client = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+    client.connect(addr).await.unwrap();
+    client.send(&build_query(7, "www.example.com.", RecordType::A, None).unwrap()).await.unwrap();
+    let got = replies(&client, 1).await;
+    assert_eq!(got.len(), 1, "no answer before stopping");
+    assert_answered(&got[0]);
+}
+
+#[tokio::test]
+async fn a_stopped_listener_ends_its_thread_and_frees_the_port() {
+    let (addr, shutdown, task) = serve_one();
+    answered_once(addr).await;
+    assert!(std::net::UdpSocket::bind(addr).is_err(), "the port is held while serving");
+    shutdown.cancel();
+    tokio::time::timeout(Duration::from_secs(2), task).await.expect("stopped within 2 s").unwrap();
+    assert!(freed(addr).await, "the socket is closed once the listener has stopped");
+}
+
+#[tokio::test]
+async fn a_dropped_listener_stops_its_thread() {
+    let (addr, _shutdown, task) = serve_one();
+    answered_once(addr).await;
+    task.abort();
+    let _ = task.await;
+    assert!(freed(addr).await, "the thread closes the socket when the future is dropped");
+}
+
+#[tokio::test]
+async fn a_question_sent_upstream_is_answered_from_its_task() {
+    // Not managed here: forwarded, and with no upstream server configured the task answers
+    // REFUSED through the listener's socket.
+    let (addr, shutdown, _task) = serve_one();
+    let client = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+    client.connect(addr).await.unwrap();
+    client.send(&build_query(9, "elsewhere.example.", RecordType::A, None).unwrap()).await.unwrap();
+    let got = replies(&client, 1).await;
+    shutdown.cancel();
+    assert_eq!(got.len(), 1, "no answer to the forwarded question");
+    assert_eq!(got[0].metadata.id, 9);
+    assert_eq!(got[0].metadata.response_code, ResponseCode::Refused);
 }
