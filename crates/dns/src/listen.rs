@@ -27,9 +27,9 @@ pub const MAX_UDP_SOCKETS: usize = 8;
 
 /// Binds UDP on `addr`: with a fixed port, one socket per CPU this process may use (at most
 /// [`MAX_UDP_SOCKETS`]) sharing the port through `SO_REUSEPORT`, so the kernel spreads clients
-/// over them and each runtime worker can serve one; with port 0 (tests, ad-hoc runs) a single
-/// socket on a port of its own, since a port picked for a reuse-port socket may be one another
-/// such socket holds.
+/// over them, each served by a thread of its own ([`serve_udp`]); with port 0 (tests, ad-hoc
+/// runs) a single socket on a port of its own, since a port picked for a reuse-port socket may
+/// be one another such socket holds.
 pub fn bind_udp(addr: SocketAddr) -> std::io::Result<Vec<UdpSocket>> {
     use nix::sys::socket::{
         bind, setsockopt, socket, sockopt, AddressFamily, SockFlag, SockType, SockaddrStorage,
@@ -58,7 +58,7 @@ pub fn bind_udp(addr: SocketAddr) -> std::io::Result<Vec<UdpSocket>> {
 /// Why a thread and not a runtime task: a socket registered with the runtime's epoll keeps a
 /// waiter on its wait queue for good, so the kernel runs a wake-up for every reply it frees
 /// after sending (`sock_wfree`, the socket's write space) and for every query it queues; under
-/// load that was 3-5% of the server's CPU per query (docs/benchmarks.md). The thread reads
+/// dnsperf the first alone was about 3% of the server's CPU (docs/benchmarks.md). The thread reads
 /// what has queued ([`crate::batch`]) until the socket is empty and only then sleeps in
 /// `poll(2)`, so while it is busy nothing waits on the socket and those wake-ups are skipped,
 /// as in Knot's UDP workers. Questions that go upstream still run as runtime tasks.
@@ -114,9 +114,11 @@ impl Drop for StopOnDrop {
     }
 }
 
-/// The longest the UDP thread sleeps before it looks at its stop signal again, in case a
-/// wake-up was lost; and the longest it waits for send space before dropping replies.
+/// The longest one `poll` of the UDP thread sleeps (the stop byte stays readable until read,
+/// so none is missed; the bound is there so that no wait is unbounded).
 const UDP_POLL: Duration = Duration::from_secs(1);
+/// The longest the UDP thread waits for send space for one batch's replies before it drops
+/// the rest, as a lost datagram would be.
 const UDP_SEND_WAIT: Duration = Duration::from_millis(200);
 
 fn udp_thread(
