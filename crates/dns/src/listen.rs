@@ -1,6 +1,7 @@
 //! Plain DNS over UDP and TCP on one address.
 
 use std::net::{IpAddr, SocketAddr};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -76,7 +77,8 @@ pub async fn serve_udp(
             return;
         }
     };
-    // The thread's wake-up: a byte on this pair stops it (its only other wait is the socket).
+    // The thread's stop: a flag it reads before every batch (a flood may never let the socket
+    // empty), and a byte on this pair that wakes it from `poll`.
     let (stop_rx, stop_tx) = match std::os::unix::net::UnixDatagram::pair() {
         Ok(pair) => pair,
         Err(e) => {
@@ -84,10 +86,12 @@ pub async fn serve_udp(
             return;
         }
     };
+    let stopped = Arc::new(AtomicBool::new(false));
     let runtime = tokio::runtime::Handle::current();
     let (done_tx, mut done_rx) = tokio::sync::oneshot::channel::<()>();
+    let stop = Stop { flag: stopped.clone(), wake: stop_rx };
     let spawned = std::thread::Builder::new().name("dns-udp".into()).spawn(move || {
-        udp_thread(&socket, &stop_rx, &handler, &upstream, &metrics, &runtime);
+        udp_thread(&socket, &stop, &handler, &upstream, &metrics, &runtime);
         let _ = done_tx.send(());
     });
     if let Err(e) = spawned {
@@ -95,7 +99,7 @@ pub async fn serve_udp(
         return;
     }
     // Dropped when this future ends or is dropped: the thread stops either way.
-    let _stop = StopOnDrop(stop_tx);
+    let _stop = StopOnDrop { flag: stopped, wake: stop_tx };
     tokio::select! {
         () = shutdown.cancelled() => {}
         _ = &mut done_rx => return,
@@ -105,12 +109,22 @@ pub async fn serve_udp(
     let _ = done_rx.await;
 }
 
-/// Sends the UDP thread its stop byte when dropped.
-struct StopOnDrop(std::os::unix::net::UnixDatagram);
+/// The UDP thread's side of its stop signal.
+struct Stop {
+    flag: Arc<AtomicBool>,
+    wake: std::os::unix::net::UnixDatagram,
+}
+
+/// Stops the UDP thread when dropped: sets its flag, then wakes it.
+struct StopOnDrop {
+    flag: Arc<AtomicBool>,
+    wake: std::os::unix::net::UnixDatagram,
+}
 
 impl Drop for StopOnDrop {
     fn drop(&mut self) {
-        let _ = self.0.send(&[1]);
+        self.flag.store(true, Ordering::Relaxed);
+        let _ = self.wake.send(&[1]);
     }
 }
 
@@ -123,7 +137,7 @@ const UDP_SEND_WAIT: Duration = Duration::from_millis(200);
 
 fn udp_thread(
     socket: &Arc<std::net::UdpSocket>,
-    stop: &std::os::unix::net::UnixDatagram,
+    stop: &Stop,
     handler: &Handler,
     upstream: &Arc<Upstream>,
     metrics: &Arc<DnsMetrics>,
@@ -131,7 +145,7 @@ fn udp_thread(
 ) {
     let mut batch = Batch::new();
     let mut tally = metrics.tally(Frontend::Udp);
-    loop {
+    while !stop.flag.load(Ordering::Relaxed) {
         let started = std::time::Instant::now();
         let answered = batch.exchange(socket, |query, peer| {
             // Answering from the snapshot is CPU-only and fast: done inline. Only upstream
@@ -170,7 +184,7 @@ fn udp_thread(
                 if e.kind() != std::io::ErrorKind::WouldBlock {
                     tracing::debug!(error = %e, "DNS UDP receive failed.");
                 }
-                if !wait_readable(socket, stop) {
+                if !wait_readable(socket, &stop.wake) {
                     return;
                 }
             }

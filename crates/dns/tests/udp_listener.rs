@@ -2,7 +2,7 @@
 //! answered together (one `recvmmsg`, one `sendmmsg`), a reuse-port group on a fixed port
 //! answers every client, a datagram longer than the read buffer is answered FORMERR, a
 //! question sent upstream is answered from its task, and the listener's thread ends (closing
-//! the socket) when it is told to stop or its future is dropped.
+//! the socket) when it is told to stop, also under a flood, or when its future is dropped.
 
 use std::collections::HashSet;
 use std::net::{IpAddr, SocketAddr};
@@ -160,6 +160,10 @@ async fn a_datagram_longer_than_the_buffer_is_answered_formerr() {
 
 /// One listener on a socket of its own, with its task's handle.
 fn serve_one() -> (SocketAddr, CancellationToken, tokio::task::JoinHandle<()>) {
+    serve_one_with(handler())
+}
+
+fn serve_one_with(handler: Handler) -> (SocketAddr, CancellationToken, tokio::task::JoinHandle<()>) {
     let server = bind_udp("127.0.0.1:0".parse().unwrap()).unwrap();
     let addr = server[0].local_addr().unwrap();
     let shutdown = CancellationToken::new();
@@ -167,7 +171,7 @@ fn serve_one() -> (SocketAddr, CancellationToken, tokio::task::JoinHandle<()>) {
     let metrics = Arc::new(DnsMetrics::new(&prometheus::Registry::new()));
     let task = tokio::spawn(serve_udp(
         server.into_iter().next().unwrap(),
-        handler(),
+        handler,
         upstream,
         metrics,
         shutdown.clone(),
@@ -203,6 +207,41 @@ async fn a_stopped_listener_ends_its_thread_and_frees_the_port() {
     shutdown.cancel();
     tokio::time::timeout(Duration::from_secs(2), task).await.expect("stopped within 2 s").unwrap();
     assert!(freed(addr).await, "the socket is closed once the listener has stopped");
+}
+
+#[tokio::test]
+async fn a_flooded_listener_still_stops() {
+    // Answers that take a millisecond each and two senders at full speed keep the socket
+    // from ever emptying (bounded at 5 s): the thread must see the stop between batches, not
+    // only when it would sleep.
+    let inner = handler();
+    let slow: Handler = Arc::new(move |bytes, peer, transport| {
+        std::thread::sleep(Duration::from_millis(1));
+        inner(bytes, peer, transport)
+    });
+    let (addr, shutdown, task) = serve_one_with(slow);
+    let flooding = Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let senders: Vec<_> = (0..2)
+        .map(|_| {
+            let flooding = flooding.clone();
+            std::thread::spawn(move || {
+                let s = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+                s.connect(addr).unwrap();
+                let q = build_query(1, "www.example.com.", RecordType::A, None).unwrap();
+                let until = std::time::Instant::now() + Duration::from_secs(5);
+                while flooding.load(std::sync::atomic::Ordering::Relaxed) && std::time::Instant::now() < until
+                {
+                    let _ = s.send(&q);
+                }
+            })
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    shutdown.cancel();
+    let stopped = tokio::time::timeout(Duration::from_secs(2), task).await;
+    flooding.store(false, std::sync::atomic::Ordering::Relaxed);
+    senders.into_iter().for_each(|t| t.join().unwrap());
+    assert!(stopped.is_ok(), "a listener under a flood did not stop within 2 s");
 }
 
 #[tokio::test]
