@@ -5,7 +5,8 @@
 #
 #   scripts/bench-dns.sh [duration_seconds] [clients] [outstanding]
 #   ROUNDS=N (default 5), NAMES=N managed names queried (default 1000)
-#   PROFILE=dist: httpdns built with the shipped binary's cargo profile (default release)
+#   PROFILE=dist: httpdns built with the shipped binary's cargo profile (default release);
+#   PROFILE=pgo: as deploy/Dockerfile builds it, that profile laid out by deploy/pgo/httpdns.profdata
 #
 # What: 1. queries per second for `nI.bench.example A`, I = 1..NAMES in turn (no EDNS), over
 # UDP, answered by httpdns (20 nodes, each of the NAMES managed domains answering two of them),
@@ -49,7 +50,7 @@ TOKEN=bench-admin-token-0123456789
 # cpu, HZ, ratios, medians and need (the working directory is the repository here).
 . scripts/lib-bench.sh
 need "apt-get install dnsperf knot bind9-dnsutils wrk curl util-linux" dnsperf knotd dig wrk curl taskset
-cargo build --profile "$PROFILE" --quiet --bin httpdns
+build_httpdns "$PROFILE"
 
 W="$(mktemp -d)"
 cleanup() {
@@ -112,7 +113,7 @@ taskset -c 0 target/hickory-bench/release/hickory-bench $HICKORY_PORT "$NAMES" &
 YPID=$!
 
 HTTPDNS_API_ADDR=$API HTTPDNS_MIRROR_ADDR=off HTTPDNS_DNS_ADDR=127.0.0.1:$DNS_PORT HTTPDNS_UPSTREAMS=127.0.0.1:$KNOT_PORT \
-HTTPDNS_DATA_DIR="$W/data" HTTPDNS_ADMIN_TOKEN=$TOKEN RUST_LOG=warn taskset -c 0 ./target/$PROFILE/httpdns serve &
+HTTPDNS_DATA_DIR="$W/data" HTTPDNS_ADMIN_TOKEN=$TOKEN RUST_LOG=warn taskset -c 0 "$HTTPDNS_BIN" serve &
 HPID=$!
 ready=
 for _ in $(seq 1 100); do curl -sf "http://$API/readyz" >/dev/null && { ready=1; break; }; sleep 0.1; done

@@ -6,6 +6,7 @@
 #   scripts/bench-http.sh config [duration_seconds] [connections]   # config GET answered 304
 #   ROUNDS=N scripts/bench-http.sh ...                              # rounds (default 5)
 #   PROFILE=dist scripts/bench-http.sh ...                          # cargo profile (default release)
+#   PROFILE=pgo scripts/bench-http.sh ...                           # httpdns as shipped (dist + profile)
 #
 # What: requests per second of `httpdns serve` and of the bare axum server for the same
 # request, and requests per server CPU-second. The bare server answers a constant response
@@ -17,7 +18,8 @@
 # difference, so that ratio is the stricter one.
 #
 # How: the servers are builds of one cargo profile (PROFILE: `release`, or `dist`, the shipped
-# binary's, with fat LTO), pinned to core 0 (`taskset -c 0`). Each builds a
+# binary's, with fat LTO; or `pgo`: httpdns as deploy/Dockerfile builds it, `dist` laid out by
+# deploy/pgo/httpdns.profdata, against peers built with `dist`), pinned to core 0 (`taskset -c 0`). Each builds a
 # multi-thread tokio runtime sized from the CPUs it may use, so each runs one worker: the same
 # runtime shape. wrk runs on core 1 (`taskset -c 1 wrk -t1 -cCONNS --latency`, keep-alive).
 # Every round runs httpdns, bare and bare-mi for DURATION each (after a 2 s warm-up of each);
@@ -48,7 +50,7 @@ case "$TARGET" in d | config) ;; *) echo "unknown target $TARGET (d or config)" 
 # cpu, HZ, ratios, medians and need (the working directory is the repository here).
 . scripts/lib-bench.sh
 need "apt-get install wrk curl util-linux" wrk curl taskset
-cargo build --profile "$PROFILE" --quiet --bin httpdns --example bare_axum --example bare_axum_mimalloc
+build_httpdns "$PROFILE" --example bare_axum --example bare_axum_mimalloc
 
 W="$(mktemp -d)"
 cleanup() {
@@ -58,11 +60,11 @@ cleanup() {
 trap cleanup EXIT
 
 HTTPDNS_API_ADDR=$API HTTPDNS_MIRROR_ADDR=off HTTPDNS_DNS_ADDR=off HTTPDNS_UPSTREAMS=off HTTPDNS_DATA_DIR="$W/data" \
-HTTPDNS_ADMIN_TOKEN=$TOKEN RUST_LOG=warn taskset -c 0 ./target/$PROFILE/httpdns serve &
+HTTPDNS_ADMIN_TOKEN=$TOKEN RUST_LOG=warn taskset -c 0 "$HTTPDNS_BIN" serve &
 HPID=$!
-taskset -c 0 ./target/$PROFILE/examples/bare_axum $BARE 2>/dev/null &
+taskset -c 0 ./target/$PEER_PROFILE/examples/bare_axum $BARE 2>/dev/null &
 BPID=$!
-taskset -c 0 ./target/$PROFILE/examples/bare_axum_mimalloc $BARE_MI 2>/dev/null &
+taskset -c 0 ./target/$PEER_PROFILE/examples/bare_axum_mimalloc $BARE_MI 2>/dev/null &
 MPID=$!
 ready=
 for _ in $(seq 1 100); do

@@ -4,6 +4,7 @@
 #   scripts/bench-mirror.sh [duration_seconds] [connections]
 #   ROUNDS=N (default 5)   MEMORY_MB=M (HTTPDNS_MIRROR_MEMORY_MB, default 64; 0: every hit
 #   reads the file)   HIT_ONLY=1 (stop after part 1)
+#   PROFILE=P: httpdns's cargo profile (default release; `pgo`: as deploy/Dockerfile builds it)
 #
 # 1. Hit path: 4 KiB and 1 MiB objects, requests per second and per server CPU-second, from
 #    - the mirror: `httpdns serve` with a rule whose origin is nginx, copies stored on the
@@ -37,6 +38,7 @@ DURATION="${1:-10}"
 CONNS="${2:-32}"
 ROUNDS="${ROUNDS:-5}"
 MEMORY_MB="${MEMORY_MB:-64}"
+PROFILE="${PROFILE:-release}"
 API=127.0.0.1:18580
 MIRROR=127.0.0.1:18581
 NGINX=127.0.0.1:18582
@@ -46,7 +48,7 @@ TOKEN=bench-admin-token-0123456789
 # cpu, HZ, ratios, medians and need (the working directory is the repository here).
 . scripts/lib-bench.sh
 need "apt-get install wrk nginx-light curl util-linux" wrk nginx curl taskset
-cargo build --release --quiet --bin httpdns --example mirror_herd
+build_httpdns "$PROFILE" --example mirror_herd
 
 W="$(mktemp -d)"
 cleanup() {
@@ -55,7 +57,7 @@ cleanup() {
     rm -rf "$W"
 }
 trap cleanup EXIT
-COMMAND="ROUNDS=$ROUNDS MEMORY_MB=$MEMORY_MB${HIT_ONLY:+ HIT_ONLY=$HIT_ONLY} scripts/bench-mirror.sh $DURATION $CONNS"
+COMMAND="ROUNDS=$ROUNDS PROFILE=$PROFILE MEMORY_MB=$MEMORY_MB${HIT_ONLY:+ HIT_ONLY=$HIT_ONLY} scripts/bench-mirror.sh $DURATION $CONNS"
 
 mkdir -p "$W/www/files" "$W/data" "$W/nginx-tmp" "$W/nginx-cache"
 # nginx workers run as an unprivileged user: they must be able to read the files (nginx's
@@ -108,7 +110,7 @@ taskset -c 0 nginx -c "$W/nginx.conf"
 
 HTTPDNS_API_ADDR=$API HTTPDNS_MIRROR_ADDR=$MIRROR HTTPDNS_DNS_ADDR=off HTTPDNS_UPSTREAMS=off \
 HTTPDNS_DATA_DIR="$W/data" HTTPDNS_ADMIN_TOKEN=$TOKEN HTTPDNS_MIRROR_MEMORY_MB="$MEMORY_MB" HTTPDNS_ALLOW_LOCAL_ORIGINS=true \
-RUST_LOG=warn taskset -c 0 ./target/release/httpdns serve &
+RUST_LOG=warn taskset -c 0 "$HTTPDNS_BIN" serve &
 HPID=$!
 ready=
 for _ in $(seq 1 100); do
@@ -206,7 +208,7 @@ awk -v b="$before" -v m="$after_miss" -v h="$after_hit" -v t0="$t0" -v t1="$t1" 
 
 echo
 echo "== 1000 concurrent misses on one 64 MiB key (origin sends 32 MiB/s; mirror_herd on core 1)"
-taskset -c 1 ./target/release/examples/mirror_herd "http://$MIRROR/slow/64m.bin" 1000
+taskset -c 1 ./target/$PEER_PROFILE/examples/mirror_herd "http://$MIRROR/slow/64m.bin" 1000
 curl -sf -H "Authorization: Bearer $TOKEN" "http://$API/admin/v1/mirror/report" |
     python3 -c 'import json,sys; r=[x for x in json.load(sys.stdin)["rules"] if x["rule"]=="slow"][0]; print("origin requests (back_to_source): %d, misses %d, coalesced %d, hits %d" % (r["back_to_source"], r["misses"], r["coalesced"], r["hits"]))'
 echo "command: $COMMAND"

@@ -25,3 +25,23 @@ medians() {
     sort -g | awk -v name="$1" '{v[NR]=$1} END {m = (NR % 2) ? v[(NR+1)/2] : (v[NR/2] + v[NR/2+1]) / 2;
         printf "%s: median %.0f (min %.0f, max %.0f, %d rounds)\n", name, m, v[1], v[NR], NR}'
 }
+
+# build_httpdns PROFILE [cargo args for peers...]: builds httpdns (and whatever else the args
+# name) with cargo profile PROFILE and sets HTTPDNS_BIN and PEER_PROFILE (where the other
+# binaries are: target/$PEER_PROFILE). PROFILE=pgo is the shipped binary as deploy/Dockerfile
+# builds it: the `dist` profile laid out by deploy/pgo/httpdns.profdata (scripts/pgo.sh build,
+# which trains first when there is no profile); the peers then build with `dist`, unprofiled.
+build_httpdns() {
+    local profile=$1
+    shift
+    if [ "$profile" = pgo ]; then
+        scripts/pgo.sh build >/dev/null
+        HTTPDNS_BIN=./target/pgo/dist/httpdns
+        PEER_PROFILE=dist
+    else
+        cargo build --profile "$profile" --quiet --bin httpdns
+        HTTPDNS_BIN=./target/$profile/httpdns
+        PEER_PROFILE=$profile
+    fi
+    [ $# -eq 0 ] || cargo build --profile "$PEER_PROFILE" --quiet "$@"
+}

@@ -688,3 +688,23 @@ async fn every_metric_of_the_dashboard_and_alerts_is_exported() {
         "{metrics}"
     );
 }
+
+/// The image is laid out by the committed profile (deploy/pgo/README.md): the Dockerfile names
+/// it where its build context puts it, and the file is an indexed LLVM profile in the version
+/// LLVM 22 (rustc 1.95's, the Dockerfile's builder) writes. A raw profile, a pointer file or
+/// another LLVM's profile would fail the image build or leave it unguided.
+#[test]
+fn the_image_builds_with_the_committed_profile() {
+    let dockerfile = read("Dockerfile");
+    assert!(dockerfile.contains("ARG RUST_IMAGE=rust:1.95-"), "the builder whose LLVM made the profile");
+    assert!(dockerfile.contains("WORKDIR /src") && dockerfile.contains("COPY . ."));
+    assert!(
+        dockerfile.contains("-Cprofile-use=/src/deploy/pgo/httpdns.profdata"),
+        "the dist build uses the committed profile"
+    );
+    let profile = std::fs::read(deploy("pgo/httpdns.profdata")).expect("deploy/pgo/httpdns.profdata");
+    assert!(profile.len() > 4096, "a profile of the whole binary, not a stub");
+    assert_eq!(&profile[..8], b"\xfflprofi\x81", "an indexed LLVM profile (llvm-profdata merge)");
+    let version = u32::from_le_bytes(profile[8..12].try_into().unwrap());
+    assert_eq!(version, 13, "indexed profile version 13, LLVM 22's");
+}

@@ -77,8 +77,6 @@ pub async fn serve_udp(
             return;
         }
     };
-    // The thread's stop: a flag it reads before every batch (a flood may never let the socket
-    // empty), and a byte on this pair that wakes it from `poll`.
     let (stop_rx, stop_tx) = match std::os::unix::net::UnixDatagram::pair() {
         Ok(pair) => pair,
         Err(e) => {
@@ -99,7 +97,7 @@ pub async fn serve_udp(
         return;
     }
     // Dropped when this future ends or is dropped: the thread stops either way.
-    let _stop = StopOnDrop { flag: stopped, wake: stop_tx };
+    let _stop = StopOnDrop(Stop { flag: stopped, wake: stop_tx });
     tokio::select! {
         () = shutdown.cancelled() => {}
         _ = &mut done_rx => return,
@@ -109,22 +107,21 @@ pub async fn serve_udp(
     let _ = done_rx.await;
 }
 
-/// The UDP thread's side of its stop signal.
+/// The UDP thread's stop signal: a flag it reads before every batch (a flood may never let
+/// the socket empty) and one end of a socket pair whose byte wakes it from `poll`. The thread
+/// holds the reading end; [`StopOnDrop`] the writing one.
 struct Stop {
     flag: Arc<AtomicBool>,
     wake: std::os::unix::net::UnixDatagram,
 }
 
 /// Stops the UDP thread when dropped: sets its flag, then wakes it.
-struct StopOnDrop {
-    flag: Arc<AtomicBool>,
-    wake: std::os::unix::net::UnixDatagram,
-}
+struct StopOnDrop(Stop);
 
 impl Drop for StopOnDrop {
     fn drop(&mut self) {
-        self.flag.store(true, Ordering::Relaxed);
-        let _ = self.wake.send(&[1]);
+        self.0.flag.store(true, Ordering::Relaxed);
+        let _ = self.0.wake.send(&[1]);
     }
 }
 
