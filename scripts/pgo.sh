@@ -23,9 +23,10 @@
 #
 # The profile is tied to the compiler's LLVM (rustc 1.95: LLVM 22): LLVM_PROFDATA names the
 # merge tool, else llvm-profdata-22 (Debian: apt-get install llvm-22). A profile from older
-# sources still builds: functions that changed since simply have no profile (rustc warns).
+# sources still builds: a function that changed since has no profile (LLVM matches functions
+# by a hash of their control flow) and is laid out as without one.
 #
-# Needs wrk, dnsperf, curl, python3 and taskset (apt-get install wrk dnsperf curl util-linux).
+# Training needs wrk, dnsperf, curl and python3 (apt-get install wrk dnsperf curl python3).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DURATION="${DURATION:-5}"
@@ -50,7 +51,7 @@ if [ "$STEP" = build ] && [ -f "$PROFDATA" ]; then
 fi
 
 . scripts/lib-bench.sh
-need "apt-get install wrk dnsperf curl util-linux python3" wrk dnsperf curl python3
+need "apt-get install wrk dnsperf curl python3" wrk dnsperf curl python3
 LLVM_PROFDATA="${LLVM_PROFDATA:-$(command -v llvm-profdata-22 || true)}"
 [ -n "$LLVM_PROFDATA" ] || { echo "llvm-profdata-22 is required (apt-get install llvm-22), or set LLVM_PROFDATA" >&2; exit 1; }
 
