@@ -19,8 +19,8 @@
 #
 # How: the servers are builds of one cargo profile (PROFILE: `release`, or `dist`, the shipped
 # binary's, with fat LTO; or `pgo`: httpdns as deploy/Dockerfile builds it, `dist` laid out by
-# deploy/pgo/httpdns.profdata, against peers built with `dist`), pinned to core 0 (`taskset -c 0`). Each builds a
-# multi-thread tokio runtime sized from the CPUs it may use, so each runs one worker: the same
+# deploy/pgo/httpdns.profdata, against peers built with `dist`), pinned to core 0
+# (`taskset -c 0`). Each builds a multi-thread tokio runtime sized from the CPUs it may use, so each runs one worker: the same
 # runtime shape. wrk runs on core 1 (`taskset -c 1 wrk -t1 -cCONNS --latency`, keep-alive).
 # Every round runs httpdns, bare and bare-mi for DURATION each (after a 2 s warm-up of each);
 # the report is each round's raw numbers and the median of the per-round ratios httpdns /
