@@ -5,6 +5,8 @@
 #   ROUNDS=N (default 5)   MEMORY_MB=M (HTTPDNS_MIRROR_MEMORY_MB, default 64; 0: every hit
 #   reads the file)   HIT_ONLY=1 (stop after part 1)
 #   PROFILE=P: httpdns's cargo profile (default release; `pgo`: as deploy/Dockerfile builds it)
+#   COPY_PEER=1: also nginx serving the same files with `sendfile off` (`output_buffers 1 2m`:
+#   read into memory, then written, as the mirror writes a body it holds), in every round
 #
 # 1. Hit path: 4 KiB and 1 MiB objects, requests per second and per server CPU-second, from
 #    - the mirror: `httpdns serve` with a rule whose origin is nginx, copies stored on the
@@ -43,12 +45,14 @@ API=127.0.0.1:18580
 MIRROR=127.0.0.1:18581
 NGINX=127.0.0.1:18582
 NGINX_CACHE=127.0.0.1:18583
+NGINX_COPY=127.0.0.1:18584
 TOKEN=bench-admin-token-0123456789
 
 # cpu, HZ, ratios, medians and need (the working directory is the repository here).
 . scripts/lib-bench.sh
 need "apt-get install wrk nginx-light curl util-linux" wrk nginx curl taskset
-build_httpdns "$PROFILE" --example mirror_herd
+# Part 3's client only when part 3 runs: with PROFILE=pgo it is a `dist` build of its own.
+if [ -n "${HIT_ONLY:-}" ]; then build_httpdns "$PROFILE"; else build_httpdns "$PROFILE" --example mirror_herd; fi
 
 W="$(mktemp -d)"
 cleanup() {
@@ -57,7 +61,7 @@ cleanup() {
     rm -rf "$W"
 }
 trap cleanup EXIT
-COMMAND="ROUNDS=$ROUNDS PROFILE=$PROFILE MEMORY_MB=$MEMORY_MB${HIT_ONLY:+ HIT_ONLY=$HIT_ONLY} scripts/bench-mirror.sh $DURATION $CONNS"
+COMMAND="ROUNDS=$ROUNDS PROFILE=$PROFILE MEMORY_MB=$MEMORY_MB${HIT_ONLY:+ HIT_ONLY=$HIT_ONLY}${COPY_PEER:+ COPY_PEER=$COPY_PEER} scripts/bench-mirror.sh $DURATION $CONNS"
 
 mkdir -p "$W/www/files" "$W/data" "$W/nginx-tmp" "$W/nginx-cache"
 # nginx workers run as an unprivileged user: they must be able to read the files (nginx's
@@ -91,6 +95,14 @@ http {
         listen $NGINX;
         root $W/www;
         location /slow/ { alias $W/www/files/; limit_rate 32m; }
+    }
+    # Static files without sendfile (COPY_PEER=1): whether the page cache's pages or a copy
+    # from memory moves a large body faster depends on the machine (docs/benchmarks.md).
+    server {
+        listen $NGINX_COPY;
+        root $W/www;
+        sendfile off;
+        output_buffers 1 2m;
     }
     # The caching proxy peer: the same origin behind nginx's own cache.
     server {
@@ -168,7 +180,7 @@ eff() { awk -v a="$1" -v b="$2" 'BEGIN {split(a, x, " "); split(b, y, " "); prin
 echo
 echo "== hit path: servers on core 0 (one worker each), wrk -t1 -c$CONNS on core 1; $ROUNDS rounds of ${DURATION}s"
 for f in 4k 1m; do
-    : >"$W/static"; : >"$W/static.eff"; : >"$W/cache"; : >"$W/cache.eff"
+    : >"$W/static"; : >"$W/static.eff"; : >"$W/cache"; : >"$W/cache.eff"; : >"$W/copy"; : >"$W/copy.eff"
     for r in $(seq 1 "$ROUNDS"); do
         m=$(run "http://$MIRROR/files/$f.bin" "$HPID")
         n=$(run "http://$NGINX/files/$f.bin" "$NWORKER")
@@ -178,11 +190,20 @@ for f in 4k 1m; do
         echo "             $(show "nginx proxy_cache" "$c")"
         ratio "$m" "$n" >>"$W/static"; eff "$m" "$n" >>"$W/static.eff"
         ratio "$m" "$c" >>"$W/cache"; eff "$m" "$c" >>"$W/cache.eff"
+        if [ -n "${COPY_PEER:-}" ]; then
+            k=$(run "http://$NGINX_COPY/files/$f.bin" "$NWORKER")
+            echo "             $(show "nginx no sendfile" "$k")"
+            ratio "$m" "$k" >>"$W/copy"; eff "$m" "$k" >>"$W/copy.eff"
+        fi
     done
     ratios "$f requests/s, mirror / nginx static (sendfile)" <"$W/static"
     ratios "$f requests per server CPU-second, mirror / nginx static (sendfile)" <"$W/static.eff"
     ratios "$f requests/s, mirror / nginx proxy_cache" <"$W/cache"
     ratios "$f requests per server CPU-second, mirror / nginx proxy_cache" <"$W/cache.eff"
+    if [ -n "${COPY_PEER:-}" ]; then
+        ratios "$f requests/s, mirror / nginx static without sendfile" <"$W/copy"
+        ratios "$f requests per server CPU-second, mirror / nginx static without sendfile" <"$W/copy.eff"
+    fi
 done
 
 if [ -n "${HIT_ONLY:-}" ]; then

@@ -16,7 +16,8 @@
 # every hot path on loopback for DURATION seconds each: `/d` (one name, a batch, AAAA),
 # `/resolve`, `/v2/d`, DNS over HTTPS (GET and POST), plain DNS over UDP and TCP (with and
 # without EDNS client subnet), a config 304 and 200, mirror hits of 4 KiB and 1 MiB from a local
-# origin (python3's http.server), `/app/events`; 3. `llvm-profdata merge` into
+# origin (python3's http.server), `/app/events`, and over TLS: `/d` and a mirror hit over
+# HTTPS (HTTP/1.1 and h2), new and resumed handshakes, DNS over TLS; 3. `llvm-profdata merge` into
 # deploy/pgo/httpdns.profdata; 4. the `dist` build with `-Cprofile-use` (target/pgo). A path
 # the training never runs is laid out as cold, so every path the benchmarks measure is
 # trained. deploy/Dockerfile uses deploy/pgo/httpdns.profdata when the build context has it.
@@ -26,7 +27,8 @@
 # sources still builds: a function that changed since has no profile (LLVM matches functions
 # by a hash of their control flow) and is laid out as without one.
 #
-# Training needs wrk, dnsperf, curl and python3 (apt-get install wrk dnsperf curl python3).
+# Training needs wrk, dnsperf, curl, openssl and python3 (apt-get install wrk dnsperf curl
+# openssl python3).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DURATION="${DURATION:-5}"
@@ -34,7 +36,10 @@ STEP="${1:-all}"
 case "$STEP" in all | train | build) ;; *) echo "unknown step $STEP (train, build, or nothing for both)" >&2; exit 2 ;; esac
 API=127.0.0.1:18690
 MIRROR=127.0.0.1:18691
+API_TLS=127.0.0.1:18693
+MIRROR_TLS=127.0.0.1:18694
 DNS_PORT=18653
+DOT_PORT=18654
 ORIGIN_PORT=18692
 TOKEN=pgo-admin-token-0123456789
 PROFDATA="$PWD/deploy/pgo/httpdns.profdata"
@@ -51,7 +56,7 @@ if [ "$STEP" = build ] && [ -f "$PROFDATA" ]; then
 fi
 
 . scripts/lib-bench.sh
-need "apt-get install wrk dnsperf curl python3" wrk dnsperf curl python3
+need "apt-get install wrk dnsperf curl openssl python3" wrk dnsperf curl openssl python3
 LLVM_PROFDATA="${LLVM_PROFDATA:-$(command -v llvm-profdata-22 || true)}"
 [ -n "$LLVM_PROFDATA" ] || { echo "llvm-profdata-22 is required (apt-get install llvm-22), or set LLVM_PROFDATA" >&2; exit 1; }
 
@@ -72,6 +77,8 @@ RUSTFLAGS="-Cprofile-generate=$RAW" CARGO_TARGET_DIR=target/pgo-train \
 rm -rf "$RAW"
 echo "== training, ${DURATION}s a workload"
 mkdir -p "$W/www/files" "$W/data"
+openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -keyout "$W/key.pem" \
+    -out "$W/cert.pem" -days 2 -subj /CN=pgo.test -addext "subjectAltName=IP:127.0.0.1" 2>/dev/null
 head -c 4096 /dev/urandom >"$W/www/files/4k.bin"
 head -c 1048576 /dev/urandom >"$W/www/files/1m.bin"
 python3 -m http.server "$ORIGIN_PORT" --bind 127.0.0.1 --directory "$W/www" >/dev/null 2>&1 &
@@ -79,6 +86,8 @@ OPID=$!
 # The per-address limit on events is for floods from one client; the load generator is one.
 printf '[events]\nrate_per_client = 1000000\nburst = 1000000\n' >"$W/httpdns.toml"
 HTTPDNS_API_ADDR=$API HTTPDNS_MIRROR_ADDR=$MIRROR HTTPDNS_DNS_ADDR=127.0.0.1:$DNS_PORT HTTPDNS_UPSTREAMS=off \
+HTTPDNS_API_TLS_ADDR=$API_TLS HTTPDNS_MIRROR_TLS_ADDR=$MIRROR_TLS HTTPDNS_DOT_ADDR=127.0.0.1:$DOT_PORT \
+HTTPDNS_TLS_CERT="$W/cert.pem" HTTPDNS_TLS_KEY="$W/key.pem" \
 HTTPDNS_DATA_DIR="$W/data" HTTPDNS_ADMIN_TOKEN=$TOKEN HTTPDNS_ALLOW_LOCAL_ORIGINS=true RUST_LOG=warn \
 LLVM_PROFILE_FILE="$RAW/httpdns-%p-%m.profraw" ./target/pgo-train/dist/httpdns --config "$W/httpdns.toml" serve &
 HPID=$!
@@ -146,6 +155,18 @@ load "http://$API/app/config-center/module-config?module=cdn"
 load "http://$API/app/events" -s "$W/events.lua"
 load "http://$MIRROR/files/4k.bin"
 load "http://$MIRROR/files/1m.bin"
+load "https://$API_TLS/d?dn=www.example.com&ip=1.0.1.7&ttl=1"
+load "https://$MIRROR_TLS/files/4k.bin"
+# h2 (wrk speaks only HTTP/1.1): curl's parallel transfers over one connection.
+for i in $(seq 1 10000); do echo "url = \"https://$API_TLS/d?dn=n$((i % 1000 + 1)).bench.example&ip=1.0.1.7\""; echo "output = /dev/null"; done >"$W/h2.curl"
+curl -sS --fail --http2 --cacert "$W/cert.pem" --parallel --parallel-max 32 -K "$W/h2.curl" >"$W/h2.out" 2>&1 ||
+    { echo "h2 requests over TLS failed:" >&2; cat "$W/h2.out" >&2; exit 1; }
+echo "   10000 h2 requests  https://$API_TLS/d"
+for mode in -new -reuse; do
+    openssl s_time -connect "$API_TLS" "$mode" -time "$DURATION" >"$W/s_time.out" 2>&1 || true
+    grep -q 'connections in' "$W/s_time.out" || { echo "openssl s_time $mode failed:" >&2; cat "$W/s_time.out" >&2; exit 1; }
+    echo "   $(awk '/connections in/ && /real seconds/ {print $1; exit}' "$W/s_time.out") handshakes ($mode)  $API_TLS"
+done
 for i in $(seq 1 1000); do echo "n$i.bench.example A"; echo "n$i.bench.example AAAA"; done >"$W/queries"
 dns() { # label [dnsperf args...]
     local label=$1
@@ -158,6 +179,7 @@ dns() { # label [dnsperf args...]
 dns UDP
 dns "UDP, EDNS client subnet" -e -E 8:00011800010001
 dns TCP -m tcp
+DNS_PORT=$DOT_PORT dns TLS -m dot
 curl -sf "http://$API/metrics" >/dev/null
 kill -TERM "$HPID"
 wait "$HPID" || true
