@@ -16,8 +16,8 @@
 # every hot path on loopback for DURATION seconds each: `/d` (one name, a batch, AAAA),
 # `/resolve`, `/v2/d`, DNS over HTTPS (GET and POST), plain DNS over UDP and TCP (with and
 # without EDNS client subnet), a config 304 and 200, mirror hits of 4 KiB and 1 MiB from a local
-# origin (python3's http.server), `/app/events`, and over TLS: `/d` and a mirror hit over
-# HTTPS (HTTP/1.1 and h2), new and resumed handshakes, DNS over TLS; 3. `llvm-profdata merge` into
+# origin (python3's http.server), `/app/events`, and over TLS: `/d` (HTTP/1.1 and h2), a mirror
+# hit (HTTP/1.1), new and resumed handshakes, DNS over TLS; 3. `llvm-profdata merge` into
 # deploy/pgo/httpdns.profdata; 4. the `dist` build with `-Cprofile-use` (target/pgo). A path
 # the training never runs is laid out as cold, so every path the benchmarks measure is
 # trained. deploy/Dockerfile uses deploy/pgo/httpdns.profdata when the build context has it.
