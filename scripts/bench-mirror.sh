@@ -5,6 +5,7 @@
 #   ROUNDS=N (default 5)   MEMORY_MB=M (HTTPDNS_MIRROR_MEMORY_MB, default 64; 0: every hit
 #   reads the file)   HIT_ONLY=1 (stop after part 1)
 #   PROFILE=P: httpdns's cargo profile (default release; `pgo`: as deploy/Dockerfile builds it)
+#   SENDFILE=false: HTTPDNS_MIRROR_SENDFILE=false, the mirror writes every body from memory
 #   COPY_PEER=1: also nginx serving the same files with `sendfile off` (`output_buffers 1 2m`:
 #   read into memory, then written, as the mirror writes a body it holds), in every round
 #
@@ -41,6 +42,7 @@ CONNS="${2:-32}"
 ROUNDS="${ROUNDS:-5}"
 MEMORY_MB="${MEMORY_MB:-64}"
 PROFILE="${PROFILE:-release}"
+SENDFILE="${SENDFILE:-true}"
 API=127.0.0.1:18580
 MIRROR=127.0.0.1:18581
 NGINX=127.0.0.1:18582
@@ -61,7 +63,7 @@ cleanup() {
     rm -rf "$W"
 }
 trap cleanup EXIT
-COMMAND="ROUNDS=$ROUNDS PROFILE=$PROFILE MEMORY_MB=$MEMORY_MB${HIT_ONLY:+ HIT_ONLY=$HIT_ONLY}${COPY_PEER:+ COPY_PEER=$COPY_PEER} scripts/bench-mirror.sh $DURATION $CONNS"
+COMMAND="ROUNDS=$ROUNDS PROFILE=$PROFILE MEMORY_MB=$MEMORY_MB${HIT_ONLY:+ HIT_ONLY=$HIT_ONLY}${COPY_PEER:+ COPY_PEER=$COPY_PEER}$([ "$SENDFILE" = true ] || echo " SENDFILE=$SENDFILE") scripts/bench-mirror.sh $DURATION $CONNS"
 
 mkdir -p "$W/www/files" "$W/data" "$W/nginx-tmp" "$W/nginx-cache"
 # nginx workers run as an unprivileged user: they must be able to read the files (nginx's
@@ -122,6 +124,7 @@ taskset -c 0 nginx -c "$W/nginx.conf"
 
 HTTPDNS_API_ADDR=$API HTTPDNS_MIRROR_ADDR=$MIRROR HTTPDNS_DNS_ADDR=off HTTPDNS_UPSTREAMS=off \
 HTTPDNS_DATA_DIR="$W/data" HTTPDNS_ADMIN_TOKEN=$TOKEN HTTPDNS_MIRROR_MEMORY_MB="$MEMORY_MB" HTTPDNS_ALLOW_LOCAL_ORIGINS=true \
+HTTPDNS_MIRROR_SENDFILE="$SENDFILE" \
 RUST_LOG=warn taskset -c 0 "$HTTPDNS_BIN" serve &
 HPID=$!
 ready=
@@ -205,6 +208,9 @@ for f in 4k 1m; do
         ratios "$f requests per server CPU-second, mirror / nginx static without sendfile" <"$W/copy.eff"
     fi
 done
+# How the mirror's hits left: bytes sent from files with sendfile (0 with SENDFILE=false).
+echo "mirror body bytes sent with sendfile: $(curl -s "http://$API/metrics" |
+    awk '/^httpdns_http_sendfile_bytes_total\{listener="mirror"\}/ {printf "%.0f", $2}')"
 
 if [ -n "${HIT_ONLY:-}" ]; then
     echo "command: $COMMAND"

@@ -27,6 +27,7 @@ mod origin;
 mod persistence;
 mod promtool;
 mod proxy;
+mod sendfile;
 mod shortcut;
 mod shutdown;
 mod support;

@@ -682,8 +682,27 @@ async fn memory_copies_follow_the_store() {
         .unwrap();
     assert_eq!(r.status(), 206);
     assert!(r.bytes().await.unwrap() == blob(300_000, 8)[100_000..100_010]);
+    let r = server
+        .http
+        .get(server.mirror_url("/m/big.bin"))
+        .header("range", "bytes=50000-249999")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 206);
+    assert!(r.bytes().await.unwrap() == blob(300_000, 8)[50_000..250_000]);
     let head = server.http.head(server.mirror_url("/m/big.bin")).send().await.unwrap();
     assert_eq!(head.headers()["content-length"], "300000");
+    // Those bodies left the plain listener from the file (HTTPDNS_MIRROR_SENDFILE's default):
+    // two whole ones and the large range, all but their last bytes.
+    let metrics = server.text("/metrics").await;
+    let sent: f64 = metrics
+        .lines()
+        .find_map(|l| l.strip_prefix("httpdns_http_sendfile_bytes_total{listener=\"mirror\"} "))
+        .expect("the sendfile counter")
+        .parse()
+        .unwrap();
+    assert!(sent > 600_000.0, "{sent}");
 
     let objects = tmp.path().join("mirror/store");
     let stored: Vec<_> =

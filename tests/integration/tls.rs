@@ -118,7 +118,7 @@ fn strings(v: &[&str]) -> Vec<String> {
     v.iter().map(|s| (*s).to_owned()).collect()
 }
 
-fn have_all(tools: &[&str]) -> bool {
+pub(crate) fn have_all(tools: &[&str]) -> bool {
     tools.iter().all(|t| {
         Command::new("sh").args(["-c", &format!("command -v {t}")]).output().is_ok_and(|o| o.status.success())
     })

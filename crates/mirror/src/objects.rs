@@ -287,14 +287,15 @@ impl Objects {
                 if self.hot.admits(cached.meta.length) {
                     let len = cached.meta.length;
                     // Into a buffer of exactly its size (not a pooled one): it stays in memory,
-                    // and the budget counts its length.
+                    // and the budget counts its length. A large body keeps its file open too:
+                    // plain connections send it from the file (the body starts the file).
                     let body = if len <= INLINE_READ {
                         pread(&file, 0, len)?
                     } else {
                         tokio::task::spawn_blocking(move || -> std::io::Result<Bytes> {
                             let mut buf = vec![0u8; len as usize];
                             file.read_exact_at(&mut buf, 0)?;
-                            Ok(Bytes::from(buf))
+                            Ok(httpdns_net::sendfile::file_backed(buf, file, 0))
                         })
                         .await
                         .map_err(|e| std::io::Error::other(e.to_string()))??

@@ -27,6 +27,7 @@ use tower::ServiceExt as _;
 
 use crate::metrics::ListenerMetrics;
 use crate::registry::{Admitted, ConnRegistry, InFlight, Refused, Signal, Timeouts};
+use crate::sendfile::{self, Plan};
 use crate::tls::TlsServer;
 use crate::tracked::Tracked;
 
@@ -197,7 +198,7 @@ async fn serve_connection(
         let (stream, client) = crate::proxied::accept(stream, peer, &settings.trusted_proxies).await?;
         let io = Tracked::new(stream, state.clone());
         match &settings.tls {
-            None => Some((Io::Plain(io), client, None)),
+            None => Some((Io::Plain(io, settings.metrics.sendfile_bytes.clone()), client, None)),
             Some(tls) => match tls.accept(io).await {
                 Ok((io, secure)) => Some((Io::Tls(Box::new(io)), client, Some(secure))),
                 Err(e) => {
@@ -290,9 +291,10 @@ async fn serve_connection(
     }
 }
 
-/// The connection's stream: plain or TLS, both tracked.
+/// The connection's stream: plain (with the bytes it sent from files counted) or TLS, both
+/// tracked. Plain writes of [file-backed](crate::sendfile) bodies go out with `sendfile`.
 enum Io {
-    Plain(Tracked<crate::proxied::ProxiedStream>),
+    Plain(Tracked<crate::proxied::ProxiedStream>, prometheus::IntCounter),
     Tls(Box<tokio_rustls::server::TlsStream<Tracked<crate::proxied::ProxiedStream>>>),
 }
 
@@ -303,7 +305,7 @@ impl tokio::io::AsyncRead for Io {
         buf: &mut tokio::io::ReadBuf<'_>,
     ) -> Poll<std::io::Result<()>> {
         match self.get_mut() {
-            Io::Plain(s) => Pin::new(s).poll_read(cx, buf),
+            Io::Plain(s, _) => Pin::new(s).poll_read(cx, buf),
             Io::Tls(s) => Pin::new(s.as_mut()).poll_read(cx, buf),
         }
     }
@@ -312,7 +314,7 @@ impl tokio::io::AsyncRead for Io {
 impl tokio::io::AsyncWrite for Io {
     fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<std::io::Result<usize>> {
         match self.get_mut() {
-            Io::Plain(s) => Pin::new(s).poll_write(cx, buf),
+            io @ Io::Plain(..) => Pin::new(io).poll_write_vectored(cx, &[std::io::IoSlice::new(buf)]),
             Io::Tls(s) => Pin::new(s.as_mut()).poll_write(cx, buf),
         }
     }
@@ -323,28 +325,38 @@ impl tokio::io::AsyncWrite for Io {
         bufs: &[std::io::IoSlice<'_>],
     ) -> Poll<std::io::Result<usize>> {
         match self.get_mut() {
-            Io::Plain(s) => Pin::new(s).poll_write_vectored(cx, bufs),
+            Io::Plain(s, from_files) => match sendfile::plan(bufs) {
+                Plan::Memory => Pin::new(s).poll_write_vectored(cx, bufs),
+                Plan::Before(n) => s.poll_send(cx, |tcp| sendfile::send_more(tcp, &bufs[..n])),
+                Plan::File { file, offset, len } => {
+                    let sent = s.poll_send(cx, |tcp| sendfile::send_span(tcp, &file, offset, len));
+                    if let Poll::Ready(Ok(n)) = sent {
+                        from_files.inc_by(n as u64);
+                    }
+                    sent
+                }
+            },
             Io::Tls(s) => Pin::new(s.as_mut()).poll_write_vectored(cx, bufs),
         }
     }
 
     fn is_write_vectored(&self) -> bool {
         match self {
-            Io::Plain(s) => s.is_write_vectored(),
+            Io::Plain(s, _) => s.is_write_vectored(),
             Io::Tls(s) => s.is_write_vectored(),
         }
     }
 
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
         match self.get_mut() {
-            Io::Plain(s) => Pin::new(s).poll_flush(cx),
+            Io::Plain(s, _) => Pin::new(s).poll_flush(cx),
             Io::Tls(s) => Pin::new(s.as_mut()).poll_flush(cx),
         }
     }
 
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
         match self.get_mut() {
-            Io::Plain(s) => Pin::new(s).poll_shutdown(cx),
+            Io::Plain(s, _) => Pin::new(s).poll_shutdown(cx),
             Io::Tls(s) => Pin::new(s.as_mut()).poll_shutdown(cx),
         }
     }

@@ -6,6 +6,7 @@
 //!   with those rules, PROXY headers and optional TLS.
 //! * [`tls`]: certificates by SNI from PEM files, reloaded in place, expiry exported.
 //! * [`proxied`]: the PROXY protocol (v1 and v2) from trusted proxies.
+//! * [`sendfile`]: bodies in memory that plain connections send from their file.
 //! * [`tracked`]: the stream wrapper that lets the reaper see bytes move.
 //! * [`metrics`]: connections open, refused and closed, TLS failures.
 
@@ -13,6 +14,7 @@ pub mod http;
 pub mod metrics;
 pub mod proxied;
 pub mod registry;
+pub mod sendfile;
 pub mod tls;
 pub mod tracked;
 

@@ -62,6 +62,7 @@ pub struct NetMetrics {
     refused: IntCounterVec,
     closed: IntCounterVec,
     tls_failures: IntCounterVec,
+    sendfile_bytes: IntCounterVec,
 }
 
 impl NetMetrics {
@@ -92,11 +93,19 @@ impl NetMetrics {
             &["listener"],
         )
         .expect("metric");
-        for c in [&refused, &closed, &tls_failures] {
+        let sendfile_bytes = IntCounterVec::new(
+            Opts::new(
+                "http_sendfile_bytes_total",
+                "Response body bytes plain HTTP/1.1 connections sent from stored files with sendfile(2), by listener",
+            ),
+            &["listener"],
+        )
+        .expect("metric");
+        for c in [&refused, &closed, &tls_failures, &sendfile_bytes] {
             registry.register(Box::new(c.clone())).expect("unique metric");
         }
         registry.register(Box::new(open.clone())).expect("unique metric");
-        Self { open, refused, closed, tls_failures }
+        Self { open, refused, closed, tls_failures, sendfile_bytes }
     }
 
     /// The pre-resolved series of one listener.
@@ -108,6 +117,7 @@ impl NetMetrics {
                 .map(|r| self.refused.with_label_values(&[name, r.label()])),
             closed: CloseReason::ALL.map(|r| self.closed.with_label_values(&[name, r.label()])),
             tls_failures: self.tls_failures.with_label_values(&[name]),
+            sendfile_bytes: self.sendfile_bytes.with_label_values(&[name]),
         })
     }
 }
@@ -120,6 +130,7 @@ pub struct ListenerMetrics {
     refused: [IntCounter; 2],
     closed: [IntCounter; 4],
     pub tls_failures: IntCounter,
+    pub sendfile_bytes: IntCounter,
 }
 
 impl ListenerMetrics {

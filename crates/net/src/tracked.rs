@@ -38,6 +38,29 @@ impl<S: OverTcp> Tracked<S> {
     pub fn get_ref(&self) -> &S {
         &self.inner
     }
+
+    /// Runs `write` (a non-blocking send on the socket itself, past any wrapper: `sendfile`,
+    /// `sendmsg` with flags) when the socket can take bytes, as a `poll_write` would.
+    pub(crate) fn poll_send(
+        &self,
+        cx: &mut Context<'_>,
+        mut write: impl FnMut(&tokio::net::TcpStream) -> io::Result<usize>,
+    ) -> Poll<io::Result<usize>> {
+        let tcp = self.inner.tcp();
+        loop {
+            std::task::ready!(tcp.poll_write_ready(cx))?;
+            match tcp.try_io(tokio::io::Interest::WRITABLE, || write(tcp)) {
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
+                Ok(n) => {
+                    if n > 0 {
+                        self.state.note_write();
+                    }
+                    return Poll::Ready(Ok(n));
+                }
+                Err(e) => return Poll::Ready(Err(e)),
+            }
+        }
+    }
 }
 
 impl<S: OverTcp> Drop for Tracked<S> {

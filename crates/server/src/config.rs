@@ -52,6 +52,10 @@ pub const ENV_VARS: &[(&str, &str)] = &[
         "MiB of small stored bodies (up to 1 MiB each) the mirror keeps in memory; 0 turns it off",
     ),
     (
+        "HTTPDNS_MIRROR_SENDFILE",
+        "send local bodies above 64 KiB held in memory from their files with sendfile(2) on plain HTTP/1.1 (true/false, default true)",
+    ),
+    (
         "HTTPDNS_ALLOW_LOCAL_ORIGINS",
         "accept mirror origins (and redirect hops) on loopback, link-local and unspecified addresses (true/false)",
     ),
@@ -169,6 +173,8 @@ pub struct Config {
     pub mirror_store: MirrorStore,
     /// Bytes of small bodies the mirror keeps in memory (0: none).
     pub mirror_memory: u64,
+    /// Plain HTTP/1.1 sends large bodies in memory from their files (`httpdns_net::sendfile`).
+    pub mirror_sendfile: bool,
     /// Image variants: memory budget, its wait, the store limit (and the render budgets).
     pub mirror_images: httpdns_mirror::ImageSettings,
     /// Per-address limit of unauthenticated calls: requests per second and burst.
@@ -309,6 +315,7 @@ struct MirrorFile {
     s3_endpoint: Option<String>,
     s3_region: Option<String>,
     memory_mb: Option<u64>,
+    sendfile: Option<bool>,
     image_memory_mb: Option<u64>,
     image_wait_ms: Option<u64>,
     variant_max_store_bytes: Option<u64>,
@@ -665,6 +672,10 @@ impl Config {
             }
         };
 
+        let mirror_sendfile = match env("HTTPDNS_MIRROR_SENDFILE") {
+            Some(v) => parse_bool("HTTPDNS_MIRROR_SENDFILE", &v)?,
+            None => file.mirror.sendfile.unwrap_or(true),
+        };
         let allow_local_origins = match env("HTTPDNS_ALLOW_LOCAL_ORIGINS") {
             Some(v) => parse_bool("HTTPDNS_ALLOW_LOCAL_ORIGINS", &v)?,
             None => file.allow_local_origins.unwrap_or(false),
@@ -781,6 +792,7 @@ impl Config {
             client_rate_limit,
             mirror_store,
             mirror_memory: mirror_memory_mb << 20,
+            mirror_sendfile,
             mirror_images,
             api_addr,
             mirror_addr,
@@ -1016,6 +1028,7 @@ mod tests {
         assert!(!c.allow_private_node_ips);
         assert_eq!(c.upstreams, Upstreams::System);
         assert_eq!(c.policy.weights, Weights::default());
+        assert!(c.mirror_sendfile);
     }
 
     #[test]
@@ -1058,6 +1071,12 @@ mod tests {
         assert_eq!(c.trusted_proxies, ["10.0.0.0/8".parse().unwrap(), "192.168.1.1/32".parse().unwrap()]);
         let e = Config::load(None, env_of(&[("HTTPDNS_TRUSTED_PROXIES", "nope")])).unwrap_err();
         assert_eq!(e.setting, "HTTPDNS_TRUSTED_PROXIES");
+        let file = "[mirror]\nsendfile = false";
+        assert!(!Config::load(Some(file), |_| None).unwrap().mirror_sendfile);
+        let on = Config::load(Some(file), env_of(&[("HTTPDNS_MIRROR_SENDFILE", "true")])).unwrap();
+        assert!(on.mirror_sendfile);
+        let e = Config::load(None, env_of(&[("HTTPDNS_MIRROR_SENDFILE", "sometimes")])).unwrap_err();
+        assert_eq!(e.setting, "HTTPDNS_MIRROR_SENDFILE");
     }
 
     #[test]

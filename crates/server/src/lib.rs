@@ -216,6 +216,10 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
     // process's descriptors whichever listener is flooded.
     let nofile = httpdns_net::raise_descriptor_limit();
     let derived = httpdns_net::ConnLimits::for_descriptors(nofile);
+    // Large mirror bodies in memory keep their files open (sent with sendfile); connections
+    // may take half of the descriptors, these a quarter.
+    let held_files = usize::try_from(nofile / 4).unwrap_or(usize::MAX).min(1 << 14);
+    httpdns_net::sendfile::set_limit(if config.mirror_sendfile { held_files } else { 0 });
     let limits = httpdns_net::ConnLimits {
         max_connections: config.max_connections.unwrap_or(derived.max_connections),
         max_per_address: config.max_connections_per_addr.unwrap_or(derived.max_per_address),

@@ -1,0 +1,183 @@
+//! Bodies in memory that are also bytes of an open file, and the plain-TCP write path that
+//! sends them with `sendfile(2)` instead of copying them out of memory.
+//!
+//! hyper owns an HTTP connection and writes whatever a response body yields; it cannot be
+//! handed a file. A large mirror hit is a body held in memory that is also a span of an open
+//! file, so such a body is registered here by its address (a [`file_backed`] `Bytes`). When
+//! a plain connection's write meets a buffer inside a registered body, the stream sends that
+//! span from the file (page cache to socket buffers by reference) instead of copying it from
+//! user space: the copy was 41% of the gateway's CPU on a 1 MiB hit (docs/benchmarks.md).
+//!
+//! Whatever else sees such a buffer (TLS, HTTP/2, a small remainder, a copy) reads the memory,
+//! which holds the same bytes: the file is never changed in place (every store write is a
+//! rename over it), and the registration holds it open, so a path replaced or removed since
+//! keeps its old inode for as long as the body lives. The path changes how bytes travel, never
+//! which bytes a client gets.
+
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::io::{self, IoSlice};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, RwLock};
+
+use bytes::Bytes;
+
+/// Bodies shorter than this are plain memory: for them one `writev` of head and body beats a
+/// send of the head and a `sendfile` of the body.
+pub const MIN_BODY: usize = 64 << 10;
+/// Buffers shorter than this are written from memory without a lookup: the head of a response,
+/// or the last bytes of a body a `sendfile` left.
+const MIN_LOOKUP: usize = 16 << 10;
+
+/// Registered bodies by start address.
+static SPANS: RwLock<BTreeMap<usize, Span>> = RwLock::new(BTreeMap::new());
+/// Registered bodies now, each holding a descriptor.
+static HELD: AtomicUsize = AtomicUsize::new(0);
+/// At most this many at once (see [`set_limit`]).
+static LIMIT: AtomicUsize = AtomicUsize::new(1024);
+
+struct Span {
+    end: usize,
+    file: Arc<File>,
+    /// The file offset of the body's first byte.
+    offset: u64,
+}
+
+/// Bounds the bodies registered at once, each of which keeps its file open: the process's
+/// descriptors are shared with its connections. Past it, bodies are plain memory.
+pub fn set_limit(bodies: usize) {
+    LIMIT.store(bodies, Ordering::Relaxed);
+}
+
+/// `body`, which must be the bytes of `file` from `offset`, as a `Bytes` that plain
+/// connections send from the file. Short bodies, and any past [`set_limit`], are plain memory.
+pub fn file_backed(body: Vec<u8>, file: Arc<File>, offset: u64) -> Bytes {
+    if body.len() < MIN_BODY
+        || HELD
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| {
+                (n < LIMIT.load(Ordering::Relaxed)).then_some(n + 1)
+            })
+            .is_err()
+    {
+        return Bytes::from(body);
+    }
+    let body = body.into_boxed_slice();
+    let start = body.as_ptr() as usize;
+    let span = Span { end: start + body.len(), file, offset };
+    SPANS.write().unwrap_or_else(|e| e.into_inner()).insert(start, span);
+    Bytes::from_owner(Registered { body })
+}
+
+/// A registered body: unregistered before its memory is freed, so an address in the table is
+/// always a live body's (another allocation at a freed address is never taken for it).
+struct Registered {
+    body: Box<[u8]>,
+}
+
+impl AsRef<[u8]> for Registered {
+    fn as_ref(&self) -> &[u8] {
+        &self.body
+    }
+}
+
+impl Drop for Registered {
+    fn drop(&mut self) {
+        let start = self.body.as_ptr() as usize;
+        SPANS.write().unwrap_or_else(|e| e.into_inner()).remove(&start);
+        HELD.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// The file and offset `buf` is a copy of, when it lies inside a registered body.
+fn span_of(buf: &[u8]) -> Option<(Arc<File>, u64)> {
+    let at = buf.as_ptr() as usize;
+    let spans = SPANS.read().unwrap_or_else(|e| e.into_inner());
+    let (start, span) = spans.range(..=at).next_back()?;
+    (at + buf.len() <= span.end).then(|| (span.file.clone(), span.offset + (at - start) as u64))
+}
+
+/// How a plain connection writes `bufs`.
+pub(crate) enum Plan {
+    /// From memory, all of them.
+    Memory,
+    /// The first `n` from memory, with `MSG_MORE`: a file span follows, and the head should
+    /// leave in the same segment as its start.
+    Before(usize),
+    /// The first buffer, from the file.
+    File { file: Arc<File>, offset: u64, len: usize },
+}
+
+pub(crate) fn plan(bufs: &[IoSlice<'_>]) -> Plan {
+    for (i, buf) in bufs.iter().enumerate() {
+        if buf.len() < MIN_LOOKUP {
+            continue;
+        }
+        if let Some((file, offset)) = span_of(buf) {
+            return if i == 0 { Plan::File { file, offset, len: buf.len() } } else { Plan::Before(i) };
+        }
+    }
+    Plan::Memory
+}
+
+/// One `sendfile` of up to `len` bytes of `file` at `offset` to `tcp`, or `WouldBlock`.
+pub(crate) fn send_span(
+    tcp: &tokio::net::TcpStream,
+    file: &File,
+    offset: u64,
+    len: usize,
+) -> io::Result<usize> {
+    let mut at = offset;
+    match rustix::fs::sendfile(tcp, file, Some(&mut at), len)? {
+        // The file is shorter than the body it was read into: it was cut behind the store's
+        // back. The connection fails rather than send other bytes than the length promised.
+        0 => Err(io::Error::new(io::ErrorKind::UnexpectedEof, "a stored file is shorter than its body")),
+        n => Ok(n),
+    }
+}
+
+/// One `sendmsg` of `bufs` with `MSG_MORE`, or `WouldBlock`.
+pub(crate) fn send_more(tcp: &tokio::net::TcpStream, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
+    use rustix::net::{SendAncillaryBuffer, SendFlags};
+    let flags = SendFlags::MORE | SendFlags::NOSIGNAL;
+    Ok(rustix::net::sendmsg(tcp, bufs, &mut SendAncillaryBuffer::default(), flags)?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write as _;
+
+    fn file_of(bytes: &[u8]) -> Arc<File> {
+        let mut f = tempfile::tempfile().unwrap();
+        f.write_all(bytes).unwrap();
+        Arc::new(f)
+    }
+
+    #[test]
+    fn a_registered_body_maps_its_slices_to_file_offsets() {
+        let body = vec![1u8; 200_000];
+        let bytes = file_backed(body, file_of(&[0; 10]), 7);
+        let inner = bytes.slice(50_000..120_000);
+        let (_, offset) = span_of(&inner).expect("a slice of a registered body");
+        assert_eq!(offset, 7 + 50_000);
+        let Plan::File { offset, len, .. } = plan(&[IoSlice::new(&inner)]) else {
+            panic!("sent from the file")
+        };
+        assert_eq!((offset, len), (50_007, 70_000));
+        let head = b"HTTP/1.1 200 OK\r\n\r\n";
+        assert!(matches!(plan(&[IoSlice::new(head), IoSlice::new(&inner)]), Plan::Before(1)));
+        // The last bytes of a body are written from memory.
+        assert!(matches!(plan(&[IoSlice::new(&bytes[199_000..])]), Plan::Memory));
+        let start = bytes.as_ptr() as usize;
+        drop((bytes, inner));
+        assert!(!SPANS.read().unwrap().contains_key(&start), "unregistered when the last clone goes");
+    }
+
+    #[test]
+    fn short_bodies_and_other_memory_are_not_spans() {
+        let short = file_backed(vec![2u8; MIN_BODY - 1], file_of(b"x"), 0);
+        assert!(span_of(&short).is_none());
+        let other = vec![3u8; 300_000];
+        assert!(matches!(plan(&[IoSlice::new(&other)]), Plan::Memory));
+    }
+}
