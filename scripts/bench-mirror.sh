@@ -152,6 +152,8 @@ for f in 4k 1m; do
             sleep 0.1
         done
         [ "$x" = HIT ] || { echo "$via/files/$f.bin: X-Cache '$x' after warm-up, not HIT" >&2; exit 1; }
+        # The bytes of a hit, the path measured (from memory or, on the mirror, sendfile).
+        cmp <(curl -sf "http://$via/files/$f.bin") "$W/www/files/$f.bin"
     done
 done
 echo "x-cache after warm-up: mirror $(xcache "http://$MIRROR/files/4k.bin"), nginx proxy_cache $(xcache "http://$NGINX_CACHE/files/4k.bin")"

@@ -695,14 +695,8 @@ async fn memory_copies_follow_the_store() {
     assert_eq!(head.headers()["content-length"], "300000");
     // Those bodies left the plain listener from the file (HTTPDNS_MIRROR_SENDFILE's default):
     // two whole ones and the large range, all but their last bytes.
-    let metrics = server.text("/metrics").await;
-    let sent: f64 = metrics
-        .lines()
-        .find_map(|l| l.strip_prefix("httpdns_http_sendfile_bytes_total{listener=\"mirror\"} "))
-        .expect("the sendfile counter")
-        .parse()
-        .unwrap();
-    assert!(sent > 600_000.0, "{sent}");
+    let sent = sendfile_bytes(&server).await;
+    assert!(sent > 600_000, "{sent}");
 
     let objects = tmp.path().join("mirror/store");
     let stored: Vec<_> =
@@ -747,6 +741,66 @@ async fn memory_copies_follow_the_store() {
     assert_eq!(cache(&r), "MISS");
     assert!(r.bytes().await.unwrap() == blob(8000, 7), "not the body of the fill before the purge");
     assert_eq!(origin.origin.requests("/o/m.bin"), 4);
+}
+
+/// Body bytes the mirror listener sent from files with sendfile.
+async fn sendfile_bytes(server: &Server) -> u64 {
+    let metrics = server.text("/metrics").await;
+    metrics
+        .lines()
+        .find_map(|l| l.strip_prefix("httpdns_http_sendfile_bytes_total{listener=\"mirror\"} "))
+        .expect("the sendfile counter")
+        .parse()
+        .unwrap()
+}
+
+/// Copies read from the disk for each request (no memory cache) leave plain HTTP/1.1 from
+/// their files: a body streamed in pieces, one read whole, a range of each; with
+/// `HTTPDNS_MIRROR_SENDFILE=false` the same bytes leave from memory.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stored_bodies_leave_from_their_files() {
+    for sendfile in [true, false] {
+        let origin = RunningOrigin::start().await;
+        let (big, mid) = (blob(3_000_000, 5), blob(500_000, 6));
+        origin.origin.put("/o/big.bin", big.clone(), "application/octet-stream");
+        origin.origin.put("/o/mid.bin", mid.clone(), "application/octet-stream");
+        let tmp = tempfile::tempdir().unwrap();
+        let mut env = mirror_env(tmp.path(), &Backend::LocalDisk);
+        env.insert("HTTPDNS_MIRROR_SENDFILE".into(), sendfile.to_string());
+        let server = Server::start_with(env, None).await;
+        rule(&server, "s", json!({"path_prefix": "/s", "origin": format!("{}/o", origin.url())})).await;
+        for path in ["/s/big.bin", "/s/mid.bin"] {
+            assert_eq!(get(&server, path).await.status(), 200);
+            wait_hit(&server, path).await;
+        }
+        let before = sendfile_bytes(&server).await;
+        for (path, body) in [("/s/big.bin", &big), ("/s/mid.bin", &mid)] {
+            let r = get(&server, path).await;
+            assert_eq!(cache(&r), "HIT");
+            assert!(r.bytes().await.unwrap() == body[..], "{path}");
+        }
+        for (path, body, from, to) in
+            [("/s/big.bin", &big, 123_457, 2_777_776), ("/s/mid.bin", &mid, 70_001, 469_999)]
+        {
+            let r = server
+                .http
+                .get(server.mirror_url(path))
+                .header("range", format!("bytes={from}-{to}"))
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(r.status(), 206);
+            assert!(r.bytes().await.unwrap() == body[from..=to], "{path} {from}-{to}");
+        }
+        let sent = sendfile_bytes(&server).await - before;
+        if sendfile {
+            // Everything but the short tails of some pieces.
+            let all = 3_000_000 + 500_000 + (2_777_776 - 123_457 + 1) + (469_999 - 70_001 + 1);
+            assert!(sent > all - 200_000, "{sent} of {all}");
+        } else {
+            assert_eq!(sent, 0);
+        }
+    }
 }
 
 /// Every valid key has a place in every store: a key and its "children" side by side (an

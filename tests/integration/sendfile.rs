@@ -92,7 +92,7 @@ async fn plain_http1_sends_file_backed_bodies_from_the_file() {
     let mut file = tempfile::tempfile().unwrap();
     file.write_all(&on_disk).unwrap();
     let in_memory = vec![b'm'; LEN];
-    let body = httpdns_net::sendfile::file_backed(in_memory.clone(), Arc::new(file), 0);
+    let body = httpdns_net::sendfile::Budget::new(4).file_backed(in_memory.clone(), Arc::new(file), 0);
     let shutdown = CancellationToken::new();
     let (addr, metrics) = listen(body.clone(), None, &shutdown).await;
 

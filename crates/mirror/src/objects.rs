@@ -26,6 +26,8 @@ use object_store::{GetOptions, GetRange, ObjectStore, ObjectStoreExt, PutPayload
 use serde::{Deserialize, Serialize};
 use sha2::Digest as _;
 
+use httpdns_net::sendfile::Budget;
+
 use crate::copy_headers::CopyHeaders;
 use crate::hot::{HotBodies, HotCopy, Version};
 use crate::layout;
@@ -171,6 +173,9 @@ pub struct Objects {
     /// useful); an entry is used only at the version it was read at.
     meta: quick_cache::sync::Cache<String, CachedMeta>,
     hot: HotBodies,
+    /// Large bodies read from local copies are file-backed within this budget (0: never), so
+    /// plain connections send them with `sendfile`.
+    files: Arc<Budget>,
 }
 
 impl std::fmt::Debug for Objects {
@@ -198,6 +203,7 @@ impl Objects {
             tmp_dir,
             meta: quick_cache::sync::Cache::new(META_CACHE_ENTRIES),
             hot: no_memory(),
+            files: Budget::new(0),
         })
     }
 
@@ -210,6 +216,7 @@ impl Objects {
             tmp_dir,
             meta: quick_cache::sync::Cache::new(META_CACHE_ENTRIES),
             hot: no_memory(),
+            files: Budget::new(0),
         })
     }
 
@@ -227,6 +234,14 @@ impl Objects {
     /// store whether the copy changed; see [`HotBodies`].
     pub fn with_memory(mut self, budget: u64) -> Self {
         self.hot = HotBodies::new(budget, MEMORY_MAX_OBJECT);
+        self
+    }
+
+    /// Bodies above 64 KiB read from local copies (held in memory or read for one response)
+    /// become [file-backed](httpdns_net::sendfile), at most `open_files` at once (each keeps
+    /// its file open); plain HTTP/1.1 then sends them with `sendfile`. 0: never.
+    pub fn with_sendfile(mut self, open_files: usize) -> Self {
+        self.files = Budget::new(open_files);
         self
     }
 
@@ -292,10 +307,11 @@ impl Objects {
                     let body = if len <= INLINE_READ {
                         pread(&file, 0, len)?
                     } else {
+                        let files = self.files.clone();
                         tokio::task::spawn_blocking(move || -> std::io::Result<Bytes> {
                             let mut buf = vec![0u8; len as usize];
                             file.read_exact_at(&mut buf, 0)?;
-                            Ok(httpdns_net::sendfile::file_backed(buf, file, 0))
+                            Ok(files.file_backed(buf, file, 0))
                         })
                         .await
                         .map_err(|e| std::io::Error::other(e.to_string()))??
@@ -394,7 +410,7 @@ impl Objects {
         end: u64,
     ) -> futures_util::stream::BoxStream<'static, Result<Bytes, std::io::Error>> {
         match &found.source {
-            Source::Local(file) => local_stream(file.clone(), start, end),
+            Source::Local(file) => local_stream(file.clone(), start, end, self.files.clone()),
             Source::Memory(body) => {
                 let part = body.slice(start as usize..end as usize);
                 futures_util::stream::once(async move { Ok(part) }).boxed()
@@ -443,7 +459,12 @@ impl Objects {
         if len <= INLINE_READ {
             return Some(pread(file, start, len));
         }
-        Some(pread_blocking(file.clone(), start, len).await)
+        let (file, files) = (file.clone(), self.files.clone());
+        Some(
+            tokio::task::spawn_blocking(move || pread_stored(&file, start, len, &files))
+                .await
+                .unwrap_or_else(|e| Err(std::io::Error::other(e.to_string()))),
+        )
     }
 
     /// Reads a whole (small) body into memory: image originals for variants.
@@ -724,6 +745,18 @@ pub(crate) fn pread(file: &std::fs::File, at: u64, len: u64) -> std::io::Result<
     Ok(Bytes::from_owner(buf))
 }
 
+/// [`pread`] of a stored copy. A copy never changes in place (every write is a rename over
+/// it), so a large read is also [file-backed](httpdns_net::sendfile): plain connections send it
+/// from the file, saving the copy out of the buffer.
+fn pread_stored(file: &Arc<std::fs::File>, at: u64, len: u64, files: &Arc<Budget>) -> std::io::Result<Bytes> {
+    if len <= INLINE_READ {
+        return pread(file, at, len);
+    }
+    let mut buf = Pooled::take(len as usize);
+    file.read_exact_at(&mut buf.0, at)?;
+    Ok(files.file_backed(buf, file.clone(), at))
+}
+
 /// A read buffer that goes back to a small pool when the last `Bytes` of it is dropped
 /// (after hyper has written it), so large reads reuse warm, already-mapped memory.
 struct Pooled(Vec<u8>);
@@ -767,23 +800,26 @@ pub(crate) async fn pread_blocking(file: Arc<std::fs::File>, at: u64, len: u64) 
         .unwrap_or_else(|e| Err(std::io::Error::other(e.to_string())))
 }
 
-/// Streams `start..end` of an open file from a blocking thread, through a small channel so
+/// Streams `start..end` of a stored copy's open file from a blocking thread, through a small channel so
 /// memory stays bounded by the channel, whatever the object size.
 fn local_stream(
     file: Arc<std::fs::File>,
     start: u64,
     end: u64,
+    files: Arc<Budget>,
 ) -> futures_util::stream::BoxStream<'static, Result<Bytes, std::io::Error>> {
     // Small reads need no thread hop beyond one.
     if end - start <= CHUNK as u64 {
-        return futures_util::stream::once(pread_blocking(file, start, end - start)).boxed();
+        let read = tokio::task::spawn_blocking(move || pread_stored(&file, start, end - start, &files));
+        let read = async move { read.await.unwrap_or_else(|e| Err(std::io::Error::other(e.to_string()))) };
+        return futures_util::stream::once(read).boxed();
     }
     let (tx, rx) = tokio::sync::mpsc::channel::<Result<Bytes, std::io::Error>>(4);
     tokio::task::spawn_blocking(move || {
         let mut at = start;
         while at < end {
             let n = (end - at).min(CHUNK as u64);
-            let r = pread(&file, at, n);
+            let r = pread_stored(&file, at, n, &files);
             let failed = r.is_err();
             if tx.blocking_send(r).is_err() || failed {
                 return;

@@ -3,7 +3,7 @@
 //!
 //! hyper owns an HTTP connection and writes whatever a response body yields; it cannot be
 //! handed a file. A large mirror hit is a body held in memory that is also a span of an open
-//! file, so such a body is registered here by its address (a [`file_backed`] `Bytes`). When
+//! file, so such a body is registered here by its address (a [`Budget::file_backed`] `Bytes`). When
 //! a plain connection's write meets a buffer inside a registered body, the stream sends that
 //! span from the file (page cache to socket buffers by reference) instead of copying it from
 //! user space: the copy was 41% of the gateway's CPU on a 1 MiB hit (docs/benchmarks.md).
@@ -29,12 +29,9 @@ pub const MIN_BODY: usize = 64 << 10;
 /// or the last bytes of a body a `sendfile` left.
 const MIN_LOOKUP: usize = 16 << 10;
 
-/// Registered bodies by start address.
+/// Registered bodies by start address. Process-wide because addresses are: the write path
+/// sees only a buffer, whichever [`Budget`] registered it.
 static SPANS: RwLock<BTreeMap<usize, Span>> = RwLock::new(BTreeMap::new());
-/// Registered bodies now, each holding a descriptor.
-static HELD: AtomicUsize = AtomicUsize::new(0);
-/// At most this many at once (see [`set_limit`]).
-static LIMIT: AtomicUsize = AtomicUsize::new(1024);
 
 struct Span {
     end: usize,
@@ -43,48 +40,68 @@ struct Span {
     offset: u64,
 }
 
-/// Bounds the bodies registered at once, each of which keeps its file open: the process's
-/// descriptors are shared with its connections. Past it, bodies are plain memory.
-pub fn set_limit(bodies: usize) {
-    LIMIT.store(bodies, Ordering::Relaxed);
+/// How many bodies one owner (a mirror store) may have registered at once: each keeps its
+/// file open, and the process's descriptors are shared with its connections. Past it, bodies
+/// are plain memory.
+#[derive(Debug)]
+pub struct Budget {
+    held: AtomicUsize,
+    limit: usize,
 }
 
-/// `body`, which must be the bytes of `file` from `offset`, as a `Bytes` that plain
-/// connections send from the file. Short bodies, and any past [`set_limit`], are plain memory.
-pub fn file_backed(body: Vec<u8>, file: Arc<File>, offset: u64) -> Bytes {
-    if body.len() < MIN_BODY
-        || HELD
-            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| {
-                (n < LIMIT.load(Ordering::Relaxed)).then_some(n + 1)
-            })
-            .is_err()
+impl Budget {
+    pub fn new(limit: usize) -> Arc<Self> {
+        Arc::new(Self { held: AtomicUsize::new(0), limit })
+    }
+
+    /// Bodies registered now.
+    pub fn held(&self) -> usize {
+        self.held.load(Ordering::Relaxed)
+    }
+
+    /// `body`, which must be the bytes of `file` from `offset` (and stay so while it lives),
+    /// as a `Bytes` that plain connections send from the file. Short bodies, and any past the
+    /// limit, are plain memory. `body` must keep its bytes at one address (a `Vec`, a `Box`, a
+    /// pooled buffer): the span is registered at the address the `Bytes` sees.
+    pub fn file_backed<T>(self: &Arc<Self>, body: T, file: Arc<File>, offset: u64) -> Bytes
+    where
+        T: AsRef<[u8]> + Send + 'static,
     {
-        return Bytes::from(body);
+        let len = body.as_ref().len();
+        if len < MIN_BODY || !self.reserve() {
+            return Bytes::from_owner(body);
+        }
+        let bytes = Bytes::from_owner(Registered { body, budget: self.clone() });
+        let start = bytes.as_ptr() as usize;
+        let span = Span { end: start + len, file, offset };
+        SPANS.write().unwrap_or_else(|e| e.into_inner()).insert(start, span);
+        bytes
     }
-    let body = body.into_boxed_slice();
-    let start = body.as_ptr() as usize;
-    let span = Span { end: start + body.len(), file, offset };
-    SPANS.write().unwrap_or_else(|e| e.into_inner()).insert(start, span);
-    Bytes::from_owner(Registered { body })
+
+    fn reserve(&self) -> bool {
+        let limit = self.limit;
+        self.held.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| (n < limit).then_some(n + 1)).is_ok()
+    }
 }
 
-/// A registered body: unregistered before its memory is freed, so an address in the table is
-/// always a live body's (another allocation at a freed address is never taken for it).
-struct Registered {
-    body: Box<[u8]>,
+/// A registered body: unregistered before its memory is freed or reused, so an address in the
+/// table is always a live body's (another buffer at a freed address is never taken for it).
+struct Registered<T: AsRef<[u8]>> {
+    body: T,
+    budget: Arc<Budget>,
 }
 
-impl AsRef<[u8]> for Registered {
+impl<T: AsRef<[u8]>> AsRef<[u8]> for Registered<T> {
     fn as_ref(&self) -> &[u8] {
-        &self.body
+        self.body.as_ref()
     }
 }
 
-impl Drop for Registered {
+impl<T: AsRef<[u8]>> Drop for Registered<T> {
     fn drop(&mut self) {
-        let start = self.body.as_ptr() as usize;
+        let start = self.body.as_ref().as_ptr() as usize;
         SPANS.write().unwrap_or_else(|e| e.into_inner()).remove(&start);
-        HELD.fetch_sub(1, Ordering::Relaxed);
+        self.budget.held.fetch_sub(1, Ordering::Relaxed);
     }
 }
 
@@ -155,8 +172,10 @@ mod tests {
 
     #[test]
     fn a_registered_body_maps_its_slices_to_file_offsets() {
+        let budget = Budget::new(4);
         let body = vec![1u8; 200_000];
-        let bytes = file_backed(body, file_of(&[0; 10]), 7);
+        let bytes = budget.file_backed(body, file_of(&[0; 10]), 7);
+        assert_eq!(budget.held(), 1);
         let inner = bytes.slice(50_000..120_000);
         let (_, offset) = span_of(&inner).expect("a slice of a registered body");
         assert_eq!(offset, 7 + 50_000);
@@ -169,13 +188,30 @@ mod tests {
         // The last bytes of a body are written from memory.
         assert!(matches!(plan(&[IoSlice::new(&bytes[199_000..])]), Plan::Memory));
         let start = bytes.as_ptr() as usize;
-        drop((bytes, inner));
+        drop(bytes);
+        assert!(span_of(&inner).is_some(), "a slice keeps the body registered");
+        drop(inner);
         assert!(!SPANS.read().unwrap().contains_key(&start), "unregistered when the last clone goes");
+        assert_eq!(budget.held(), 0);
+    }
+
+    #[test]
+    fn past_the_budget_bodies_are_plain_memory() {
+        let budget = Budget::new(1);
+        let file = file_of(b"x");
+        let first = budget.file_backed(vec![4u8; MIN_BODY], file.clone(), 0);
+        let second = budget.file_backed(vec![5u8; MIN_BODY], file.clone(), 0);
+        assert!(span_of(&first).is_some() && span_of(&second).is_none());
+        drop(first);
+        let third = budget.file_backed(vec![6u8; MIN_BODY], file, 0);
+        assert!(span_of(&third).is_some(), "a freed place is taken again");
+        let none = Budget::new(0).file_backed(vec![7u8; MIN_BODY], file_of(b"x"), 0);
+        assert!(span_of(&none).is_none() && none.len() == MIN_BODY);
     }
 
     #[test]
     fn short_bodies_and_other_memory_are_not_spans() {
-        let short = file_backed(vec![2u8; MIN_BODY - 1], file_of(b"x"), 0);
+        let short = Budget::new(4).file_backed(vec![2u8; MIN_BODY - 1], file_of(b"x"), 0);
         assert!(span_of(&short).is_none());
         let other = vec![3u8; 300_000];
         assert!(matches!(plan(&[IoSlice::new(&other)]), Plan::Memory));

@@ -216,10 +216,6 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
     // process's descriptors whichever listener is flooded.
     let nofile = httpdns_net::raise_descriptor_limit();
     let derived = httpdns_net::ConnLimits::for_descriptors(nofile);
-    // Large mirror bodies in memory keep their files open (sent with sendfile); connections
-    // may take half of the descriptors, these a quarter.
-    let held_files = usize::try_from(nofile / 4).unwrap_or(usize::MAX).min(1 << 14);
-    httpdns_net::sendfile::set_limit(if config.mirror_sendfile { held_files } else { 0 });
     let limits = httpdns_net::ConnLimits {
         max_connections: config.max_connections.unwrap_or(derived.max_connections),
         max_per_address: config.max_connections_per_addr.unwrap_or(derived.max_per_address),
@@ -368,7 +364,13 @@ fn mirror_objects(config: &Config) -> anyhow::Result<httpdns_mirror::Objects> {
             if moved > 0 {
                 tracing::info!(copies = moved, "Moved stored copies to the current store layout.");
             }
-            Ok(httpdns_mirror::Objects::local(root, tmp)?.with_memory(config.mirror_memory))
+            // Large bodies read from the disk keep their files open while in use (sent with
+            // sendfile): connections may take half of the descriptors, these a quarter.
+            let nofile = httpdns_net::raise_descriptor_limit();
+            let open_files = usize::try_from(nofile / 4).unwrap_or(usize::MAX).min(1 << 14);
+            Ok(httpdns_mirror::Objects::local(root, tmp)?
+                .with_memory(config.mirror_memory)
+                .with_sendfile(if config.mirror_sendfile { open_files } else { 0 }))
         }
         MirrorStore::S3 { .. } => {
             Ok(httpdns_mirror::Objects::remote(s3_objects(config)?, tmp)?.with_memory(config.mirror_memory))
