@@ -173,8 +173,8 @@ pub struct Objects {
     /// useful); an entry is used only at the version it was read at.
     meta: quick_cache::sync::Cache<String, CachedMeta>,
     hot: HotBodies,
-    /// Large bodies read from local copies are file-backed within this budget (0: never), so
-    /// plain connections send them with `sendfile`.
+    /// Large bodies of local copies held in memory are file-backed within this budget (0:
+    /// never), so plain connections send them with `sendfile`.
     files: Arc<Budget>,
 }
 
@@ -237,9 +237,11 @@ impl Objects {
         self
     }
 
-    /// Bodies above 64 KiB read from local copies (held in memory or read for one response)
-    /// become [file-backed](httpdns_net::sendfile), at most `open_files` at once (each keeps
-    /// its file open); plain HTTP/1.1 then sends them with `sendfile`. 0: never.
+    /// Bodies above 64 KiB of local copies held in memory become
+    /// [file-backed](httpdns_net::sendfile), at most `open_files` at once (each keeps its file
+    /// open); plain HTTP/1.1 then sends them with `sendfile`. 0: never. A body read for one
+    /// response is not: a read into a buffer followed by a `sendfile` measured slower than the
+    /// read and a write (docs/benchmarks.md).
     pub fn with_sendfile(mut self, open_files: usize) -> Self {
         self.files = Budget::new(open_files);
         self
@@ -410,7 +412,7 @@ impl Objects {
         end: u64,
     ) -> futures_util::stream::BoxStream<'static, Result<Bytes, std::io::Error>> {
         match &found.source {
-            Source::Local(file) => local_stream(file.clone(), start, end, self.files.clone()),
+            Source::Local(file) => local_stream(file.clone(), start, end),
             Source::Memory(body) => {
                 let part = body.slice(start as usize..end as usize);
                 futures_util::stream::once(async move { Ok(part) }).boxed()
@@ -459,12 +461,7 @@ impl Objects {
         if len <= INLINE_READ {
             return Some(pread(file, start, len));
         }
-        let (file, files) = (file.clone(), self.files.clone());
-        Some(
-            tokio::task::spawn_blocking(move || pread_stored(&file, start, len, &files))
-                .await
-                .unwrap_or_else(|e| Err(std::io::Error::other(e.to_string()))),
-        )
+        Some(pread_blocking(file.clone(), start, len).await)
     }
 
     /// Reads a whole (small) body into memory: image originals for variants.
@@ -745,18 +742,6 @@ pub(crate) fn pread(file: &std::fs::File, at: u64, len: u64) -> std::io::Result<
     Ok(Bytes::from_owner(buf))
 }
 
-/// [`pread`] of a stored copy. A copy never changes in place (every write is a rename over
-/// it), so a large read is also [file-backed](httpdns_net::sendfile): plain connections send it
-/// from the file, saving the copy out of the buffer.
-fn pread_stored(file: &Arc<std::fs::File>, at: u64, len: u64, files: &Arc<Budget>) -> std::io::Result<Bytes> {
-    if len <= INLINE_READ {
-        return pread(file, at, len);
-    }
-    let mut buf = Pooled::take(len as usize);
-    file.read_exact_at(&mut buf.0, at)?;
-    Ok(files.file_backed(buf, file.clone(), at))
-}
-
 /// A read buffer that goes back to a small pool when the last `Bytes` of it is dropped
 /// (after hyper has written it), so large reads reuse warm, already-mapped memory.
 struct Pooled(Vec<u8>);
@@ -800,26 +785,23 @@ pub(crate) async fn pread_blocking(file: Arc<std::fs::File>, at: u64, len: u64) 
         .unwrap_or_else(|e| Err(std::io::Error::other(e.to_string())))
 }
 
-/// Streams `start..end` of a stored copy's open file from a blocking thread, through a small channel so
+/// Streams `start..end` of an open file from a blocking thread, through a small channel so
 /// memory stays bounded by the channel, whatever the object size.
 fn local_stream(
     file: Arc<std::fs::File>,
     start: u64,
     end: u64,
-    files: Arc<Budget>,
 ) -> futures_util::stream::BoxStream<'static, Result<Bytes, std::io::Error>> {
     // Small reads need no thread hop beyond one.
     if end - start <= CHUNK as u64 {
-        let read = tokio::task::spawn_blocking(move || pread_stored(&file, start, end - start, &files));
-        let read = async move { read.await.unwrap_or_else(|e| Err(std::io::Error::other(e.to_string()))) };
-        return futures_util::stream::once(read).boxed();
+        return futures_util::stream::once(pread_blocking(file, start, end - start)).boxed();
     }
     let (tx, rx) = tokio::sync::mpsc::channel::<Result<Bytes, std::io::Error>>(4);
     tokio::task::spawn_blocking(move || {
         let mut at = start;
         while at < end {
             let n = (end - at).min(CHUNK as u64);
-            let r = pread_stored(&file, at, n, &files);
+            let r = pread(&file, at, n);
             let failed = r.is_err();
             if tx.blocking_send(r).is_err() || failed {
                 return;

@@ -364,8 +364,8 @@ fn mirror_objects(config: &Config) -> anyhow::Result<httpdns_mirror::Objects> {
             if moved > 0 {
                 tracing::info!(copies = moved, "Moved stored copies to the current store layout.");
             }
-            // Large bodies read from the disk keep their files open while in use (sent with
-            // sendfile): connections may take half of the descriptors, these a quarter.
+            // Large bodies in memory keep their files open (sent with sendfile): connections
+            // may take half of the descriptors, these a quarter.
             let nofile = httpdns_net::raise_descriptor_limit();
             let open_files = usize::try_from(nofile / 4).unwrap_or(usize::MAX).min(1 << 14);
             Ok(httpdns_mirror::Objects::local(root, tmp)?
