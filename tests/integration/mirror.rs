@@ -111,6 +111,12 @@ async fn get(server: &Server, path: &str) -> reqwest::Response {
     server.http.get(server.mirror_url(path)).send().await.unwrap()
 }
 
+/// `GET path` with `Range: bytes=from-to`.
+async fn get_range(server: &Server, path: &str, from: usize, to: usize) -> reqwest::Response {
+    let range = format!("bytes={from}-{to}");
+    server.http.get(server.mirror_url(path)).header("range", range).send().await.unwrap()
+}
+
 /// Waits until `path` is served from the store (a fill's readers may finish before its commit).
 async fn wait_hit(server: &Server, path: &str) {
     let deadline = std::time::Instant::now() + Duration::from_secs(3);
@@ -673,24 +679,11 @@ async fn memory_copies_follow_the_store() {
         assert_eq!(cache(&r), "HIT");
         assert!(r.bytes().await.unwrap() == blob(300_000, 8));
     }
-    let r = server
-        .http
-        .get(server.mirror_url("/m/big.bin"))
-        .header("range", "bytes=100000-100009")
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 206);
-    assert!(r.bytes().await.unwrap() == blob(300_000, 8)[100_000..100_010]);
-    let r = server
-        .http
-        .get(server.mirror_url("/m/big.bin"))
-        .header("range", "bytes=50000-249999")
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 206);
-    assert!(r.bytes().await.unwrap() == blob(300_000, 8)[50_000..250_000]);
+    for (from, to) in [(100_000, 100_009), (50_000, 249_999)] {
+        let r = get_range(&server, "/m/big.bin", from, to).await;
+        assert_eq!(r.status(), 206);
+        assert!(r.bytes().await.unwrap() == blob(300_000, 8)[from..=to]);
+    }
     let head = server.http.head(server.mirror_url("/m/big.bin")).send().await.unwrap();
     assert_eq!(head.headers()["content-length"], "300000");
     // Those bodies left the plain listener from the file (HTTPDNS_MIRROR_SENDFILE's default):
@@ -783,13 +776,7 @@ async fn bodies_in_memory_leave_from_their_files() {
         for (path, body, from, to) in
             [("/s/big.bin", &big, 123_457, 2_777_776), ("/s/mid.bin", &mid, 70_001, 469_999)]
         {
-            let r = server
-                .http
-                .get(server.mirror_url(path))
-                .header("range", format!("bytes={from}-{to}"))
-                .send()
-                .await
-                .unwrap();
+            let r = get_range(&server, path, from, to).await;
             assert_eq!(r.status(), 206);
             assert!(r.bytes().await.unwrap() == body[from..=to], "{path} {from}-{to}");
         }
