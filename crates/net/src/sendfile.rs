@@ -3,10 +3,10 @@
 //!
 //! hyper owns an HTTP connection and writes whatever a response body yields; it cannot be
 //! handed a file. A large mirror hit is a body held in memory that is also a span of an open
-//! file, so such a body is registered here by its address (a [`Budget::file_backed`] `Bytes`). When
-//! a plain connection's write meets a buffer inside a registered body, the stream sends that
-//! span from the file (page cache to socket buffers by reference) instead of copying it from
-//! user space: the copy was 41% of the gateway's CPU on a 1 MiB hit (docs/benchmarks.md).
+//! file, so such a body is registered here by its address (a [`Budget::file_backed`] `Bytes`).
+//! When a plain connection's write meets a buffer inside a registered body, the stream sends
+//! that span from the file (page cache to socket buffers by reference) instead of copying it
+//! from user space: the copy was 41% of the gateway's CPU on a 1 MiB hit (docs/benchmarks.md).
 //!
 //! Whatever else sees such a buffer (TLS, HTTP/2, a small remainder, a copy) reads the memory,
 //! which holds the same bytes: the file is never changed in place (every store write is a
