@@ -1,7 +1,7 @@
 //! A file-backed body (`httpdns_net::sendfile`) leaves a plain HTTP/1.1 connection from its
-//! file and every other connection (HTTP/2, TLS) from memory. In service the two hold the same
-//! bytes; here they differ, so each response shows which path it took. Real clients: a raw
-//! socket with pipelined requests, curl over h2c and over TLS.
+//! file, and a TLS connection, or a plain one whose file fails, from memory. In service the two
+//! hold the same bytes; here they differ, so each response shows which path it took. Real
+//! clients: a raw socket with pipelined requests, and curl over TLS.
 
 use std::io::Write as _;
 use std::process::Command;
@@ -76,6 +76,23 @@ fn bodies(mut raw: &[u8]) -> Vec<&[u8]> {
     out
 }
 
+/// `GET first` and `GET second` pipelined on one connection (closed after the second), read
+/// to the end after a pause.
+async fn pipelined(addr: std::net::SocketAddr, first: &str, second: &str) -> Vec<u8> {
+    let mut conn = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let requests = format!(
+        "GET {first} HTTP/1.1\r\nhost: t\r\n\r\nGET {second} HTTP/1.1\r\nhost: t\r\nconnection: close\r\n\r\n"
+    );
+    conn.write_all(requests.as_bytes()).await.unwrap();
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    let mut raw = Vec::new();
+    tokio::time::timeout(std::time::Duration::from_secs(20), conn.read_to_end(&mut raw))
+        .await
+        .unwrap()
+        .unwrap();
+    raw
+}
+
 fn curl(args: &[&str]) -> Vec<u8> {
     let out = Command::new("curl").args(["-sS", "--max-time", "20"]).args(args).output().unwrap();
     assert!(out.status.success(), "curl {args:?}: {}", String::from_utf8_lossy(&out.stderr));
@@ -98,18 +115,7 @@ async fn plain_http1_sends_file_backed_bodies_from_the_file() {
 
     // Two pipelined requests on one connection; the reader starts late, so the server's
     // socket fills and the sends resume on readiness.
-    let mut conn = tokio::net::TcpStream::connect(addr).await.unwrap();
-    conn.write_all(
-        b"GET /whole HTTP/1.1\r\nhost: t\r\n\r\nGET /slice HTTP/1.1\r\nhost: t\r\nconnection: close\r\n\r\n",
-    )
-    .await
-    .unwrap();
-    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
-    let mut raw = Vec::new();
-    tokio::time::timeout(std::time::Duration::from_secs(20), conn.read_to_end(&mut raw))
-        .await
-        .unwrap()
-        .unwrap();
+    let raw = pipelined(addr, "/whole", "/slice").await;
     let got = bodies(&raw);
     assert_eq!(got.len(), 2);
     assert!(got[0] == on_disk, "the whole body came from the file");
@@ -118,11 +124,20 @@ async fn plain_http1_sends_file_backed_bodies_from_the_file() {
     let sent = metrics.sendfile_bytes.get();
     assert!(sent as usize > LEN + SLICE.len() - 32_768, "{sent}");
 
-    // HTTP/2 (prior knowledge on the plain listener) and TLS copy from memory.
-    let h2 = curl(&["--http2-prior-knowledge", &format!("http://{addr}/whole")]);
-    assert!(h2 == in_memory, "h2 frames are built from memory");
-    assert_eq!(metrics.sendfile_bytes.get(), sent);
+    // A file cut behind the store's back (here: empty): the sends fail, and the same
+    // connection gets the whole body from memory, twice.
+    let cut = httpdns_net::sendfile::Budget::new(4).file_backed(
+        in_memory.clone(),
+        Arc::new(tempfile::tempfile().unwrap()),
+        0,
+    );
+    let (cut_addr, cut_metrics) = listen(cut, None, &shutdown).await;
+    let raw = pipelined(cut_addr, "/whole", "/slice").await;
+    let got = bodies(&raw);
+    assert!(got[0] == in_memory && got[1] == &in_memory[SLICE], "from memory, whole and sliced");
+    assert_eq!(cut_metrics.sendfile_bytes.get(), 0);
 
+    // TLS seals its records from memory.
     let dir = tempfile::tempdir().unwrap();
     let ca = crate::tls::TestCa::new(dir.path());
     let (cert, key) = ca.leaf("leaf", "127.0.0.1", "IP:127.0.0.1", 30);

@@ -239,7 +239,7 @@ impl Objects {
 
     /// Bodies above 64 KiB of local copies held in memory become
     /// [file-backed](httpdns_net::sendfile), at most `open_files` at once (each keeps its file
-    /// open); plain HTTP/1.1 then sends them with `sendfile`. 0: never. A body read for one
+    /// open); plain connections then send them with `sendfile`. 0: never. A body read for one
     /// response is not: a read into a buffer followed by a `sendfile` measured slower than the
     /// read and a write (docs/benchmarks.md).
     pub fn with_sendfile(mut self, open_files: usize) -> Self {

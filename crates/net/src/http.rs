@@ -328,12 +328,20 @@ impl tokio::io::AsyncWrite for Io {
             Io::Plain(s, from_files) => match sendfile::plan(bufs) {
                 Plan::Memory => Pin::new(s).poll_write_vectored(cx, bufs),
                 Plan::Before(n) => s.poll_send(cx, |tcp| sendfile::send_more(tcp, &bufs[..n])),
-                Plan::File { file, offset, len } => {
-                    let sent = s.poll_send(cx, |tcp| sendfile::send_span(tcp, &file, offset, len));
-                    if let Poll::Ready(Ok(n)) = sent {
-                        from_files.inc_by(n as u64);
+                Plan::File { body, file, offset, len } => {
+                    match s.poll_send(cx, |tcp| sendfile::send_span(tcp, &file, offset, len)) {
+                        Poll::Ready(Ok(n)) => {
+                            from_files.inc_by(n as u64);
+                            Poll::Ready(Ok(n))
+                        }
+                        // The file's side failed (no sendfile on its file system, a file cut
+                        // short): the same bytes go from memory.
+                        Poll::Ready(Err(e)) if !sendfile::is_socket_error(&e) => {
+                            sendfile::failed(body, &e);
+                            Pin::new(s).poll_write_vectored(cx, bufs)
+                        }
+                        other => other,
                     }
-                    sent
                 }
             },
             Io::Tls(s) => Pin::new(s.as_mut()).poll_write_vectored(cx, bufs),

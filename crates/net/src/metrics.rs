@@ -96,7 +96,7 @@ impl NetMetrics {
         let sendfile_bytes = IntCounterVec::new(
             Opts::new(
                 "http_sendfile_bytes_total",
-                "Response body bytes plain HTTP/1.1 connections sent from stored files with sendfile(2), by listener",
+                "Response body bytes plain (unencrypted) connections sent from stored files with sendfile(2), by listener",
             ),
             &["listener"],
         )

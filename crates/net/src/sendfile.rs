@@ -8,11 +8,17 @@
 //! that span from the file (page cache to socket buffers by reference) instead of copying it
 //! from user space: the copy was 41% of the gateway's CPU on a 1 MiB hit (docs/benchmarks.md).
 //!
-//! Whatever else sees such a buffer (TLS, HTTP/2, a small remainder, a copy) reads the memory,
-//! which holds the same bytes: the file is never changed in place (every store write is a
-//! rename over it), and the registration holds it open, so a path replaced or removed since
-//! keeps its old inode for as long as the body lives. The path changes how bytes travel, never
-//! which bytes a client gets.
+//! Whatever else sees such a buffer (TLS, HTTP/2 frames built in the codec's own buffer, a
+//! small remainder, a copy) reads the memory, which holds the same bytes: the file is never
+//! changed in place (every store write is a rename over it), and the registration holds it open,
+//! so a path replaced or removed since keeps its old inode for as long as the body lives. The
+//! path changes how bytes travel, never which bytes a client gets; if `sendfile` fails on a span
+//! (a file system without it, a file cut behind the store's back), the span is forgotten and
+//! its bytes go from memory.
+//!
+//! A body whose file's pages were evicted from the page cache is read from the disk by
+//! `sendfile` on the connection's thread (as nginx's `sendfile` without `aio` would); hot
+//! bodies are ones read recently, and `HTTPDNS_MIRROR_SENDFILE=false` writes them from memory.
 
 use std::collections::BTreeMap;
 use std::fs::File;
@@ -32,6 +38,8 @@ const MIN_LOOKUP: usize = 16 << 10;
 /// Registered bodies by start address. Process-wide because addresses are: the write path
 /// sees only a buffer, whichever [`Budget`] registered it.
 static SPANS: RwLock<BTreeMap<usize, Span>> = RwLock::new(BTreeMap::new());
+/// Bodies in [`SPANS`]: while 0 (no mirror, or nothing large in memory), writes skip the lock.
+static REGISTERED: AtomicUsize = AtomicUsize::new(0);
 
 struct Span {
     end: usize,
@@ -61,21 +69,19 @@ impl Budget {
 
     /// `body`, which must be the bytes of `file` from `offset` (and stay so while it lives),
     /// as a `Bytes` that plain connections send from the file. Short bodies, and any past the
-    /// limit, are plain memory. `body` must keep its bytes at one address (a `Vec`, a `Box`, a
-    /// pooled buffer): the span is registered at the address the `Bytes` sees.
-    pub fn file_backed<T>(self: &Arc<Self>, body: T, file: Arc<File>, offset: u64) -> Bytes
-    where
-        T: AsRef<[u8]> + Send + 'static,
-    {
-        let len = body.as_ref().len();
-        if len < MIN_BODY || !self.reserve() {
-            return Bytes::from_owner(body);
+    /// limit, are plain memory.
+    pub fn file_backed(self: &Arc<Self>, body: Vec<u8>, file: Arc<File>, offset: u64) -> Bytes {
+        if body.len() < MIN_BODY || !self.reserve() {
+            return Bytes::from(body);
         }
-        let bytes = Bytes::from_owner(Registered { body, budget: self.clone() });
-        let start = bytes.as_ptr() as usize;
-        let span = Span { end: start + len, file, offset };
-        SPANS.write().unwrap_or_else(|e| e.into_inner()).insert(start, span);
-        bytes
+        // A boxed slice's bytes stay at one address while it lives, wherever it is moved.
+        let body = body.into_boxed_slice();
+        let start = body.as_ptr() as usize;
+        let span = Span { end: start + body.len(), file, offset };
+        let before = SPANS.write().unwrap_or_else(|e| e.into_inner()).insert(start, span);
+        debug_assert!(before.is_none(), "two live bodies at one address");
+        REGISTERED.fetch_add(1, Ordering::Relaxed);
+        Bytes::from_owner(Registered { body, start, budget: self.clone() })
     }
 
     fn reserve(&self) -> bool {
@@ -84,33 +90,41 @@ impl Budget {
     }
 }
 
-/// A registered body: unregistered before its memory is freed or reused, so an address in the
-/// table is always a live body's (another buffer at a freed address is never taken for it).
-struct Registered<T: AsRef<[u8]>> {
-    body: T,
+/// A registered body: unregistered before its memory is freed, so an address in the table is
+/// always a live body's (another buffer at a freed address is never taken for it).
+struct Registered {
+    body: Box<[u8]>,
+    start: usize,
     budget: Arc<Budget>,
 }
 
-impl<T: AsRef<[u8]>> AsRef<[u8]> for Registered<T> {
+impl AsRef<[u8]> for Registered {
     fn as_ref(&self) -> &[u8] {
-        self.body.as_ref()
+        &self.body
     }
 }
 
-impl<T: AsRef<[u8]>> Drop for Registered<T> {
+impl Drop for Registered {
     fn drop(&mut self) {
-        let start = self.body.as_ref().as_ptr() as usize;
-        SPANS.write().unwrap_or_else(|e| e.into_inner()).remove(&start);
+        forget(self.start);
         self.budget.held.fetch_sub(1, Ordering::Relaxed);
     }
 }
 
-/// The file and offset `buf` is a copy of, when it lies inside a registered body.
-fn span_of(buf: &[u8]) -> Option<(Arc<File>, u64)> {
+/// Takes the body at `start` out of the table (when dropped, or when its file failed a send).
+fn forget(start: usize) {
+    if SPANS.write().unwrap_or_else(|e| e.into_inner()).remove(&start).is_some() {
+        REGISTERED.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// The body's start, its file and the file offset of `buf`, when `buf` lies inside a
+/// registered body.
+fn span_of(buf: &[u8]) -> Option<(usize, Arc<File>, u64)> {
     let at = buf.as_ptr() as usize;
     let spans = SPANS.read().unwrap_or_else(|e| e.into_inner());
-    let (start, span) = spans.range(..=at).next_back()?;
-    (at + buf.len() <= span.end).then(|| (span.file.clone(), span.offset + (at - start) as u64))
+    let (&start, span) = spans.range(..=at).next_back()?;
+    (at + buf.len() <= span.end).then(|| (start, span.file.clone(), span.offset + (at - start) as u64))
 }
 
 /// How a plain connection writes `bufs`.
@@ -120,20 +134,40 @@ pub(crate) enum Plan {
     /// The first `n` from memory, with `MSG_MORE`: a file span follows, and the head should
     /// leave in the same segment as its start.
     Before(usize),
-    /// The first buffer, from the file.
-    File { file: Arc<File>, offset: u64, len: usize },
+    /// The first buffer (after any empty ones), from the file of the body starting at `body`.
+    File { body: usize, file: Arc<File>, offset: u64, len: usize },
 }
 
 pub(crate) fn plan(bufs: &[IoSlice<'_>]) -> Plan {
+    if REGISTERED.load(Ordering::Relaxed) == 0 {
+        return Plan::Memory;
+    }
     for (i, buf) in bufs.iter().enumerate() {
         if buf.len() < MIN_LOOKUP {
             continue;
         }
-        if let Some((file, offset)) = span_of(buf) {
-            return if i == 0 { Plan::File { file, offset, len: buf.len() } } else { Plan::Before(i) };
+        if let Some((body, file, offset)) = span_of(buf) {
+            return if bufs[..i].iter().all(|b| b.is_empty()) {
+                Plan::File { body, file, offset, len: buf.len() }
+            } else {
+                Plan::Before(i)
+            };
         }
     }
     Plan::Memory
+}
+
+/// After `sendfile` failed on the body at `body` (not for want of socket space): the body is
+/// sent from memory from now on, this write included.
+pub(crate) fn failed(body: usize, error: &io::Error) {
+    forget(body);
+    tracing::warn!(%error, "sendfile failed; this body is written from memory (HTTPDNS_MIRROR_SENDFILE=false turns sendfile off).");
+}
+
+/// Whether a failed send is the connection's (the client went away), not the file's.
+pub(crate) fn is_socket_error(error: &io::Error) -> bool {
+    use io::ErrorKind::*;
+    matches!(error.kind(), BrokenPipe | ConnectionReset | ConnectionAborted | NotConnected | TimedOut)
 }
 
 /// One `sendfile` of up to `len` bytes of `file` at `offset` to `tcp`, or `WouldBlock`.
@@ -177,7 +211,7 @@ mod tests {
         let bytes = budget.file_backed(body, file_of(&[0; 10]), 7);
         assert_eq!(budget.held(), 1);
         let inner = bytes.slice(50_000..120_000);
-        let (_, offset) = span_of(&inner).expect("a slice of a registered body");
+        let (_, _, offset) = span_of(&inner).expect("a slice of a registered body");
         assert_eq!(offset, 7 + 50_000);
         let Plan::File { offset, len, .. } = plan(&[IoSlice::new(&inner)]) else {
             panic!("sent from the file")
@@ -207,6 +241,19 @@ mod tests {
         assert!(span_of(&third).is_some(), "a freed place is taken again");
         let none = Budget::new(0).file_backed(vec![7u8; MIN_BODY], file_of(b"x"), 0);
         assert!(span_of(&none).is_none() && none.len() == MIN_BODY);
+    }
+
+    #[test]
+    fn a_failed_body_is_written_from_memory_from_then_on() {
+        let budget = Budget::new(4);
+        let bytes = budget.file_backed(vec![8u8; MIN_BODY], file_of(b""), 0);
+        let Plan::File { body, .. } = plan(&[IoSlice::new(&[]), IoSlice::new(&bytes)]) else {
+            panic!("empty buffers before a span do not hold it back")
+        };
+        failed(body, &io::Error::from(io::ErrorKind::UnexpectedEof));
+        assert!(matches!(plan(&[IoSlice::new(&bytes)]), Plan::Memory));
+        drop(bytes);
+        assert_eq!(budget.held(), 0, "its place in the budget is freed when it goes");
     }
 
     #[test]

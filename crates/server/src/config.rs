@@ -53,7 +53,7 @@ pub const ENV_VARS: &[(&str, &str)] = &[
     ),
     (
         "HTTPDNS_MIRROR_SENDFILE",
-        "plain HTTP/1.1 sends local copies' bodies above 64 KiB held in memory from their files with sendfile(2) (true/false, default true)",
+        "plain (unencrypted) connections send local copies' bodies above 64 KiB held in memory from their files with sendfile(2) (true/false, default true)",
     ),
     (
         "HTTPDNS_ALLOW_LOCAL_ORIGINS",
