@@ -22,11 +22,15 @@ static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(())
 
 /// The binary under load: the release build, as operators run it (an unoptimised build spends
 /// ten times the CPU per connection, and a flood then measures the compiler's settings, not
-/// the server). `.ci/run` builds it first; `HTTPDNS_RELEASE_BIN` names another.
+/// the server). `.ci/run` builds it first, in `CARGO_TARGET_DIR` when that is set (a target
+/// directory shared between checkouts); `HTTPDNS_RELEASE_BIN` names another.
 fn release_binary() -> Option<std::path::PathBuf> {
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target"));
     let bin = std::env::var_os("HTTPDNS_RELEASE_BIN")
         .map(std::path::PathBuf::from)
-        .unwrap_or_else(|| std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target/release/httpdns"));
+        .unwrap_or_else(|| target.join("release/httpdns"));
     if bin.is_file() {
         return Some(bin);
     }
