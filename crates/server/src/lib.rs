@@ -157,9 +157,12 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
     }
     live.refresh(&catalog).await.context("applying live inputs")?;
     let events = Arc::new(httpdns_api::events::EventHub::new(config.events.clone(), &prometheus));
+    // Descriptors are shared by connections (the TCP edge below) and by the files the
+    // mirror's large bodies in memory keep open.
+    let nofile = httpdns_net::raise_descriptor_limit();
     let mirror = Arc::new(
         httpdns_mirror::Mirror::new(
-            mirror_objects(&config).context("opening the mirror's object store")?,
+            mirror_objects(&config, nofile).context("opening the mirror's object store")?,
             httpdns_mirror::MirrorMetrics::new(&prometheus),
         )
         .allowing_local_origins(config.allow_local_origins)
@@ -214,7 +217,6 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
 
     // The TCP edge: one registry of connections for every listener, so the caps protect the
     // process's descriptors whichever listener is flooded.
-    let nofile = httpdns_net::raise_descriptor_limit();
     let derived = httpdns_net::ConnLimits::for_descriptors(nofile);
     let limits = httpdns_net::ConnLimits {
         max_connections: config.max_connections.unwrap_or(derived.max_connections),
@@ -350,8 +352,9 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
     })
 }
 
-/// The mirror's store of copies, as configured. Fills are staged under the data directory.
-fn mirror_objects(config: &Config) -> anyhow::Result<httpdns_mirror::Objects> {
+/// The mirror's store of copies, as configured, with the process's descriptor limit `nofile`.
+/// Fills are staged under the data directory.
+fn mirror_objects(config: &Config, nofile: u64) -> anyhow::Result<httpdns_mirror::Objects> {
     let tmp = config.data_dir.join("mirror").join("tmp");
     match &config.mirror_store {
         MirrorStore::Local => {
@@ -366,7 +369,6 @@ fn mirror_objects(config: &Config) -> anyhow::Result<httpdns_mirror::Objects> {
             }
             // Large bodies in memory keep their files open (sent with sendfile): connections
             // may take half of the descriptors, these a quarter.
-            let nofile = httpdns_net::raise_descriptor_limit();
             let open_files = usize::try_from(nofile / 4).unwrap_or(usize::MAX).min(1 << 14);
             Ok(httpdns_mirror::Objects::local(root, tmp)?
                 .with_memory(config.mirror_memory)
