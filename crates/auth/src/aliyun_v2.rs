@@ -32,17 +32,19 @@ pub fn is_signed(name: &str) -> bool {
 
 /// The signed text of a request's parameters: the signed, non-empty ones, sorted by name
 /// (byte order, which is Java's `String.compareTo` for these ASCII names). A name sent twice
-/// counts once, with its first value, as the handler reads it.
+/// counts once, with its first value, as the handler reads it: an empty first value leaves the
+/// name out even when a later one is not (`m=&m=1` is signed, and read, as mode 0).
 pub fn canonical<'a>(pairs: impl IntoIterator<Item = (&'a str, &'a str)>) -> String {
-    let mut kept: Vec<(&str, &str)> = Vec::new();
+    let mut first: Vec<(&str, &str)> = Vec::new();
     for (k, v) in pairs {
-        if is_signed(k) && !v.is_empty() && !kept.iter().any(|(n, _)| *n == k) {
-            kept.push((k, v));
+        if is_signed(k) && !first.iter().any(|(n, _)| *n == k) {
+            first.push((k, v));
         }
     }
-    kept.sort_unstable_by(|a, b| a.0.cmp(b.0));
+    first.retain(|(_, v)| !v.is_empty());
+    first.sort_unstable_by(|a, b| a.0.cmp(b.0));
     let mut out = String::new();
-    for (i, (k, v)) in kept.iter().enumerate() {
+    for (i, (k, v)) in first.iter().enumerate() {
         if i > 0 {
             out.push('&');
         }
@@ -246,6 +248,13 @@ mod tests {
     fn canonical_keeps_sdns_and_drops_empties() {
         let c = canonical([("tags", ""), ("sdns-b", "2"), ("id", "1"), ("sdns-a", "x=y"), ("id", "2")]);
         assert_eq!(c, "id=1&sdns-a=x=y&sdns-b=2");
+    }
+
+    #[test]
+    fn a_name_sent_twice_is_signed_with_its_first_value_even_when_empty() {
+        // The handler reads `m=&m=1` as mode 0: a signature over `m=1` must not pass for it.
+        let c = canonical([("id", "1"), ("m", ""), ("m", "1"), ("dn", "a.com"), ("dn", "b.com")]);
+        assert_eq!(c, "dn=a.com&id=1");
     }
 
     #[test]
