@@ -25,8 +25,10 @@
 #    for DURATION each; the report is each round's raw numbers and the median of the
 #    per-round ratios mirror / nginx with their min and max. Server CPU is utime+stime from
 #    /proc/PID/stat (the httpdns process with all its threads; nginx's worker process) over
-#    the run; "busy" is that over the run time. With 1 MiB bodies one wrk on one core can be
-#    the limit (busy well under 100%): then compare the per-CPU-second figures.
+#    the run; "busy" is that over the run time; "cores busy" is core 0 / core 1 from
+#    /proc/stat over the run (all but idle: softirq time included, which no process may be
+#    charged with). With 1 MiB bodies one wrk on one core can be the limit (server busy well
+#    under 100%, core 1 near it): then compare the per-CPU-second figures.
 # 2. A 1 GiB object through a miss and then a hit, with the gateway's peak RSS (VmHWM) before
 #    and after (curl on core 1).
 # 3. 1,000 concurrent misses on one 64 MiB key served slowly (nginx limit_rate 32m), with the
@@ -159,25 +161,28 @@ done
 echo "x-cache after warm-up: mirror $(xcache "http://$MIRROR/files/4k.bin"), nginx proxy_cache $(xcache "http://$NGINX_CACHE/files/4k.bin")"
 
 median() { sort -g | awk '{v[NR]=$1} END {print (NR % 2) ? v[(NR+1)/2] : (v[NR/2] + v[NR/2+1]) / 2}'; }
-# One wrk run against a server; prints "req_per_s p99_ms requests server_cpu_s errors".
+# One wrk run against a server; prints "req_per_s p99_ms requests server_cpu_s errors
+# core0_busy% core1_busy%".
 run() { # url pid
-    local c0 c1 line
+    local c0 c1 k0 k1 line
     c0=$(cpu "$2")
+    k0=$(cores)
     taskset -c 1 wrk -t1 -c"$CONNS" -d"${DURATION}s" --latency "$1" >"$W/wrk.out"
+    k1=$(cores)
     c1=$(cpu "$2")
-    line=$(awk -v c=$((c1 - c0)) -v hz="$HZ" '
+    line=$(awk -v c=$((c1 - c0)) -v hz="$HZ" -v k="$(core_busy "$k0" "$k1")" '
         /requests in/ {n = $1}
         /^Requests\/sec/ {r = $2}
         $1 == "99%" {v = $2; if (v ~ /us$/) {sub(/us$/, "", v); v /= 1000} else if (v ~ /ms$/) {sub(/ms$/, "", v)} else if (v ~ /s$/) {sub(/s$/, "", v); v *= 1000}; p = v}
         /Non-2xx or 3xx/ {e += $NF}
         /Socket errors/ {for (i = 3; i <= NF; i++) {x = $i; sub(/,$/, "", x); if (x ~ /^[0-9]+$/) e += x}}
-        END {if (r != "" && n > 0) printf "%s %s %d %.3f %d\n", r, (p == "" ? 0 : p), n, (c > 0 ? c : 1) / hz, e}' "$W/wrk.out")
+        END {if (r != "" && n > 0) printf "%s %s %d %.3f %d %s\n", r, (p == "" ? 0 : p), n, (c > 0 ? c : 1) / hz, e, k}' "$W/wrk.out")
     [ -n "$line" ] || { echo "wrk failed on $1:" >&2; cat "$W/wrk.out" >&2; exit 1; }
     echo "$line"
 }
 show() { # "label" "req_per_s p99_ms requests server_cpu_s errors"
-    awk -v l="$1" -v d="$DURATION" '{printf "%s %.0f req/s, p99 %.3f ms, server CPU %.2fs (busy %.0f%%), %.0f req per CPU-s%s\n",
-        l, $1, $2, $4, 100 * $4 / d, $3 / $4, ($5 ? sprintf(", %d errors", $5) : "")}' <<<"$2"
+    awk -v l="$1" -v d="$DURATION" '{printf "%s %.0f req/s, p99 %.3f ms, server CPU %.2fs (busy %.0f%%), %.0f req per CPU-s; cores busy %s%%/%s%%%s\n",
+        l, $1, $2, $4, 100 * $4 / d, $3 / $4, $6, $7, ($5 ? sprintf(", %d errors", $5) : "")}' <<<"$2"
 }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN {split(a, x, " "); split(b, y, " "); print x[1] / y[1]}'; }
 eff() { awk -v a="$1" -v b="$2" 'BEGIN {split(a, x, " "); split(b, y, " "); print (x[3] / x[4]) / (y[3] / y[4])}'; }

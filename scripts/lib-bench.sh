@@ -14,6 +14,18 @@ need() {
 cpu() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 HZ=$(getconf CLK_TCK)
 
+# Jiffies of CPUs 0 and 1 from /proc/stat, "busy0 all0 busy1 all1" (busy: all but idle and
+# iowait). Beside a process's utime+stime this says whether the load generator's core was the
+# limit, and holds softirq time the kernel may charge to no process (loopback's receive side).
+cores() {
+    awk '$1 == "cpu0" || $1 == "cpu1" {a = 0; for (i = 2; i <= 9; i++) a += $i; printf "%d %d ", a - $5 - $6, a}' /proc/stat
+}
+# core_busy "BEFORE" "AFTER" (two `cores` readings): "B0 B1", each core's busy share in percent.
+core_busy() {
+    awk -v a="$1" -v b="$2" 'BEGIN {split(a, x, " "); split(b, y, " ");
+        printf "%.0f %.0f", 100 * (y[1] - x[1]) / (y[2] - x[2] + 1e-9), 100 * (y[3] - x[3]) / (y[4] - x[4] + 1e-9)}'
+}
+
 # Reads one ratio per line; prints "<name>: median ratio M (min A, max B, N rounds)".
 ratios() {
     sort -g | awk -v name="$1" '{v[NR]=$1} END {m = (NR % 2) ? v[(NR+1)/2] : (v[NR/2] + v[NR/2+1]) / 2;
