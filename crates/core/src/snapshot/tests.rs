@@ -75,6 +75,17 @@ fn telecom_client_gets_only_telecom_nodes_ranked_by_score() {
 }
 
 #[test]
+fn names_of_one_pool_share_one_copy_of_its_name() {
+    // `model()` parses each domain's pool separately, as the store's rows are read.
+    let s = Snapshot::build(model(), no_band(), 1);
+    let pool_text = |n: &str| s.domain(&name(n)).unwrap().pool.as_str().as_ptr();
+    assert_eq!(pool_text("www.example.com"), pool_text("one.example.com"));
+    assert_ne!(pool_text("www.example.com"), pool_text("empty.example.com"));
+    let (got, _) = ips(&s, "one.example.com", Family::V4, &view(Some("unicom"), Some("beijing")));
+    assert_eq!(got, ["2.2.2.1"]);
+}
+
+#[test]
 fn unknown_isp_falls_back_to_all_nodes() {
     let s = Snapshot::build(model(), no_band(), 1);
     // Scores with the client in no known region (geo 0.05 for all):
