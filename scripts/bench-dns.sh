@@ -7,6 +7,12 @@
 #   ROUNDS=N (default 5), NAMES=N managed names queried (default 1000)
 #   PROFILE=dist: httpdns built with the shipped binary's cargo profile (default release);
 #   PROFILE=pgo: as deploy/Dockerfile builds it, that profile laid out by deploy/pgo/httpdns.profdata
+#   HTTPDNS_BIN=PATH: measure that httpdns binary (an A/B of two builds against the same peers)
+#   PERF=1: after the rounds, where each server's CPU goes under the same dnsperf load:
+#   `perf record -e cpu-clock -g` of httpdns and of Knot (perf on core 1), the share of samples
+#   in the kernel and in user space, and each one's hottest symbols (needs perf: linux-perf;
+#   httpdns's own symbols need PROFILE=release, as the shipped build is stripped);
+#   PERF_KEEP=DIR keeps the recordings there (DIR/perf.httpdns, DIR/perf.knot) for `perf report -i`
 #
 # What: 1. queries per second for `nI.bench.example A`, I = 1..NAMES in turn (no EDNS), over
 # UDP, answered by httpdns (20 nodes, each of the NAMES managed domains answering two of them),
@@ -50,6 +56,7 @@ TOKEN=bench-admin-token-0123456789
 # cpu, HZ, ratios, medians and need (the working directory is the repository here).
 . scripts/lib-bench.sh
 need "apt-get install dnsperf knot bind9-dnsutils wrk curl util-linux" dnsperf knotd dig wrk curl taskset
+GIVEN_BIN="${HTTPDNS_BIN:-}"
 build_httpdns "$PROFILE"
 
 W="$(mktemp -d)"
@@ -204,6 +211,31 @@ ratios "UDP queries per second, httpdns / hickory-server" <"$W/yqps"
 ratios "UDP queries per server CPU-second, httpdns / hickory-server" <"$W/yeff"
 printf 'median queries per server CPU-second: httpdns %.0f, Knot %.0f, hickory-server %.0f\n' "$(median <"$W/hq")" "$(median <"$W/kq")" "$(median <"$W/yq")"
 
+# Where a server's CPU goes under the rounds' load: kernel and user shares of perf's samples,
+# then the hottest symbols (self time).
+profile() { # name port pid
+    taskset -c 1 dnsperf -s 127.0.0.1 -p "$2" -d "$W/queries" -l "$DURATION" -c "$CLIENTS" -T 1 -q "$OUTSTANDING" \
+        >/dev/null 2>&1 &
+    local load=$!
+    sleep 1
+    taskset -c 1 perf record -q -e cpu-clock -F 4999 -g -p "$3" -o "$W/perf.$1" -- sleep $((DURATION > 3 ? DURATION - 2 : 1)) \
+        >/dev/null 2>&1
+    wait "$load" || true
+    [ -z "${PERF_KEEP:-}" ] || { mkdir -p "$PERF_KEEP" && cp "$W/perf.$1" "$PERF_KEEP/"; }
+    perf report -i "$W/perf.$1" --stdio --no-children --sort dso 2>/dev/null |
+        awk -v n="$1" '/^ +[0-9.]+%/ {v = $1; sub(/%/, "", v); if ($2 == "[kernel.kallsyms]") k += v; else u += v}
+            END {printf "  %s: kernel %.1f%%, user space %.1f%% of samples\n", n, k, u}'
+    perf report -i "$W/perf.$1" --stdio --no-children --sort dso,sym 2>/dev/null |
+        awk '/^ +[0-9.]+%/ && n++ < 12 {print "    " $0}'
+}
+if [ -n "${PERF:-}" ]; then
+    need "apt-get install linux-perf" perf
+    echo
+    echo "== profiles: perf record -e cpu-clock -F 4999 -g, the same dnsperf load, perf on core 1"
+    profile httpdns $DNS_PORT "$HPID"
+    profile knot $KNOT_PORT "$KPID"
+fi
+
 echo
 echo "sample managed: $(curl -s "http://$API/d?dn=www.example.com&ip=1.0.1.7")"
 echo "sample upstream: $(curl -s -D - "http://$API/d?dn=www.partner.example&ip=1.0.1.7" | tr -d '\r' | grep -iE '^x-httpdns-status|^[0-9]')"
@@ -223,4 +255,4 @@ for r in $(seq 1 "$ROUNDS"); do
     awk -v m="$m" -v u="$u" 'BEGIN {print u / m}' >>"$W/d"
 done
 ratios "/d requests/s, upstream (cached) / managed" <"$W/d"
-echo "command: ROUNDS=$ROUNDS NAMES=$NAMES PROFILE=$PROFILE scripts/bench-dns.sh $DURATION $CLIENTS $OUTSTANDING"
+echo "command: ${GIVEN_BIN:+HTTPDNS_BIN=$GIVEN_BIN }ROUNDS=$ROUNDS NAMES=$NAMES PROFILE=$PROFILE${PERF:+ PERF=$PERF} scripts/bench-dns.sh $DURATION $CLIENTS $OUTSTANDING"

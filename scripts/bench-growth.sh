@@ -18,7 +18,10 @@
 #   includes the store's write and the rebuild; answering never pauses meanwhile (the old
 #   snapshot serves until the swap).
 #
-# Needs wrk, curl, python3 and taskset; builds the release binary first.
+# PROFILE=P builds httpdns with cargo profile P (default release; `pgo`: the shipped build);
+# HTTPDNS_BIN=PATH measures that binary instead (an A/B of two builds).
+#
+# Needs wrk, curl, python3 and taskset; builds httpdns first.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DURATION="${1:-10}"
@@ -33,7 +36,8 @@ POOLS=500
 # cpu, HZ, ratios, medians and need (the working directory is the repository here).
 . scripts/lib-bench.sh
 need "apt-get install wrk curl python3 util-linux" wrk curl python3 taskset
-cargo build --release --quiet --bin httpdns
+GIVEN_BIN="${HTTPDNS_BIN:-}"
+build_httpdns "${PROFILE:-release}"
 
 W="$(mktemp -d)"
 cleanup() {
@@ -50,7 +54,7 @@ for N in "${SIZES[@]}"; do
     mkdir -p "$W/data"
     env_common=(HTTPDNS_API_ADDR=$API HTTPDNS_MIRROR_ADDR=off HTTPDNS_DNS_ADDR=off HTTPDNS_UPSTREAMS=off
         HTTPDNS_DATA_DIR="$W/data" HTTPDNS_ADMIN_TOKEN=$TOKEN RUST_LOG=warn)
-    env "${env_common[@]}" ./target/release/httpdns migrate >/dev/null
+    env "${env_common[@]}" "$HTTPDNS_BIN" migrate >/dev/null
     python3 - "$W/data/httpdns.db" "$N" "$NODES" "$POOLS" <<'EOP'
 import json, sqlite3, sys, time
 db, n, nodes, pools = sqlite3.connect(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
@@ -75,7 +79,7 @@ db.execute("UPDATE store_meta SET revision = ?", (rev,))
 db.commit()
 EOP
     t0=$(now_ms)
-    env "${env_common[@]}" taskset -c 0 ./target/release/httpdns serve &
+    env "${env_common[@]}" taskset -c 0 "$HTTPDNS_BIN" serve &
     HPID=$!
     ready=
     for _ in $(seq 1 1200); do
@@ -146,4 +150,4 @@ EOP
     wait "$HPID" 2>/dev/null || true
     HPID=
 done
-echo "command: scripts/bench-growth.sh $DURATION ${SIZES[*]}"
+echo "command: ${GIVEN_BIN:+HTTPDNS_BIN=$GIVEN_BIN }${PROFILE:+PROFILE=$PROFILE }scripts/bench-growth.sh $DURATION ${SIZES[*]}"

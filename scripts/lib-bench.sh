@@ -43,10 +43,16 @@ medians() {
 # binaries are: target/$PEER_PROFILE). PROFILE=pgo is the shipped binary as deploy/Dockerfile
 # builds it: the `dist` profile laid out by deploy/pgo/httpdns.profdata (scripts/pgo.sh build,
 # which trains first when there is no profile); the peers then build with `dist`, unprofiled.
+# HTTPDNS_BIN=PATH set by the caller measures that binary instead (an A/B of two builds, each
+# against the same peers); PROFILE then only chooses how the peers build.
 build_httpdns() {
     local profile=$1
     shift
-    if [ "$profile" = pgo ]; then
+    if [ -n "${HTTPDNS_BIN:-}" ]; then
+        [ -x "$HTTPDNS_BIN" ] || { echo "HTTPDNS_BIN=$HTTPDNS_BIN is not an executable" >&2; exit 1; }
+        PEER_PROFILE=$profile
+        [ "$profile" != pgo ] || PEER_PROFILE=dist
+    elif [ "$profile" = pgo ]; then
         scripts/pgo.sh build >/dev/null
         HTTPDNS_BIN=./target/pgo/dist/httpdns
         PEER_PROFILE=dist
