@@ -120,7 +120,15 @@ async fn get_range(server: &Server, path: &str, from: usize, to: usize) -> reqwe
 /// Waits until `path` is served from the store (a fill's readers may finish before its commit).
 async fn wait_hit(server: &Server, path: &str) {
     let deadline = std::time::Instant::now() + Duration::from_secs(3);
-    while cache(&get(server, path).await) != "HIT" {
+    loop {
+        let r = get(server, path).await;
+        let hit = cache(&r) == "HIT";
+        // Read whole: a body dropped half-read would still be leaving the server (and moving
+        // its counters, which tests read next) after this returns.
+        r.bytes().await.unwrap();
+        if hit {
+            return;
+        }
         assert!(std::time::Instant::now() < deadline, "{path} is stored");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
@@ -672,7 +680,9 @@ async fn memory_copies_follow_the_store() {
     // A body above the in-place read size (64 KiB), read on a blocking thread into memory:
     // whole, ranges and HEAD from it agree with the origin.
     origin.origin.put("/o/big.bin", blob(300_000, 8), "application/octet-stream");
-    assert_eq!(get(&server, "/m/big.bin").await.status(), 200);
+    let fill = get(&server, "/m/big.bin").await;
+    assert_eq!(fill.status(), 200);
+    fill.bytes().await.unwrap();
     wait_hit(&server, "/m/big.bin").await;
     let before = sendfile_bytes(&server).await;
     for _ in 0..2 {
@@ -738,14 +748,29 @@ async fn memory_copies_follow_the_store() {
 }
 
 /// Body bytes the mirror listener sent from files with sendfile.
+/// The mirror listener's sendfile counter once it has stopped moving: a connection's task adds
+/// to it after its `sendfile` returns, which may be just after the client has read the bytes
+/// (or, for a response the client dropped, after the test has moved on).
 async fn sendfile_bytes(server: &Server) -> u64 {
-    let metrics = server.text("/metrics").await;
-    metrics
-        .lines()
-        .find_map(|l| l.strip_prefix("httpdns_http_sendfile_bytes_total{listener=\"mirror\"} "))
-        .expect("the sendfile counter")
-        .parse()
-        .unwrap()
+    let read = || async {
+        let metrics = server.text("/metrics").await;
+        metrics
+            .lines()
+            .find_map(|l| l.strip_prefix("httpdns_http_sendfile_bytes_total{listener=\"mirror\"} "))
+            .expect("the sendfile counter")
+            .parse::<u64>()
+            .unwrap()
+    };
+    let mut last = read().await;
+    for _ in 0..40 {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let now = read().await;
+        if now == last {
+            break;
+        }
+        last = now;
+    }
+    last
 }
 
 /// Bodies held in memory above 64 KiB leave plain HTTP/1.1 from their files, whole and by
@@ -765,7 +790,9 @@ async fn bodies_in_memory_leave_from_their_files() {
         let server = Server::start_with(env, None).await;
         rule(&server, "s", json!({"path_prefix": "/s", "origin": format!("{}/o", origin.url())})).await;
         for path in ["/s/big.bin", "/s/mid.bin"] {
-            assert_eq!(get(&server, path).await.status(), 200);
+            let fill = get(&server, path).await;
+            assert_eq!(fill.status(), 200);
+            fill.bytes().await.unwrap();
             wait_hit(&server, path).await;
         }
         let before = sendfile_bytes(&server).await;
