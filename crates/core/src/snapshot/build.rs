@@ -97,8 +97,7 @@ impl Snapshot {
             // The names of one pool share one copy of the pool's name. Every answer hashes it
             // to find the pool, and a copy per name (as the store's rows are read) is a cold
             // cache line per query: that read was 70% of `resolve_domain` in a profile of plain
-            // DNS over 1,000 names (docs/benchmarks.md). At a million names it is also a
-            // million allocations.
+            // DNS over 1,000 names (docs/benchmarks.md).
             match seen.get(&spec.pool) {
                 Some(shared) => spec.pool = shared.clone(),
                 None => {
