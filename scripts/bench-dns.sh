@@ -56,7 +56,6 @@ TOKEN=bench-admin-token-0123456789
 # cpu, HZ, ratios, medians and need (the working directory is the repository here).
 . scripts/lib-bench.sh
 need "apt-get install dnsperf knot bind9-dnsutils wrk curl util-linux" dnsperf knotd dig wrk curl taskset
-GIVEN_BIN="${HTTPDNS_BIN:-}"
 build_httpdns "$PROFILE"
 
 W="$(mktemp -d)"

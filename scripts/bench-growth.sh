@@ -36,7 +36,6 @@ POOLS=500
 # cpu, HZ, ratios, medians and need (the working directory is the repository here).
 . scripts/lib-bench.sh
 need "apt-get install wrk curl python3 util-linux" wrk curl python3 taskset
-GIVEN_BIN="${HTTPDNS_BIN:-}"
 build_httpdns "${PROFILE:-release}"
 
 W="$(mktemp -d)"

@@ -45,10 +45,12 @@ medians() {
 # which trains first when there is no profile); the peers then build with `dist`, unprofiled.
 # HTTPDNS_BIN=PATH set by the caller measures that binary instead (an A/B of two builds, each
 # against the same peers); PROFILE then only chooses how the peers build.
+# GIVEN_BIN is that path, empty otherwise, for the command line a script prints.
 build_httpdns() {
     local profile=$1
     shift
-    if [ -n "${HTTPDNS_BIN:-}" ]; then
+    GIVEN_BIN="${HTTPDNS_BIN:-}"
+    if [ -n "$GIVEN_BIN" ]; then
         [ -x "$HTTPDNS_BIN" ] || { echo "HTTPDNS_BIN=$HTTPDNS_BIN is not an executable" >&2; exit 1; }
         PEER_PROFILE=$profile
         [ "$profile" != pgo ] || PEER_PROFILE=dist
