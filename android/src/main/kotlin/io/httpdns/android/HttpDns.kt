@@ -61,6 +61,7 @@ class HttpDns private constructor(b: Builder) : AutoCloseable {
     @Volatile private var closed = false
     private val poller: Thread?
     private val preResolveList: List<String> = b.preResolveHosts
+    private val refreshServiceIps: Boolean = b.refreshServiceIps
     private val networkListener = NetworkMonitor.Listener { onNetworkChanged() }
 
     init {
@@ -203,7 +204,7 @@ class HttpDns private constructor(b: Builder) : AutoCloseable {
         evictConnections()
         executor.execute {
             resolver.stack = try { stackDetector.stack() } catch (e: Exception) { IpStack.DUAL }
-            service.refreshServiceIps()
+            if (refreshServiceIps) service.refreshServiceIps()
             preResolve()
         }
     }
