@@ -215,3 +215,67 @@ async fn per_address_limits_for_unauthenticated_calls() {
         assert_eq!(plain.get("/d?dn=www.example.com").await.status(), 200);
     }
 }
+
+/// The AES-CBC padding oracle of the hostile campaign, refused: every tampered ciphertext
+/// answers exactly alike, whether its padding came out valid or not. Flipping the last byte of
+/// the block before the last one walks the padding byte through all 256 values; one of them
+/// (a one-byte padding) is valid and used to be answered apart (a bad name, a bad JSON object)
+/// from the 254 bad paddings, which let a client decrypt a captured `dn` byte by byte.
+#[tokio::test]
+async fn aes_cbc_decryption_failures_all_answer_alike() {
+    let (s, _tmp) = server(false).await;
+    s.put_ok(
+        "/admin/v1/accounts/100000",
+        json!({"secret": "0123456789abcdef0123456789abcdef", "aes_key": "00112233445566778899aabbccddeeff"}),
+    )
+    .await;
+    let hex = |b: &[u8]| b.iter().map(|x| format!("{x:02x}")).collect::<String>();
+    let unhex = |s: &str| {
+        (0..s.len()).step_by(2).map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap()).collect::<Vec<u8>>()
+    };
+    let answers = |set: Vec<(StatusCode, String)>| {
+        let distinct: std::collections::BTreeSet<_> = set.into_iter().collect();
+        distinct
+    };
+
+    // DNSPod `/d?alg=aes`: IV ‖ one block.
+    let wire = unhex(&encrypt(Alg::Aes, "dnspodpass", b"www.dnspod.cn").unwrap());
+    let mut seen = Vec::new();
+    for x in 1..=255u8 {
+        let mut w = wire.clone();
+        w[15] ^= x;
+        let resp = s.get(&format!("/d?dn={}&id=42&alg=aes", hex(&w))).await;
+        seen.push((resp.status(), resp.text().await.unwrap()));
+    }
+    let distinct = answers(seen);
+    assert_eq!(distinct.len(), 1, "/d answers told paddings apart: {distinct:?}");
+    let (status, body) = distinct.into_iter().next().unwrap();
+    assert_eq!(status, 400);
+    assert_eq!(serde_json::from_str::<Value>(&body).unwrap()["field"], "dn");
+    // The untampered request is answered.
+    assert_eq!(s.get(&format!("/d?dn={}&id=42&alg=aes", hex(&wire))).await.status(), 200);
+
+    // Alibaba `/v2/d?m=1`: IV ‖ two blocks; the first ciphertext block is the second's IV.
+    let key = httpdns_auth::aliyun_v2::AesKey::from_hex("00112233445566778899aabbccddeeff").unwrap();
+    let sealed = httpdns_auth::aliyun_v2::seal_with_iv(
+        httpdns_auth::aliyun_v2::Mode::Cbc,
+        &key,
+        &[7u8; 16],
+        br#"{"dn":"www.example.com"}"#,
+    )
+    .unwrap();
+    assert_eq!(sealed.len(), 48);
+    let mut seen = Vec::new();
+    for x in 1..=255u8 {
+        let mut w = sealed.clone();
+        w[31] ^= x;
+        let resp = s.get(&format!("/v2/d?id=100000&m=1&enc={}", hex(&w))).await;
+        seen.push((resp.status(), resp.text().await.unwrap()));
+    }
+    let distinct = answers(seen);
+    assert_eq!(distinct.len(), 1, "/v2/d answers told paddings apart: {distinct:?}");
+    let (status, body) = distinct.into_iter().next().unwrap();
+    assert_eq!(status, 400);
+    assert_eq!(serde_json::from_str::<Value>(&body).unwrap()["field"], "enc");
+    assert_eq!(s.get(&format!("/v2/d?id=100000&m=1&enc={}", hex(&sealed))).await.status(), 200);
+}

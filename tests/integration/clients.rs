@@ -404,3 +404,49 @@ async fn tencent_sdks_read_every_answer_shape() {
     let plain = s.text("/conf").await;
     assert_eq!(plain, "log:0|domain:0|ip:127.0.0.9|ttl:60", "no account: plain");
 }
+
+/// A server started with its defaults announces no public address: `/ss` then lists the
+/// address the request reached (else the vendors' SDKs stop with an empty list: the official Go
+/// SDK's "failed to fetch service IPs"), and an SDK bootstraps from it and resolves. `/conf`
+/// lists it too when it is on the default port only (Tencent's SDKs connect on port 80).
+#[tokio::test]
+async fn a_fresh_server_lists_the_address_it_was_reached_at() {
+    let tmp = tempfile::tempdir().unwrap();
+    let s = Server::start_with(crate::support::env(tmp.path(), &Db::Sqlite), None).await;
+    seed_accounts(&s).await;
+    let reached: std::net::SocketAddr =
+        s.url("").trim_start_matches("http://").trim_end_matches('/').parse().unwrap();
+    for path in ["/100000/ss", "/ss"] {
+        let v: Value = s.get(path).await.json().await.unwrap();
+        assert_eq!(
+            v,
+            json!({"service_ip": [reached.ip().to_string()], "service_ipv6": [],
+                   "service_ip_port": [reached.port()], "service_ipv6_port": []}),
+            "{path}"
+        );
+    }
+    assert_eq!(s.text("/conf").await, "log:0|domain:0|ip:|ttl:60", "not on port 80: not for Tencent's SDKs");
+    let boot = reached.to_string();
+    let Some(r) = peer(
+        "aliyun_client.py",
+        args(&[
+            "--boot",
+            &boot,
+            "--account",
+            ACCOUNT,
+            "--mode",
+            "0",
+            "--hosts",
+            "www.example.com",
+            "--cip",
+            "1.0.1.7",
+        ]),
+    )
+    .await
+    else {
+        return;
+    };
+    assert!(r.get("error").is_none(), "{r}");
+    assert_eq!(r["used"], boot, "the SDK moved to the listed address: {r}");
+    assert_eq!(r["answers"]["www.example.com"]["v4"]["ips"], json!(["1.1.1.1", "1.1.1.2"]), "{r}");
+}

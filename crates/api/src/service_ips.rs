@@ -24,6 +24,7 @@ use std::time::{Duration, Instant};
 
 use arc_swap::ArcSwap;
 use axum::extract::{Request, State};
+use axum::http::request::Parts;
 use axum::http::{header, HeaderValue, Method, StatusCode};
 use axum::response::{IntoResponse, Response};
 use httpdns_core::snapshot::client_seed;
@@ -275,9 +276,45 @@ fn json_response(body: &impl Serialize) -> Response {
     resp
 }
 
+/// The entry point a request reached on this server: its socket's local address, and whether
+/// it came over TLS (which decides the default port). What `/ss` lists when no replica
+/// announces an address: a server started with its defaults then still bootstraps the
+/// vendors' SDKs, which stop when the list is empty.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Reached(Option<ServiceAddr>);
+
+impl<S: Send + Sync> axum::extract::FromRequestParts<S> for Reached {
+    type Rejection = std::convert::Infallible;
+
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
+        let Some(httpdns_net::http::LocalAddr(local)) = parts.extensions.get().copied() else {
+            return Ok(Self(None));
+        };
+        let tls = parts.extensions.get::<httpdns_net::http::Secure>().is_some();
+        let default = if tls { 443 } else { 80 };
+        let port = (local.port() != default).then_some(local.port());
+        Ok(Self(Some(ServiceAddr { ip: local.ip().to_canonical(), port })))
+    }
+}
+
+impl Reached {
+    /// The alive replicas' addresses, or, when none announces one, this entry point.
+    fn or_alive(self, alive: &[ServiceAddr]) -> Vec<ServiceAddr> {
+        match (alive.is_empty(), self.0) {
+            (true, Some(own)) => vec![own],
+            _ => alive.to_vec(),
+        }
+    }
+}
+
 /// `GET /ss`: the service-IP list without an account (our own client, curl).
-pub(crate) async fn plain(State(app): State<AppState>, PeerAddr(peer): PeerAddr, method: Method) -> Response {
-    let resp = list(&app, peer, &method, None);
+pub(crate) async fn plain(
+    State(app): State<AppState>,
+    PeerAddr(peer): PeerAddr,
+    method: Method,
+    reached: Reached,
+) -> Response {
+    let resp = list(&app, peer, &method, None, reached);
     app.metrics.http_answer_request(crate::metrics::Route::ServiceIps, resp.status());
     resp
 }
@@ -285,13 +322,19 @@ pub(crate) async fn plain(State(app): State<AppState>, PeerAddr(peer): PeerAddr,
 /// `GET /{account}/ss`, Alibaba's SDKs' bootstrap. Any query parameters are accepted and
 /// ignored (`platform`, `sdk_version` or `sdkVersion`, `region`, `sid`, `net`, the C SDK's
 /// `s`/`t`/`n`): the list is the same for every SDK.
-pub(crate) fn account(app: &AppState, peer: IpAddr, method: &Method, account: &str) -> Response {
-    let resp = list(app, peer, method, Some(account));
+pub(crate) fn account(
+    app: &AppState,
+    peer: IpAddr,
+    method: &Method,
+    account: &str,
+    reached: Reached,
+) -> Response {
+    let resp = list(app, peer, method, Some(account), reached);
     app.metrics.http_answer_request(crate::metrics::Route::ServiceIps, resp.status());
     resp
 }
 
-fn list(app: &AppState, peer: IpAddr, method: &Method, account: Option<&str>) -> Response {
+fn list(app: &AppState, peer: IpAddr, method: &Method, account: Option<&str>, reached: Reached) -> Response {
     if method != Method::GET && method != Method::HEAD {
         return ApiError::new(StatusCode::METHOD_NOT_ALLOWED, "MethodNotAllowed", "use GET").into_response();
     }
@@ -307,7 +350,7 @@ fn list(app: &AppState, peer: IpAddr, method: &Method, account: Option<&str>) ->
     if !crate::resolve::allow_client(app, peer) {
         return crate::resolve::client_throttled().into_response();
     }
-    json_response(&service_ip_list(&ordered(app, &app.service_ips.alive(), peer)))
+    json_response(&service_ip_list(&ordered(app, &reached.or_alive(&app.service_ips.alive()), peer)))
 }
 
 /// Refresh period Tencent's SDKs are told in `/conf` (`ttl`, minutes).
@@ -326,27 +369,28 @@ fn conf_body(addrs: &[ServiceAddr]) -> String {
 pub(crate) async fn conf(
     State(app): State<AppState>,
     PeerAddr(peer): PeerAddr,
+    reached: Reached,
     request: Request,
 ) -> Response {
-    let resp = conf_answer(&app, peer, request);
+    let resp = conf_answer(&app, peer, reached, request);
     app.metrics.http_answer_request(crate::metrics::Route::ServiceIps, resp.status());
     resp
 }
 
-fn conf_answer(app: &AppState, peer: IpAddr, request: Request) -> Response {
+fn conf_answer(app: &AppState, peer: IpAddr, reached: Reached, request: Request) -> Response {
     if request.method() != Method::GET && request.method() != Method::HEAD {
         return ApiError::new(StatusCode::METHOD_NOT_ALLOWED, "MethodNotAllowed", "use GET").into_response();
     }
     let secure = crate::dnspod::is_secure(app, &request);
     let mut fields = crate::dnspod::fields(request.uri().query(), &[]);
-    let auth = match crate::dnspod::authenticate(app, &app.catalog.snapshot(), &mut fields, secure) {
+    let auth = match crate::dnspod::authenticate(app, &app.catalog.snapshot(), &mut fields, secure, peer) {
         Ok(a) => a,
         Err(e) => return e.into_response(),
     };
     if matches!(auth, crate::dnspod::Auth::None) && !crate::resolve::allow_client(app, peer) {
         return crate::resolve::client_throttled().into_response();
     }
-    let mut body = conf_body(&ordered(app, &app.service_ips.alive(), peer));
+    let mut body = conf_body(&ordered(app, &reached.or_alive(&app.service_ips.alive()), peer));
     if let crate::dnspod::Auth::Encrypted(alg, secret) = &auth {
         match httpdns_auth::encrypt(*alg, secret, body.as_bytes()) {
             Ok(hex) => body = hex,

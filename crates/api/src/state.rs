@@ -66,6 +66,20 @@ pub struct Shared {
     pub client_limits: RateLimiter<IpAddr>,
     /// Per-address limits of `POST /feedback` (`LiveSettings::feedback_rate`).
     pub feedback_limits: RateLimiter<IpAddr>,
+    /// Per-address budget of wrong `token=` tries ([`TOKEN_MISSES_PER_MINUTE`]): a numeric
+    /// Tencent token has few digits, so guessing must stay slow.
+    pub token_misses: RateLimiter<IpAddr>,
+}
+
+/// Wrong `token=` tries an address may make per minute (and at once); past them, its token
+/// requests are refused unread until the budget refills.
+pub const TOKEN_MISSES_PER_MINUTE: f64 = 10.0;
+
+impl Shared {
+    /// The token-miss limiter at [`TOKEN_MISSES_PER_MINUTE`].
+    pub fn token_miss_limiter() -> RateLimiter<IpAddr> {
+        RateLimiter::new(TOKEN_MISSES_PER_MINUTE / 60.0, TOKEN_MISSES_PER_MINUTE)
+    }
 }
 
 impl AppState {

@@ -149,17 +149,24 @@ fn authenticate(
     let enc = get("enc").filter(|e| !e.is_empty()).ok_or_else(|| {
         ApiError::bad_request("MissingArgument", "enc", "m=1 and m=2 carry the question in enc")
     })?;
-    let plain = aliyun_v2::open(cipher, &key, enc).map_err(|_| {
-        ApiError::bad_request("InvalidArgument", "enc", "enc does not decrypt with the account's aes_key")
+    // Decrypted and read as one step with one failure, whatever failed (the padding, the JSON,
+    // a name, `q`, `cip`): an answer that told them apart would be a padding oracle on CBC.
+    let read = |plain: &[u8]| -> Option<V2Request> {
+        let hidden: Hidden = serde_json::from_slice(plain).ok()?;
+        let (echo, names) = parse_names(hidden.dn.as_deref()).ok()?;
+        let (v4, v6) = parse_q(hidden.q.as_deref()).ok()?;
+        // `cip` may come in the clear beside `enc`, or inside it.
+        let cip = parse_cip(hidden.cip.as_deref().or(get("cip"))).ok()?;
+        Some(V2Request { mode, echo, names, v4, v6, cip })
+    };
+    let request = aliyun_v2::open_with(cipher, &key, enc, read).map_err(|_| {
+        ApiError::bad_request(
+            "InvalidArgument",
+            "enc",
+            "enc does not decrypt with the account's aes_key to a question (a JSON object with dn, and q and cip when given, valid)",
+        )
     })?;
-    let hidden: Hidden = serde_json::from_slice(&plain).map_err(|e| {
-        ApiError::bad_request("InvalidArgument", "enc", format!("enc is not a JSON object of strings: {e}"))
-    })?;
-    let (echo, names) = parse_names(hidden.dn.as_deref())?;
-    let (v4, v6) = parse_q(hidden.q.as_deref())?;
-    // `cip` may come in the clear beside `enc`, or inside it.
-    let cip = parse_cip(hidden.cip.as_deref().or(get("cip")))?;
-    Ok((V2Request { mode, echo, names, v4, v6, cip }, Some((cipher, key))))
+    Ok((request, Some((cipher, key))))
 }
 
 #[derive(Serialize)]

@@ -17,6 +17,7 @@ use des::Des;
 use md5::{Digest, Md5};
 
 pub mod aliyun_v2;
+mod unpad;
 
 /// The cipher of a DNSPod request (`alg=des|aes`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -95,21 +96,51 @@ pub fn encrypt(alg: Alg, key: &str, plain: &[u8]) -> Result<String, CryptoError>
 
 /// Decrypts the hex wire form to text.
 pub fn decrypt(alg: Alg, key: &str, wire: &str) -> Result<String, CryptoError> {
-    let data = unhex(wire).ok_or(CryptoError::Data)?;
-    let plain = match alg {
-        Alg::Des => des_key(key)?.decrypt_padded_vec::<Pkcs7>(&data).map_err(|_| CryptoError::Data)?,
-        Alg::Aes => {
-            if data.len() < 32 {
+    decrypt_with(alg, key, wire, |text| Some(text.to_owned()))
+}
+
+/// Decrypts the hex wire form and reads the text with `accept` as one step that fails one way:
+/// a bad padding, text that is not UTF-8 and text `accept` refuses are the same
+/// [`CryptoError::Data`], and `accept` runs on the text whether the padding was valid or not,
+/// so neither the answer nor its time tells a client which (no padding oracle). Only the
+/// length of the input (public) changes what is done.
+pub fn decrypt_with<T>(
+    alg: Alg,
+    key: &str,
+    wire: &str,
+    accept: impl FnOnce(&str) -> Option<T>,
+) -> Result<T, CryptoError> {
+    let mut data = unhex(wire).ok_or(CryptoError::Data)?;
+    let (plain, block): (&mut [u8], u8) = match alg {
+        Alg::Des => {
+            if data.is_empty() || data.len() % 8 != 0 {
                 return Err(CryptoError::Data);
             }
-            let (iv, ct) = data.split_at(16);
-            let iv: [u8; 16] = iv.try_into().map_err(|_| CryptoError::Data)?;
+            let cipher = des_key(key)?;
+            for chunk in data.chunks_exact_mut(8) {
+                cipher.decrypt_block(chunk.into());
+            }
+            (&mut data[..], 8)
+        }
+        Alg::Aes => {
+            if data.len() < 32 || data.len() % 16 != 0 {
+                return Err(CryptoError::Data);
+            }
+            let (iv, ct) = data.split_at_mut(16);
+            let iv: [u8; 16] = (&*iv).try_into().map_err(|_| CryptoError::Data)?;
             cbc::Decryptor::<Aes128>::new(&aes_key(key).into(), &iv.into())
-                .decrypt_padded_vec_mut::<Pkcs7>(ct)
-                .map_err(|_| CryptoError::Data)?
+                .decrypt_padded_mut::<cipher::block_padding::NoPadding>(ct)
+                .map_err(|_| CryptoError::Data)?;
+            (ct, 16)
         }
     };
-    String::from_utf8(plain).map_err(|_| CryptoError::Data)
+    let (len, padded) = unpad::unpad(plain, block);
+    // Text that is not UTF-8 is read as empty, which `accept` refuses like any other bad text.
+    let accepted = accept(std::str::from_utf8(&plain[..len]).unwrap_or(""));
+    match accepted {
+        Some(v) if bool::from(padded) => Ok(v),
+        _ => Err(CryptoError::Data),
+    }
 }
 
 /// The Alibaba signature `md5_hex(content + "-" + secret + "-" + t)`.

@@ -278,6 +278,9 @@ impl DomainSpec {
     }
 }
 
+/// Digits of the shortest numeric (Tencent-issued) account token taken.
+pub const MIN_NUMERIC_TOKEN: usize = 6;
+
 /// A client account for signed or encrypted requests (DNSPod `id=`, Alibaba `/{account}/...`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -313,11 +316,17 @@ impl AccountSpec {
             return Err(FieldError::new("rate_limit_qps", "must be at least 1 (omit it for no limit)"));
         }
         if let Some(t) = &self.token {
-            if t.len() < 16
-                || t.len() > 128
-                || !t.bytes().all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b))
-            {
-                return Err(FieldError::new("token", "must be 16 to 128 letters, digits, '-', '_' or '.'"));
+            // Ours: 16 to 128 characters. Tencent's console issues numbers (`8086421`), which
+            // apps already ship: those are taken as they are, at 6 digits or more; a wrong
+            // token costs its address a bounded budget of tries (docs/api.md).
+            let ours = (16..=128).contains(&t.len())
+                && t.bytes().all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b));
+            let vendors = (MIN_NUMERIC_TOKEN..16).contains(&t.len()) && t.bytes().all(|b| b.is_ascii_digit());
+            if !ours && !vendors {
+                return Err(FieldError::new(
+                    "token",
+                    "must be 16 to 128 letters, digits, '-', '_' or '.', or a number of 6 to 15 digits (Tencent's form)",
+                ));
             }
         }
         if let Some(k) = &self.aes_key {

@@ -360,11 +360,13 @@ async fn connection(
         if stream.read_exact(&mut len).await.is_err() {
             return;
         }
-        let _in_flight = state.begin();
+        // The message is the request's head: while it arrives the reaper holds it to the
+        // header timeout and the connection can be spared; a request begins once it is whole.
         let mut msg = vec![0u8; usize::from(u16::from_be_bytes(len))];
         if stream.read_exact(&mut msg).await.is_err() {
             return;
         }
+        let _in_flight = state.begin();
         let started = std::time::Instant::now();
         let reply = match handler(&msg, peer.ip().to_canonical(), transport) {
             Some(Answer::Reply(r)) => r,

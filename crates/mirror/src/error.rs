@@ -120,6 +120,28 @@ impl Failure {
         }
     }
 
+    /// The client's address (or the process) holds all the connections, streams and open
+    /// files it may: a body streamed from a file or the store would hold one more.
+    pub(crate) fn too_many(why: httpdns_net::Refused) -> Self {
+        let (status, message) = match why {
+            httpdns_net::Refused::PerAddress => {
+                (StatusCode::TOO_MANY_REQUESTS, "too many downloads in progress from this address")
+            }
+            httpdns_net::Refused::Full => {
+                (StatusCode::SERVICE_UNAVAILABLE, "the server has no connection free")
+            }
+        };
+        Self {
+            side: Side::Client,
+            status,
+            code: "TooManyConnections",
+            field: None,
+            message: message.into(),
+            detail: None,
+            retry: true,
+        }
+    }
+
     fn origin(
         status: StatusCode,
         code: &'static str,

@@ -40,6 +40,9 @@ const MAX_META: u64 = 64 << 10;
 const META_CACHE_ENTRIES: usize = 100_000;
 /// Streamed reads and uploads move this much at a time.
 pub(crate) const CHUNK: usize = 256 << 10;
+/// Bytes read per step of a download streamed from a file: what a download its client does not
+/// read holds (besides HTTP/2's send buffer), so small, at the cost of a thread hop per 64 KiB.
+const STREAM_CHUNK: u64 = 64 << 10;
 /// Ranges up to this size are read in one piece (memory: this much per such response).
 const ONE_PIECE: u64 = 1 << 20;
 /// Ranges up to this size are read without a thread hop.
@@ -404,7 +407,7 @@ impl Objects {
         self.hot.remove(location.as_ref());
     }
 
-    /// Streams bytes `start..end` of a found copy's body, `CHUNK` at a time.
+    /// Streams bytes `start..end` of a found copy's body, a chunk at a time.
     pub fn read(
         &self,
         found: &Found,
@@ -785,32 +788,27 @@ pub(crate) async fn pread_blocking(file: Arc<std::fs::File>, at: u64, len: u64) 
         .unwrap_or_else(|e| Err(std::io::Error::other(e.to_string())))
 }
 
-/// Streams `start..end` of an open file from a blocking thread, through a small channel so
-/// memory stays bounded by the channel, whatever the object size.
+/// Streams `start..end` of an open file, one chunk read (on a blocking thread) each time the
+/// connection asks for more. Nothing is read ahead: a client that stops reading holds one
+/// chunk and no thread, however many such streams are open (a read-ahead channel held four
+/// chunks and a blocking thread per stalled download).
 fn local_stream(
     file: Arc<std::fs::File>,
     start: u64,
     end: u64,
 ) -> futures_util::stream::BoxStream<'static, Result<Bytes, std::io::Error>> {
-    // Small reads need no thread hop beyond one.
-    if end - start <= CHUNK as u64 {
-        return futures_util::stream::once(pread_blocking(file, start, end - start)).boxed();
-    }
-    let (tx, rx) = tokio::sync::mpsc::channel::<Result<Bytes, std::io::Error>>(4);
-    tokio::task::spawn_blocking(move || {
-        let mut at = start;
-        while at < end {
-            let n = (end - at).min(CHUNK as u64);
-            let r = pread(&file, at, n);
-            let failed = r.is_err();
-            if tx.blocking_send(r).is_err() || failed {
-                return;
-            }
-            at += n;
+    futures_util::stream::unfold(Some((file, start)), move |next| async move {
+        let (file, at) = next?;
+        if at >= end {
+            return None;
         }
-    });
-    let mut rx = rx;
-    futures_util::stream::poll_fn(move |cx| rx.poll_recv(cx)).boxed()
+        let n = (end - at).min(STREAM_CHUNK);
+        match pread_blocking(file.clone(), at, n).await {
+            Ok(bytes) => Some((Ok(bytes), Some((file, at + n)))),
+            Err(e) => Some((Err(e), None)),
+        }
+    })
+    .boxed()
 }
 
 /// Uploads a staged file: one put when small, else a multipart upload (atomic on completion;

@@ -42,6 +42,8 @@ pub(crate) struct Request {
     pub(crate) query_key: Option<String>,
     process: Option<ImageProcess>,
     pub(crate) head_only: bool,
+    /// The connection's handle: a body streamed from a file or the store holds a unit on it.
+    pub(crate) conn: Option<httpdns_net::ConnHandle>,
 }
 
 async fn handle(State(mirror): State<Arc<Mirror>>, request: axum::extract::Request) -> Response {
@@ -55,7 +57,8 @@ async fn handle(State(mirror): State<Arc<Mirror>>, request: axum::extract::Reque
 
 // The whole request, taken apart: the `Uri` and `HeaderMap` extractors would clone both.
 async fn serve_request(mirror: &Arc<Mirror>, request: axum::extract::Request) -> Response {
-    let (parts, _) = request.into_parts();
+    let (mut parts, _) = request.into_parts();
+    let conn = parts.extensions.remove::<httpdns_net::ConnHandle>();
     let (method, uri, headers) = (parts.method, parts.uri, parts.headers);
     let head_only = match method {
         Method::GET => false,
@@ -72,7 +75,7 @@ async fn serve_request(mirror: &Arc<Mirror>, request: axum::extract::Request) ->
         }
     };
     let req = match parse(mirror, &uri, head_only) {
-        Ok(r) => r,
+        Ok(r) => Request { conn, ..r },
         Err(resp) => return *resp,
     };
     let (outcome, resp) = match &req.process {
@@ -128,10 +131,16 @@ fn parse(mirror: &Mirror, uri: &Uri, head_only: bool) -> Result<Request, Box<Res
         origin_path.push('?');
         origin_path.push_str(q);
     }
-    Ok(Request { runtime, segments, origin_path, query_key, process, head_only })
+    Ok(Request { runtime, segments, origin_path, query_key, process, head_only, conn: None })
 }
 
 impl Request {
+    /// One more unit on the connection for a body streamed from a file or the store (none
+    /// outside an HTTP listener, as in tests of the router alone).
+    fn hold(&self) -> Result<Option<httpdns_net::Held>, httpdns_net::Refused> {
+        self.conn.as_ref().map(httpdns_net::ConnHandle::hold).transpose()
+    }
+
     pub(crate) fn original_location(&self) -> Path {
         let segs = self.segments.iter().map(String::as_str);
         match &self.query_key {
@@ -246,7 +255,16 @@ pub(crate) async fn serve_found(
             Err(e) => return Failure::store(e).response(),
         }
     } else {
-        counted_body(&req.runtime.series, mirror.objects.read(found, start, end))
+        // A body in memory holds nothing of the connection's; one read from a file or the
+        // store holds that descriptor for as long as the client takes.
+        let held = match found.memory_slice(0, 0) {
+            Some(_) => None,
+            None => match req.hold() {
+                Ok(h) => h,
+                Err(why) => return Failure::too_many(why).response(),
+            },
+        };
+        counted_body(&req.runtime.series, mirror.objects.read(found, start, end), held)
     };
     found_response(found, status, start, end, cache, body)
 }
@@ -357,7 +375,11 @@ fn serve_fill(
     let body = if req.head_only {
         Body::empty()
     } else {
-        counted_body(&req.runtime.series, fill.stream(start, end))
+        let held = match req.hold() {
+            Ok(h) => h,
+            Err(why) => return Failure::too_many(why).response(),
+        };
+        counted_body(&req.runtime.series, fill.stream(start, end), held)
     };
     let mut r = Response::new(body);
     *r.status_mut() = status;
@@ -421,9 +443,12 @@ fn unsatisfiable(len: u64) -> Response {
 fn counted_body(
     series: &crate::metrics::RuleSeries,
     stream: futures_util::stream::BoxStream<'static, Result<bytes::Bytes, std::io::Error>>,
+    held: Option<httpdns_net::Held>,
 ) -> Body {
     let series = series.clone();
     Body::from_stream(stream.inspect(move |chunk| {
+        // The unit lives as long as the stream: it counts the file or socket the stream reads.
+        let _ = &held;
         if let Ok(c) = chunk {
             series.served(c.len() as u64);
         }

@@ -15,6 +15,7 @@ use std::time::Duration;
 use axum::body::Body;
 use axum::extract::ConnectInfo;
 use bytes::Bytes;
+use futures_util::future::Either;
 use http_body::{Body as HttpBody, Frame, SizeHint};
 use httpdns_core::cidr::CidrTable;
 use hyper::body::Incoming;
@@ -26,7 +27,9 @@ use tokio_util::sync::CancellationToken;
 use tower::ServiceExt as _;
 
 use crate::metrics::ListenerMetrics;
-use crate::registry::{Admitted, ConnRegistry, InFlight, Refused, Signal, Timeouts};
+use crate::registry::{
+    Admitted, BodyWait, ConnHandle, ConnRegistry, ConnState, Held, InFlight, Refused, Signal, Timeouts,
+};
 use crate::sendfile::{self, Plan};
 use crate::tls::TlsServer;
 use crate::tracked::Tracked;
@@ -35,6 +38,9 @@ use crate::tracked::Tracked;
 const MAX_HEAD_BYTES: usize = 64 << 10;
 /// Streams one HTTP/2 connection may have open at once.
 const MAX_H2_STREAMS: u32 = 128;
+/// Bytes of a stream's response HTTP/2 buffers beyond the client's window (hyper's default is
+/// 400 KiB): a stream whose client opened no window holds this and one body chunk.
+const MAX_H2_SEND_BUF: usize = 64 << 10;
 
 /// Whether a request came over TLS, and for which server name: an extension on every
 /// request of a TLS listener.
@@ -43,6 +49,12 @@ pub struct Secure {
     /// The SNI name the client asked for, if any.
     pub server_name: Option<String>,
 }
+
+/// The address a connection reached on this host (its socket's local address): an extension
+/// on every routed request, for answers that name the server itself (`/ss` on a server that
+/// announces no public address).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LocalAddr(pub SocketAddr);
 
 /// One HTTP listener's settings.
 #[derive(Clone)]
@@ -157,6 +169,26 @@ pub async fn serve(
     while conns.join_next().await.is_some() {}
 }
 
+/// The answer to an HTTP/2 stream past the connection caps.
+fn refused_stream(why: Refused) -> Whole {
+    let (status, msg): (_, &'static [u8]) = match why {
+        Refused::Full => (
+            axum::http::StatusCode::SERVICE_UNAVAILABLE,
+            b"{\"code\":\"TooManyConnections\",\"error\":\"the server has no connection free\"}",
+        ),
+        Refused::PerAddress => (
+            axum::http::StatusCode::TOO_MANY_REQUESTS,
+            b"{\"code\":\"TooManyConnections\",\"error\":\"too many streams from this address\"}",
+        ),
+    };
+    let mut r = axum::http::Response::new(Bytes::from_static(msg));
+    *r.status_mut() = status;
+    let h = r.headers_mut();
+    h.insert(axum::http::header::CONTENT_TYPE, axum::http::HeaderValue::from_static("application/json"));
+    h.insert(axum::http::header::RETRY_AFTER, axum::http::HeaderValue::from_static("1"));
+    r
+}
+
 /// A short answer before closing a refused plain-HTTP connection; best effort, never waits.
 fn refuse(stream: &TcpStream, why: Refused) {
     let response: &[u8] = match why {
@@ -178,20 +210,22 @@ async fn connection(
     app: App,
 ) {
     let state = admitted.state.clone();
+    let handle = admitted.handle();
     // Boxed: a connection's HTTP state is allocated when its task first runs, not in the
     // accept loop. Until the first bytes arrive, hyper-util waits on a 24-byte buffer (it reads
     // the HTTP/2 preface to choose the protocol), so a silent socket holds no read buffer.
-    Box::pin(serve_connection(stream, peer, state, settings, app)).await;
+    Box::pin(serve_connection(stream, peer, (state, handle), settings, app)).await;
     drop(admitted);
 }
 
 async fn serve_connection(
     stream: TcpStream,
     peer: SocketAddr,
-    state: Arc<crate::registry::ConnState>,
+    (state, handle): (Arc<ConnState>, ConnHandle),
     settings: HttpListener,
     app: App,
 ) {
+    let local = stream.local_addr().ok().map(LocalAddr);
     // The PROXY header and the TLS handshake are part of the connection's first request, so
     // they fall under its header timeout (the reaper's, and this bound in case of a slow peer).
     let setup = async {
@@ -225,7 +259,27 @@ async fn serve_connection(
     };
     let conn_state = state.clone();
     let service = hyper::service::service_fn(move |req: hyper::Request<Incoming>| {
+        // A stream beside others on one HTTP/2 connection is a unit of its own against the
+        // caps (each can hold a file and buffers): past them it is answered at once.
+        let extra = if req.version() == axum::http::Version::HTTP_2 {
+            conn_state.set_multiplexed();
+            (conn_state.in_flight() > 0).then(|| handle.hold())
+        } else {
+            None
+        };
         let in_flight = conn_state.begin();
+        let held = match extra {
+            Some(Err(why)) => {
+                let resp = refused_stream(why).map(|b| Counted {
+                    body: Reply::Full(Some(b)),
+                    _held: None,
+                    in_flight,
+                });
+                return Either::Left(std::future::ready(Ok::<_, Infallible>(resp)));
+            }
+            Some(Ok(held)) => Some(held),
+            None => None,
+        };
         let shortcut = app.shortcut.as_ref().and_then(|s| {
             s.answer(&Head {
                 method: req.method(),
@@ -238,33 +292,39 @@ async fn serve_connection(
         let routed = match shortcut {
             Some(resp) => Err(resp),
             None => {
-                let mut req = req.map(Body::new);
+                let state = conn_state.clone();
+                let mut req = req.map(|body| Body::new(Upload { body, state, wait: None }));
                 req.extensions_mut().insert(ConnectInfo(client));
+                req.extensions_mut().insert(handle.clone());
+                if let Some(l) = local {
+                    req.extensions_mut().insert(l);
+                }
                 if let Some(s) = &secure {
                     req.extensions_mut().insert(s.clone());
                 }
                 Ok((app.router.clone(), req))
             }
         };
-        async move {
+        Either::Right(async move {
+            let counted = |body| Counted { body, _held: held, in_flight };
             let resp = match routed {
-                Err(Answer::Ready(resp)) => {
-                    resp.map(|b| Counted { body: Reply::Full(Some(b)), _in_flight: in_flight })
-                }
-                Err(Answer::Later(wait)) => {
-                    wait.await.map(|b| Counted { body: Reply::Full(Some(b)), _in_flight: in_flight })
-                }
+                Err(Answer::Ready(resp)) => resp.map(|b| counted(Reply::Full(Some(b)))),
+                Err(Answer::Later(wait)) => wait.await.map(|b| counted(Reply::Full(Some(b)))),
                 Ok((router, req)) => {
                     let resp = router.oneshot(req).await.unwrap_or_else(|e: Infallible| match e {});
-                    resp.map(|body| Counted { body: Reply::Routed(body), _in_flight: in_flight })
+                    resp.map(|body| counted(Reply::Routed(body)))
                 }
             };
             Ok::<_, Infallible>(resp)
-        }
+        })
     });
     let mut builder = auto::Builder::new(TokioExecutor::new());
     builder.http1().max_buf_size(MAX_HEAD_BYTES).half_close(false);
-    builder.http2().max_concurrent_streams(MAX_H2_STREAMS).max_header_list_size(MAX_HEAD_BYTES as u32);
+    builder
+        .http2()
+        .max_concurrent_streams(MAX_H2_STREAMS)
+        .max_header_list_size(MAX_HEAD_BYTES as u32)
+        .max_send_buf_size(MAX_H2_SEND_BUF);
     let conn = builder.serve_connection_with_upgrades(TokioIo::new(io), service);
     tokio::pin!(conn);
     // Biased: polled on every wake-up of the connection, the connection first; the signal is
@@ -371,10 +431,13 @@ impl tokio::io::AsyncWrite for Io {
 }
 
 /// A response body that keeps its request counted as in progress until it is sent or dropped,
-/// so a download that is still streaming is never taken for an idle connection.
+/// so a download that is still streaming is never taken for an idle connection, and tells the
+/// reaper when its frames move.
 struct Counted {
     body: Reply,
-    _in_flight: InFlight,
+    /// The unit of an HTTP/2 stream beside others, released with the stream.
+    _held: Option<Held>,
+    in_flight: InFlight,
 }
 
 /// A shortcut's whole body (taken when sent), or the router's.
@@ -388,13 +451,18 @@ impl HttpBody for Counted {
     type Error = axum::Error;
 
     fn poll_frame(
-        mut self: Pin<&mut Self>,
+        self: Pin<&mut Self>,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Self::Data>, Self::Error>>> {
-        match &mut self.body {
+        let this = self.get_mut();
+        let frame = match &mut this.body {
             Reply::Full(b) => Poll::Ready(b.take().filter(|b| !b.is_empty()).map(|b| Ok(Frame::data(b)))),
             Reply::Routed(body) => Pin::new(body).poll_frame(cx),
+        };
+        if let Poll::Ready(Some(Ok(_))) = &frame {
+            this.in_flight.state().note_moved();
         }
+        frame
     }
 
     fn is_end_stream(&self) -> bool {
@@ -409,5 +477,49 @@ impl HttpBody for Counted {
             Reply::Full(b) => SizeHint::with_exact(b.as_ref().map_or(0, |b| b.len() as u64)),
             Reply::Routed(body) => body.size_hint(),
         }
+    }
+}
+
+/// A request body that tells the reaper when the handler waits for bytes the client has not
+/// sent, and when they arrive: a body that stops arriving, or arrives a byte every few seconds,
+/// is the client's delay, with timeouts of its own, and its connection can be spared.
+struct Upload {
+    body: Incoming,
+    state: Arc<ConnState>,
+    wait: Option<BodyWait>,
+}
+
+impl HttpBody for Upload {
+    type Data = Bytes;
+    type Error = hyper::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Self::Data>, Self::Error>>> {
+        let this = &mut *self;
+        let frame = Pin::new(&mut this.body).poll_frame(cx);
+        match &frame {
+            Poll::Pending => {
+                if this.wait.is_none() {
+                    this.wait = Some(this.state.wait_body());
+                }
+            }
+            Poll::Ready(r) => {
+                this.wait = None;
+                if matches!(r, Some(Ok(_))) {
+                    this.state.note_moved();
+                }
+            }
+        }
+        frame
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.body.size_hint()
     }
 }

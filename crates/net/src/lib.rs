@@ -19,7 +19,9 @@ pub mod tls;
 pub mod tracked;
 
 pub use metrics::{CloseReason, ListenerMetrics, NetMetrics};
-pub use registry::{Admitted, ConnLimits, ConnRegistry, ConnState, Refused, Signal, Timeouts};
+pub use registry::{
+    Admitted, ConnHandle, ConnLimits, ConnRegistry, ConnState, Held, Refused, Signal, Timeouts,
+};
 
 /// Raises the soft limit of open descriptors to the hard one (as nginx's
 /// `worker_rlimit_nofile` would) and returns the limit in force.

@@ -17,11 +17,19 @@ pub enum CloseReason {
     Stalled,
     /// Closed to make room when a connection cap was reached.
     Evicted,
+    /// A request body arrived too slowly: a gap between its reads, or the whole body, took
+    /// longer than allowed.
+    BodyTimeout,
 }
 
 impl CloseReason {
-    pub const ALL: [CloseReason; 4] =
-        [CloseReason::HeaderTimeout, CloseReason::IdleTimeout, CloseReason::Stalled, CloseReason::Evicted];
+    pub const ALL: [CloseReason; 5] = [
+        CloseReason::HeaderTimeout,
+        CloseReason::IdleTimeout,
+        CloseReason::Stalled,
+        CloseReason::Evicted,
+        CloseReason::BodyTimeout,
+    ];
 
     pub fn label(self) -> &'static str {
         match self {
@@ -29,6 +37,7 @@ impl CloseReason {
             CloseReason::IdleTimeout => "idle_timeout",
             CloseReason::Stalled => "stalled",
             CloseReason::Evicted => "evicted",
+            CloseReason::BodyTimeout => "body_timeout",
         }
     }
 
@@ -128,7 +137,7 @@ pub struct ListenerMetrics {
     pub name: &'static str,
     pub open: IntGauge,
     refused: [IntCounter; 2],
-    closed: [IntCounter; 4],
+    closed: [IntCounter; 5],
     pub tls_failures: IntCounter,
     pub sendfile_bytes: IntCounter,
 }

@@ -71,7 +71,12 @@ impl<S: OverTcp> Drop for Tracked<S> {
     fn drop(&mut self) {
         if matches!(
             self.state.close_reason(),
-            Some(CloseReason::HeaderTimeout | CloseReason::Stalled | CloseReason::Evicted)
+            Some(
+                CloseReason::HeaderTimeout
+                    | CloseReason::Stalled
+                    | CloseReason::Evicted
+                    | CloseReason::BodyTimeout
+            )
         ) {
             let _ = socket2::SockRef::from(self.inner.tcp()).set_linger(Some(std::time::Duration::ZERO));
         }

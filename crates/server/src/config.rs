@@ -288,6 +288,8 @@ struct LimitsFile {
     header_timeout_ms: Option<u64>,
     idle_timeout_ms: Option<u64>,
     stalled_timeout_ms: Option<u64>,
+    body_timeout_ms: Option<u64>,
+    body_deadline_ms: Option<u64>,
     dns_idle_timeout_ms: Option<u64>,
 }
 
@@ -765,9 +767,21 @@ impl Config {
             )?,
             stalled: millis(
                 "limits.stalled_timeout_ms",
-                None,
+                Some("HTTPDNS_STALLED_TIMEOUT_MS"),
                 file.limits.stalled_timeout_ms,
                 defaults.stalled.as_millis() as u64,
+            )?,
+            body: millis(
+                "limits.body_timeout_ms",
+                Some("HTTPDNS_BODY_TIMEOUT_MS"),
+                file.limits.body_timeout_ms,
+                defaults.body.as_millis() as u64,
+            )?,
+            body_total: millis(
+                "limits.body_deadline_ms",
+                Some("HTTPDNS_BODY_DEADLINE_MS"),
+                file.limits.body_deadline_ms,
+                defaults.body_total.as_millis() as u64,
             )?,
         };
         // RFC 7766 §6.2.3: idle DNS connections are closed after seconds, not minutes.

@@ -210,6 +210,7 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
             config.live.feedback_rate,
             config.live.feedback_burst,
         ),
+        token_misses: Shared::token_miss_limiter(),
     });
 
     let shutdown = CancellationToken::new();

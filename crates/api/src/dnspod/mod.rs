@@ -113,7 +113,7 @@ pub(crate) fn prepare(
     // the account's `token=` with everything in plain text.
     // One snapshot for the whole request: the account checked and the answer agree.
     let published = app.catalog.snapshot_full();
-    let auth = authenticate(app, &published, &mut fields, secure)?;
+    let auth = authenticate(app, &published, &mut fields, secure, peer)?;
     if matches!(auth, Auth::None) && !crate::resolve::allow_client(app, peer) {
         return Err(crate::resolve::client_throttled());
     }
@@ -272,6 +272,7 @@ pub(crate) fn authenticate(
     snapshot: &httpdns_catalog::Published,
     fields: &mut params::Fields<'_>,
     secure: bool,
+    peer: IpAddr,
 ) -> Result<Auth, ApiError> {
     if let Some(token) = fields.token.as_deref().filter(|t| !t.is_empty()) {
         if !secure {
@@ -282,7 +283,18 @@ pub(crate) fn authenticate(
             )
             .with_field("token"));
         }
+        // An address out of wrong tries is refused before its token is read: otherwise a
+        // guesser would still learn which guess is right.
+        if !app.token_misses.peek(peer) {
+            return Err(ApiError::new(
+                StatusCode::TOO_MANY_REQUESTS,
+                "Throttled",
+                "too many wrong tokens from this address; try again in a minute",
+            )
+            .with_field("token"));
+        }
         let (id, account) = snapshot.account_by_token(token).filter(|(_, a)| a.enabled).ok_or_else(|| {
+            app.token_misses.allow(peer);
             ApiError::new(StatusCode::UNAUTHORIZED, "InvalidAccount", "no such token").with_field("token")
         })?;
         if !crate::resolve::allow_account(app, id, account.rate_limit_qps) {
@@ -318,11 +330,21 @@ pub(crate) fn authenticate(
         if field == "ip" && v.parse::<IpAddr>().is_ok() {
             continue;
         }
-        let plain = httpdns_auth::decrypt(alg, &secret, v).map_err(|_| {
+        // Decrypted and checked as one step with one failure: a padding error answered apart
+        // from a bad name would be a padding oracle on AES-CBC (docs/api.md).
+        let accept = |text: &str| -> Option<String> {
+            let valid = match field {
+                "dn" => params::parse_fields(&params::Fields { dn: Some(text.into()), ..Default::default() })
+                    .is_ok(),
+                _ => params::parse_ip(text).is_some(),
+            };
+            valid.then(|| text.to_owned())
+        };
+        let plain = httpdns_auth::decrypt_with(alg, &secret, v, accept).map_err(|_| {
             ApiError::bad_request(
                 "InvalidArgument",
                 field,
-                format!("{field} does not decrypt with the account's key"),
+                format!("{field} does not decrypt with the account's key to a valid value"),
             )
         })?;
         *slot = Some(std::borrow::Cow::Owned(plain));

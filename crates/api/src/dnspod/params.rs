@@ -234,7 +234,7 @@ pub fn parse_fields(f: &Fields<'_>) -> Result<DRequest, ParamError> {
 
 /// `s` as an address: a dotted quad by hand ([`dotted_quad`]: the `ip=` of nearly every `/d`,
 /// where the standard parser cost about 180 instructions), anything else by the standard parser.
-fn parse_ip(s: &str) -> Option<IpAddr> {
+pub(crate) fn parse_ip(s: &str) -> Option<IpAddr> {
     dotted_quad(s.as_bytes()).map(IpAddr::V4).or_else(|| s.parse().ok())
 }
 
