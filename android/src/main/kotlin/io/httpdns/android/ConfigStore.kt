@@ -69,11 +69,12 @@ internal class ConfigStore(
         val cur = current
         if (cur != null && cur.version >= doc.configVersion) return false
         val a = Active(doc, doc.configVersion, origin)
-        current = a
+        // Kept before it is in force: whoever sees the new version finds it on disk too.
         if (signed != null && stateFile != null) {
             val text = Json.write(linkedMapOf("origin" to origin.name.lowercase(), "body" to signed.first, "signature" to signed.second))
             try { Files.writeAtomic(stateFile, text) } catch (e: Exception) { /* kept in memory */ }
         }
+        current = a
         listener?.invoke(a)
         return true
     }

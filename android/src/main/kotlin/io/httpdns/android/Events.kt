@@ -215,8 +215,9 @@ internal class Reporter(
         }
     }
 
-    private fun persist() {
+    private fun persist(final: Boolean = false) {
         val f = file ?: return
+        if (closed && !final) return
         val text = synchronized(queue) { Json.write(queue.map { it.second }) }
         try { Files.writeAtomic(f, text) } catch (e: Exception) { /* kept in memory */ }
     }
@@ -224,6 +225,6 @@ internal class Reporter(
     fun close() {
         closed = true
         pending?.cancel(false)
-        persist()
+        persist(final = true)
     }
 }

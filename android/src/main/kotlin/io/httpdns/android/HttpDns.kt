@@ -62,7 +62,8 @@ class HttpDns private constructor(b: Builder) : AutoCloseable {
     private val poller: Thread?
     private val preResolveList: List<String> = b.preResolveHosts
     private val refreshServiceIps: Boolean = b.refreshServiceIps
-    private val networkListener = NetworkMonitor.Listener { onNetworkChanged() }
+    private val networkListener = NetworkMonitor.Listener { onNetworkChanged(it) }
+    @Volatile private var lastNetworkKey: String = network.networkKey()
 
     init {
         val bootstrap = b.serviceUrls.map { Answers.parseBase(it) ?: throw IllegalArgumentException("service URL $it") }
@@ -193,19 +194,22 @@ class HttpDns private constructor(b: Builder) : AutoCloseable {
 
     internal fun evictConnections() = connectionPool.evictAll()
 
-    private fun preResolve() {
-        val names = (preResolveList + policy().preResolveHosts).distinct()
+    private fun preResolve(more: List<String> = emptyList()) {
+        val names = (preResolveList + policy().preResolveHosts + more).distinct()
         if (names.isNotEmpty()) try { resolver.preResolve(names) } catch (e: Exception) { /* lookups fall back later */ }
     }
 
-    private fun onNetworkChanged() {
+    /** A new network: its own cache key, the old network's connections evicted, the names in use re-resolved. */
+    private fun onNetworkChanged(newKey: String) {
         if (closed) return
+        val old = lastNetworkKey
+        lastNetworkKey = newKey
         networkGeneration++
         evictConnections()
         executor.execute {
             resolver.stack = try { stackDetector.stack() } catch (e: Exception) { IpStack.DUAL }
             if (refreshServiceIps) service.refreshServiceIps()
-            preResolve()
+            preResolve(if (old == newKey) emptyList() else resolver.cache.names(old))
         }
     }
 
