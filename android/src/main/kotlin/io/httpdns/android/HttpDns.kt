@@ -165,6 +165,7 @@ class HttpDns private constructor(b: Builder) : AutoCloseable {
         poller?.interrupt()
         scheduler.shutdownNow()
         executor.shutdownNow()
+        resolver.close()
         connectionPool.evictAll()
     }
 

@@ -51,6 +51,10 @@ internal class Resolver(
     @Volatile
     var stack: IpStack = IpStack.DUAL
     private val cacheWrite = Any()
+    private var closed = false
+
+    /** No file write after this returns (one in progress is waited for). */
+    fun close() = synchronized(cacheWrite) { closed = true }
 
     fun networkKey(): String = network.networkKey()
 
@@ -221,7 +225,7 @@ internal class Resolver(
         val json = cache.toJson(clock.millis(), System.currentTimeMillis())
         executor.execute {
             synchronized(cacheWrite) {
-                try { Files.writeAtomic(file, json) } catch (e: Exception) { /* the cache is an optimisation */ }
+                if (!closed) try { Files.writeAtomic(file, json) } catch (e: Exception) { /* the cache is an optimisation */ }
             }
         }
     }

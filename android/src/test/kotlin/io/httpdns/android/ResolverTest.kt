@@ -198,8 +198,10 @@ class ResolverTest {
     @Test
     fun persistentCacheSurvivesARestart(@TempDir dir: File) {
         Server { json(answer("p.example.com", "127.0.0.6", ttl = 600)) }.use { s ->
-            TestKit.builder(s.url).cacheDir(dir).build().use { sdk -> sdk.lookup("p.example.com") }
-            TestKit.eventually { File(dir, "httpdns-cache.json").isFile }
+            TestKit.builder(s.url).cacheDir(dir).build().use { sdk ->
+                sdk.lookup("p.example.com")
+                TestKit.eventually { File(dir, "httpdns-cache.json").isFile }
+            }
             TestKit.builder(s.url).cacheDir(dir).build().use { sdk ->
                 assertEquals(ResolutionPath.CACHE, sdk.lookup("p.example.com").path)
                 assertEquals(1, s.requests.size)

@@ -117,3 +117,14 @@ class VectorsTest {
         }
     }
 }
+
+class CarriersTest {
+    @Test
+    fun simOperatorsMapToTheServersLabels() {
+        assertEquals("mobile", Carriers.of("46000"))
+        assertEquals("unicom", Carriers.of("46001"))
+        assertEquals("telecom", Carriers.of("46011"))
+        assertNull(Carriers.of("310260"))
+        assertNull(Carriers.of(null))
+    }
+}
