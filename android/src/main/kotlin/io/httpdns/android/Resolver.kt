@@ -50,6 +50,16 @@ internal class Resolver(
     var reporter: Reporter? = null
     @Volatile
     var stack: IpStack = IpStack.DUAL
+        get() {
+            // The first detection runs off the app's thread at start; a lookup racing it waits briefly.
+            if (stackKnown.count > 0) try { stackKnown.await(200, TimeUnit.MILLISECONDS) } catch (e: InterruptedException) { Thread.currentThread().interrupt() }
+            return field
+        }
+        set(value) {
+            field = value
+            stackKnown.countDown()
+        }
+    private val stackKnown = java.util.concurrent.CountDownLatch(1)
     private val cacheWrite = Any()
     private var closed = false
 
