@@ -1,6 +1,7 @@
 // The admin console in a real browser (Debian's chromium through playwright-core), against a
 // running httpdns that tests/integration/console.rs started and seeded. Every step asserts;
-// the first failure exits non-zero with what was seen. Screenshots of each page go to SHOTS.
+// the first failure exits non-zero with what was seen. Screenshots of each page, and of each
+// chart on its own (events-chart, localdns-map, mirror-chart), go to SHOTS.
 //
 //   BASE=http://127.0.0.1:PORT TOKEN=... SHOTS=dir node console.mjs
 import { chromium } from 'playwright-core';
@@ -190,13 +191,66 @@ try {
   check(true, 'the copy purged in the page is gone');
   await shot('mirror');
 
+  // The mirror chart: three bars per rule, each the report's figure (no mirror request was
+  // made since the page loaded it).
+  const report = await (await api.get(`${BASE}/admin/v1/mirror/report`, { headers: { Authorization: `Bearer ${TOKEN}` } })).json();
+  const bars = await page.$$eval('#mirror-chart svg.mirror-chart rect.bar', rs => rs.map(r => [r.dataset.rule, r.dataset.kind, Number(r.dataset.value), Number(r.getAttribute('width'))]));
+  check(report.rules.length >= 3 && bars.length === report.rules.length * 3, `the mirror chart has three bars for each of the ${report.rules.length} rules: ${bars.length}`);
+  for (const r of report.rules) {
+    for (const k of ['hits', 'misses', 'errors']) {
+      const bar = bars.find(([rule, kind]) => rule === r.rule && kind === k);
+      check(bar && bar[2] === r[k] && bar[3] > 0, `the ${r.rule} ${k} bar shows ${r[k]}: ${JSON.stringify(bar)}`);
+    }
+  }
+  check(bars.some(b => b[1] === 'hits' && b[2] > 0) && bars.some(b => b[1] === 'misses' && b[2] > 0) && bars.some(b => b[1] === 'errors' && b[2] > 0),
+    'the mirror chart has hits, misses and errors to show: ' + JSON.stringify(bars));
+  await page.locator('#mirror-chart').screenshot({ path: `${SHOTS}/mirror-chart.png` });
+
+  // The events chart: one line per carrier and region the series names (the four places the
+  // test posted from among them), each drawn, and the 1% alert line.
   await page.goto(`${BASE}/console#/events/1h`);
   await page.waitForSelector('text=By carrier and region');
   check((await page.textContent('main')).includes('HTTPDNS_TIMEOUT'), 'the events page names the fallback reason');
+  await page.waitForSelector('#events-chart svg.events-chart');
+  const series = await (await api.get(`${BASE}/admin/v1/events/series?window=1h&top=8`, { headers: { Authorization: `Bearer ${TOKEN}` } })).json();
+  const expected = series.places.map(p => `${p.isp}/${p.region}`);
+  const lines = await page.$$eval('#events-chart path.line', ps => ps.map(p => [p.dataset.place, (p.getAttribute('d') || '').split(/[ML]/).filter(Boolean).length]));
+  check(lines.length === expected.length + (series.others ? 1 : 0) && expected.every((name, i) => lines[i][0] === name),
+    `a line per place of the series: ${JSON.stringify(lines)} for ${JSON.stringify(expected)}`);
+  for (const place of ['unicom/shanghai', 'telecom/guangdong', 'mobile/beijing', 'unicom/sg']) {
+    const line = lines.find(([name]) => name === place);
+    check(line && line[1] >= 2, `the ${place} line is drawn through its minutes: ${JSON.stringify(line)}`);
+  }
+  check(await page.locator('#events-chart line.threshold').count() === 1, 'the chart draws the 1% alert level');
+  check((await page.$$eval('#events-chart .legend li', ls => ls.length)) === lines.length + 1, 'a legend entry per line and the alert level');
+  await page.locator('#events-chart').screenshot({ path: `${SHOTS}/events-chart.png` });
   await shot('events');
+  await page.selectOption('select[name=metric]', 'error_rate');
+  await page.waitForSelector('#events-chart figcaption:has-text("Error rate")');
+  check(await page.locator('#events-chart path.line').count() === lines.length, 'the error-rate chart has the same lines');
+
+  // The LocalDNS map: a tile per province, coloured where there are reports; regions the map
+  // does not place (sg, us) in the strip below it.
   await page.goto(`${BASE}/console#/localdns/1h`);
   await page.waitForSelector('td:has-text("unicom")');
+  await page.waitForSelector('#localdns-map svg.localdns-map');
+  const ldns = await (await api.get(`${BASE}/admin/v1/localdns/map?window=1h`, { headers: { Authorization: `Bearer ${TOKEN}` } })).json();
+  const tiles = await page.$$eval('#localdns-map g.tile', gs => gs.map(g => ({ region: g.dataset.region, data: g.classList.contains('has-data'), other: g.classList.contains('other'), rate: g.dataset.rate === undefined ? null : Number(g.dataset.rate), cls: g.getAttribute('class') })));
+  const placed = new Set(tiles.filter(t => !t.other).map(t => t.region));
+  const regions = [...new Set(ldns.map.map(r => r.region))];
+  check(placed.size >= 34, 'the map places every province: ' + placed.size);
+  const onMap = tiles.filter(t => t.data && !t.other).map(t => t.region).sort();
+  const inStrip = tiles.filter(t => t.other).map(t => t.region).sort();
+  check(JSON.stringify(onMap) === JSON.stringify(regions.filter(r => placed.has(r)).sort()), `the provinces with reports are coloured: ${onMap}`);
+  check(JSON.stringify(inStrip) === JSON.stringify(regions.filter(r => !placed.has(r)).sort()) && inStrip.includes('sg') && inStrip.includes('us'), `the other regions are in the strip: ${inStrip}`);
+  const tileOf = region => tiles.find(t => t.region === region && t.data);
+  check(tileOf('guangdong').rate === 0.5 && !tileOf('guangdong').cls.includes('r0') && tileOf('shanghai').rate === 0 && tileOf('shanghai').cls.includes('r0') && tileOf('beijing'),
+    'guangdong is coloured by its hijacked half, shanghai as clean: ' + JSON.stringify([tileOf('guangdong'), tileOf('shanghai')]));
+  await page.locator('#localdns-map').screenshot({ path: `${SHOTS}/localdns-map.png` });
   await shot('localdns');
+  await page.selectOption('select[name=isp]', 'telecom');
+  await until('one carrier\'s map', async () => (await page.$$eval('#localdns-map g.tile.has-data', gs => gs.map(g => g.dataset.region).sort().join())) === 'guangdong,jiangsu,zhejiang');
+  check(true, 'the map filters by carrier');
 
   // The overview with traffic: answers flowing between two readings.
   await page.goto(`${BASE}/console#/overview`);
@@ -216,6 +270,10 @@ try {
   const overflow = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
   check(overflow <= 1, 'no sideways scrolling at 390 px: ' + overflow);
   await shot('overview-phone');
+  await page.goto(`${BASE}/console#/events/1h`);
+  await page.waitForSelector('#events-chart svg.events-chart');
+  const chartOverflow = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
+  check(chartOverflow <= 1, 'the events chart fits a phone: ' + chartOverflow);
   await page.setViewportSize({ width: 1280, height: 860 });
 
   // Sign-out: the cookie is cleared, and this replica refuses the old one.

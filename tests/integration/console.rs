@@ -1,7 +1,8 @@
 //! The admin console in a real headless browser: Debian's chromium driven by playwright-core
 //! (`tests/console/console.mjs`) against a server started here with a mirror, an origin, events
-//! and a LocalDNS report to show. Screenshots of every page go to `HTTPDNS_CONSOLE_SCREENSHOTS`
-//! (docs/console/ when regenerating the documentation), else a temporary directory.
+//! and a LocalDNS report to show, and a past hour of events for the charts. Screenshots of every
+//! page and of each chart go to `HTTPDNS_CONSOLE_SCREENSHOTS` (docs/console/ when regenerating
+//! the documentation), else a temporary directory.
 
 use std::path::Path;
 use std::process::Command;
@@ -26,6 +27,71 @@ fn missing_tools(dir: &Path) -> Option<String> {
         return Some(format!("{chromium} is missing: apt-get install chromium"));
     }
     None
+}
+
+/// Another replica's rows of the 59 minutes before this one: requests, errors, fallbacks and
+/// host switches for the four places the test posts from (fallback rates around the 1% alert
+/// level), and LocalDNS verdicts for a few more provinces.
+async fn seed_history(url: &str) {
+    use httpdns_store::events::{EventCounts, EventKey, EventRow};
+    let store = httpdns_store::Store::connect(url).await.unwrap();
+    let now =
+        (std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs() / 60) as i64;
+    let row = |minute: i64, event: &str, isp: &str, region: &str, reason: &str, count: f64| EventRow {
+        minute,
+        key: EventKey {
+            event: event.into(),
+            isp: isp.into(),
+            region: region.into(),
+            reason: reason.into(),
+            host: if event == "request" { "cdn.example.com".into() } else { String::new() },
+            group: "on".into(),
+        },
+        counts: EventCounts { count, duration_ms_sum: 0.0, duration_count: 0.0 },
+    };
+    let mut rows = Vec::new();
+    for (p, (isp, region, requests)) in [
+        ("unicom", "shanghai", 900.0),
+        ("telecom", "guangdong", 700.0),
+        ("mobile", "beijing", 400.0),
+        ("unicom", "sg", 120.0),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        for i in 1..60i64 {
+            let minute = now - i;
+            // A slow wave per place, one of them climbing past 1% in the last quarter hour.
+            let wave = ((i as f64 + 7.0 * p as f64) / 6.0).sin();
+            let fallback = requests * (0.005 + 0.003 * wave + if p == 1 && i < 15 { 0.012 } else { 0.0 });
+            let errors = (requests * (0.002 + 0.0015 * wave.abs())).round();
+            let switches = (requests * 0.001 * (1.0 + wave)).round();
+            for (event, reason, n) in [
+                ("request", "ok", requests - errors),
+                ("request", "timeout", errors),
+                ("dns_fallback", "HTTPDNS_TIMEOUT", fallback.round()),
+                ("host_switch", "5xx", switches),
+            ] {
+                if n > 0.0 {
+                    rows.push(row(minute, event, isp, region, reason, n));
+                }
+            }
+        }
+    }
+    for (isp, region, consistent, hijacked, cross) in [
+        ("telecom", "zhejiang", 300.0, 0.0, 2.0),
+        ("unicom", "sichuan", 200.0, 30.0, 0.0),
+        ("mobile", "hubei", 150.0, 6.0, 4.0),
+        ("telecom", "jiangsu", 250.0, 1.0, 0.0),
+        ("cernet", "us", 40.0, 0.0, 0.0),
+    ] {
+        for (verdict, n) in [("consistent", consistent), ("hijacked", hijacked), ("cross_carrier", cross)] {
+            if n > 0.0 {
+                rows.push(row(now - 5, "localdns_compare", isp, region, verdict, n));
+            }
+        }
+    }
+    store.save_event_minutes("history", &rows).await.unwrap();
 }
 
 #[tokio::test]
@@ -53,19 +119,70 @@ async fn the_console_signs_in_changes_answers_configs_and_copies_and_refuses_for
     let got = s.http.get(s.mirror_url("/image/a.txt")).send().await.unwrap();
     assert_eq!(got.status(), StatusCode::OK);
     assert_eq!(got.text().await.unwrap(), "hello from the origin");
+    // Two more rules for the mirror chart: one served from its copy, one whose origin fails.
+    origin.origin.mode("/bucket/broken.txt", crate::origin::Mode::Status(500));
+    for (rule, prefix) in [("docs", "/docs"), ("assets", "/assets")] {
+        s.put_ok(
+            &format!("/admin/v1/mirror/rules/{rule}"),
+            json!({"path_prefix": prefix, "origin": format!("{}/bucket", origin.url())}),
+        )
+        .await;
+    }
+    for path in [
+        "/image/a.txt",
+        "/docs/a.txt",
+        "/docs/a.txt",
+        "/docs/a.txt",
+        "/assets/broken.txt",
+        "/assets/broken.txt",
+    ] {
+        s.http.get(s.mirror_url(path)).send().await.unwrap().bytes().await.unwrap();
+    }
     let (status, _) = s.admin(reqwest::Method::GET, "/admin/v1/mirror/objects/image/a.txt", None).await;
     assert_eq!(status, StatusCode::OK, "the copy is stored before the page looks");
 
-    // Events for the events and LocalDNS pages.
+    // Events for the events and LocalDNS pages, from four places (by the client's address):
+    // three provinces of the map and one region the map does not place.
+    for (net, isp, region) in [
+        ("127.0.0.2%2F32", "telecom", "guangdong"),
+        ("127.0.0.3%2F32", "mobile", "beijing"),
+        ("127.0.0.4%2F32", "unicom", "sg"),
+    ] {
+        s.put_ok(&format!("/admin/v1/networks/{net}"), json!({"isp": isp, "region": region})).await;
+    }
     let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs();
-    let mut events = vec![
-        json!({"event": "dns_fallback", "timestamp": now, "fallback_reason": "HTTPDNS_TIMEOUT", "fallback_duration_ms": 120}),
-        json!({"event": "localdns_compare", "timestamp": now, "host": "www.example.com", "localdns": ["1.1.1.1"], "httpdns": ["1.1.1.1"]}),
-    ];
-    events.extend((0..20).map(|_| json!({"event": "request", "timestamp": now, "host": "cdn.example.com", "outcome": "ok", "latency_ms": 30})));
-    let posted =
-        s.http.post(s.url("/app/events")).body(json!({ "events": events }).to_string()).send().await.unwrap();
-    assert_eq!(posted.status(), StatusCode::ACCEPTED);
+    let compare = |localdns: &str| json!({"event": "localdns_compare", "timestamp": now, "host": "www.example.com", "localdns": [localdns], "httpdns": ["1.1.1.1"]});
+    let requests = |n: usize, outcome: &str| -> Vec<serde_json::Value> {
+        (0..n)
+            .map(|_| json!({"event": "request", "timestamp": now, "host": "cdn.example.com", "outcome": outcome, "latency_ms": 30}))
+            .collect()
+    };
+    let fallback = json!({"event": "dns_fallback", "timestamp": now, "fallback_reason": "HTTPDNS_TIMEOUT", "fallback_duration_ms": 120});
+    let mut shanghai = vec![fallback.clone(), compare("1.1.1.1")];
+    shanghai.extend(requests(20, "ok"));
+    let mut guangdong = vec![fallback.clone(), fallback, compare("8.8.8.8"), compare("1.1.1.1")];
+    guangdong.extend(requests(27, "ok"));
+    guangdong.extend(requests(3, "timeout"));
+    let mut beijing = requests(10, "ok");
+    beijing.push(compare("1.1.1.1"));
+    let mut sg = requests(5, "ok");
+    sg.push(compare("8.8.8.8"));
+    for (n, events) in [(1u8, shanghai), (2, guangdong), (3, beijing), (4, sg)] {
+        let client = httpdns_test_support::http::client_builder()
+            .local_address(std::net::IpAddr::from([127, 0, 0, n]))
+            .build()
+            .unwrap();
+        let posted = client
+            .post(s.url("/app/events"))
+            .body(json!({ "events": events }).to_string())
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(posted.status(), StatusCode::ACCEPTED, "from 127.0.0.{n}");
+    }
+    // And the past hour as another replica wrote it, for the chart to show time: the rows a
+    // replica flushes, into the same database.
+    seed_history(&format!("sqlite://{}", tmp.path().join("httpdns.db").display())).await;
 
     let shots = std::env::var("HTTPDNS_CONSOLE_SCREENSHOTS")
         .map(std::path::PathBuf::from)

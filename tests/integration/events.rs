@@ -425,3 +425,109 @@ fn the_rule_arithmetic() {
     assert_eq!(alerts[0].labels["reason"], "HTTPDNS_TIMEOUT");
     assert_eq!(alerts[0].value, 0.02);
 }
+
+#[tokio::test]
+async fn the_series_gives_each_place_its_minutes_the_busiest_first_and_folds_the_rest() {
+    for (db, _guard) in backends("events_series").await {
+        let tmp = tempfile::tempdir().unwrap();
+        let s = server(&db, tmp.path(), &[]).await;
+        s.put_ok("/admin/v1/networks/127.0.0.2%2F32", json!({"isp": "telecom", "region": "beijing"})).await;
+        s.put_ok("/admin/v1/networks/127.0.0.3%2F32", json!({"isp": "mobile", "region": "guangdong"})).await;
+        let from = |n: u8| {
+            httpdns_test_support::http::client_builder()
+                .local_address(std::net::IpAddr::from([127, 0, 0, n]))
+                .build()
+                .unwrap()
+        };
+        let send = |client: reqwest::Client, events: Vec<Value>| {
+            let url = s.url("/app/events");
+            async move {
+                let resp = client.post(url).body(batch(events)).send().await.unwrap();
+                assert_eq!(resp.status(), StatusCode::ACCEPTED);
+            }
+        };
+        // unicom/shanghai: 100 requests, 2 fallbacks, a host switch; telecom/beijing: 50
+        // requests, 10 of them timeouts; mobile/guangdong: 10 requests.
+        let mut sh = requests(100, "ok");
+        sh.extend(fallbacks(2, "HTTPDNS_TIMEOUT"));
+        sh.push(json!({"event": "host_switch", "timestamp": now_s(), "from": "cdn1.example.com",
+            "to": "cdn2.example.com", "reason": "5xx"}));
+        send(from(1), sh).await;
+        let mut bj = requests(40, "ok");
+        bj.extend(requests(10, "timeout"));
+        send(from(2), bj).await;
+        send(from(3), requests(10, "ok")).await;
+
+        let get = |q: &'static str| {
+            let s = &s;
+            async move { s.admin(Method::GET, &format!("/admin/v1/events/series{q}"), None).await }
+        };
+        let (status, v) = get("?window=1h").await;
+        assert_eq!(status, StatusCode::OK, "{v}");
+        assert_eq!((v["step_s"].as_i64(), v["t"].as_array().unwrap().len()), (Some(60), 60), "{v}");
+        assert_eq!(v["alert_rate"], 0.01);
+        let t = v["t"].as_array().unwrap();
+        assert_eq!(t[1].as_i64().unwrap() - t[0].as_i64().unwrap(), 60);
+        assert_eq!(v["from"], t[0]);
+        let places: Vec<(&str, &str)> = v["places"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| (p["isp"].as_str().unwrap(), p["region"].as_str().unwrap()))
+            .collect();
+        assert_eq!(
+            places,
+            [("unicom", "shanghai"), ("telecom", "beijing"), ("mobile", "guangdong")],
+            "busiest first"
+        );
+        assert_eq!(v["others"], Value::Null);
+        let sum = |p: &Value, f: &str| -> f64 {
+            let series = p["series"][f].as_array().unwrap();
+            assert_eq!(series.len(), 60, "one value per bucket");
+            series.iter().map(|x| x.as_f64().unwrap()).sum()
+        };
+        let (shp, bjp) = (&v["places"][0], &v["places"][1]);
+        assert_eq!(
+            (sum(shp, "requests"), sum(shp, "errors"), sum(shp, "fallbacks"), sum(shp, "host_switches")),
+            (100.0, 0.0, 2.0, 1.0),
+            "{shp}"
+        );
+        assert_eq!(
+            (sum(bjp, "requests"), sum(bjp, "errors"), bjp["errors"].as_f64()),
+            (50.0, 10.0, Some(10.0))
+        );
+        // Everything landed in the last minute or two (the test may cross a minute).
+        let last: f64 =
+            shp["series"]["requests"].as_array().unwrap()[58..].iter().map(|x| x.as_f64().unwrap()).sum();
+        assert_eq!(last, 100.0);
+
+        // Folded: the third place is summed under `others`.
+        let (_, v) = get("?window=1h&top=2").await;
+        assert_eq!(v["places"].as_array().unwrap().len(), 2, "{v}");
+        assert_eq!((v["others"]["places"].as_i64(), v["others"]["requests"].as_f64()), (Some(1), Some(10.0)));
+        // Buckets: given, and chosen to fit the window.
+        let (_, v) = get("?window=1h&step=5m").await;
+        assert_eq!((v["step_s"].as_i64(), v["t"].as_array().unwrap().len()), (Some(300), 12));
+        assert_eq!(v["places"][0]["series"]["requests"].as_array().unwrap().len(), 12);
+        let (_, v) = get("?window=1d").await;
+        assert_eq!((v["step_s"].as_i64(), v["t"].as_array().unwrap().len()), (Some(900), 96));
+        let (_, v) = get("?window=7d").await;
+        assert_eq!((v["step_s"].as_i64(), v["t"].as_array().unwrap().len()), (Some(10800), 56));
+        // Bounded: refused with the field named.
+        for (q, field) in [
+            ("?window=7d&step=1m", "step"),
+            ("?window=1h&step=2h", "step"),
+            ("?window=1h&step=30s", "step"),
+            ("?top=0", "top"),
+            ("?top=21", "top"),
+            ("?window=30s", "window"),
+        ] {
+            let (status, body) = get(q).await;
+            assert_eq!(
+                (status, body["field"].as_str()),
+                (StatusCode::BAD_REQUEST, Some(field)),
+                "{q}: {body}"
+            );
+        }
+    }
+}

@@ -47,6 +47,18 @@ pub struct EventRow {
     pub counts: EventCounts,
 }
 
+/// One bucket of [`Store::event_buckets`]: every replica and host and convergence side summed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EventBucket {
+    /// The bucket's index from the first minute asked for.
+    pub bucket: i64,
+    pub event: String,
+    pub isp: String,
+    pub region: String,
+    pub reason: String,
+    pub count: f64,
+}
+
 impl Store {
     /// Writes `replica`'s rows, each replacing the replica's earlier value of its key, in one
     /// transaction (a flush is all or nothing).
@@ -128,6 +140,43 @@ impl Store {
         .await?
         .try_get(0)?;
         Ok((out, replicas))
+    }
+
+    /// Every replica's counts of the events `events` over the minutes `from..=to`, summed per
+    /// bucket of `step` minutes (bucket `b` holds the minutes `from + b * step` onwards),
+    /// event, carrier, region and reason: the per-minute series behind the console's charts.
+    pub async fn event_buckets(
+        &self,
+        from: i64,
+        to: i64,
+        step: i64,
+        events: [&str; 3],
+    ) -> Result<Vec<EventBucket>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT (minute - $1) / $3 AS bucket, event, isp, region, reason, SUM(count) FROM event_minutes \
+             WHERE minute >= $1 AND minute <= $2 AND event IN ($4, $5, $6) \
+             GROUP BY bucket, event, isp, region, reason ORDER BY bucket, event, isp, region, reason",
+        )
+        .bind(from)
+        .bind(to)
+        .bind(step.max(1))
+        .bind(events[0])
+        .bind(events[1])
+        .bind(events[2])
+        .fetch_all(&self.pool)
+        .await?;
+        let mut out = Vec::with_capacity(rows.len());
+        for r in &rows {
+            out.push(EventBucket {
+                bucket: r.try_get(0)?,
+                event: r.try_get(1)?,
+                isp: r.try_get(2)?,
+                region: r.try_get(3)?,
+                reason: r.try_get(4)?,
+                count: r.try_get(5)?,
+            });
+        }
+        Ok(out)
     }
 
     /// Deletes the rows of minutes before `minute` (the retention); returns how many went.

@@ -35,6 +35,7 @@ pub fn routes() -> Router<AppState> {
         .route("/admin/v1/overview", get(crate::console::overview::handle))
         .route("/admin/v1/events/summary", get(crate::events::admin::summary))
         .route("/admin/v1/localdns/map", get(crate::events::admin::localdns_map))
+        .route("/admin/v1/events/series", get(crate::events::series::series))
         .route("/admin/v1/mirror/purge", axum::routing::post(mirror::purge))
         .route("/admin/v1/mirror/report", get(mirror::report))
         .route(

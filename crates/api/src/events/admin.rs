@@ -23,7 +23,11 @@ use crate::state::AppState;
 const OWN_FLUSH_WAIT: Duration = Duration::from_secs(2);
 
 /// A window: `30s` is refused (minutes are the grain), `5m`, `1h`, `7d`.
-fn parse_window(raw: Option<&str>, default: &str, retention: Duration) -> Result<(String, i64), ApiError> {
+pub(super) fn parse_window(
+    raw: Option<&str>,
+    default: &str,
+    retention: Duration,
+) -> Result<(String, i64), ApiError> {
     let raw = raw.filter(|s| !s.is_empty()).unwrap_or(default);
     let bad = || {
         ApiError::bad_request(
@@ -52,7 +56,7 @@ fn parse_window(raw: Option<&str>, default: &str, retention: Duration) -> Result
     Ok((raw.to_owned(), minutes))
 }
 
-fn query_pairs(query: Option<&str>) -> Vec<(String, String)> {
+pub(super) fn query_pairs(query: Option<&str>) -> Vec<(String, String)> {
     form_urlencoded::parse(query.unwrap_or("").as_bytes()).into_owned().collect()
 }
 
@@ -80,7 +84,7 @@ async fn rows(
     Ok((rows, replicas, from, to))
 }
 
-fn round(x: f64) -> f64 {
+pub(super) fn round(x: f64) -> f64 {
     (x * 1000.0).round() / 1000.0
 }
 

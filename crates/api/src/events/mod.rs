@@ -15,6 +15,7 @@ pub(crate) mod admin;
 pub mod aggregate;
 pub(crate) mod intake;
 pub mod schema;
+pub(crate) mod series;
 pub mod verdict;
 
 use std::net::IpAddr;

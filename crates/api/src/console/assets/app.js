@@ -387,6 +387,7 @@ async function mirrorPage() {
       h('h2', {}, 'Rules'),
       table((rules.json ? rules.json.items : []).map(r => ({ name: r.name, path_prefix: r.spec.path_prefix, origin: r.spec.origin, pass_query: r.spec.pass_query }))),
       h('h2', {}, 'Traffic per prefix since start'),
+      mirrorChart(rows),
       table(rows, [['path_prefix', 'Prefix'], ['requests', 'Requests'], ['hits', 'Hits'], ['hit_ratio', 'Hit ratio', r => pct(r.hit_ratio)],
         ['back_to_source', 'Back to source'], ['bytes_served', 'Bytes served', r => fmt(r.bytes_served, 0)],
         ['bytes_from_origin', 'Bytes from origin', r => fmt(r.bytes_from_origin, 0)],
@@ -542,6 +543,226 @@ async function configPage(module) {
     versions.length > 1 ? h('div', {}, h('h2', {}, 'Compare versions'), h('div', { class: 'row' }, a, b, h('button', { type: 'button', class: 'secondary', onclick: compare }, 'Compare')), diffOut) : null);
 }
 
+// ---- charts (inline SVG, drawn here: no library, nothing from elsewhere) -----------------
+// Colours come from classes in app.css (the CSP allows no style attributes); every value from
+// the server goes in as text or as a number, never as markup.
+
+const SVGNS = 'http://www.w3.org/2000/svg';
+
+function svg(tag, attrs, ...children) {
+  const el = document.createElementNS(SVGNS, tag);
+  for (const [k, v] of Object.entries(attrs || {})) {
+    if (v === null || v === undefined || v === false) continue;
+    el.setAttribute(k, String(v));
+  }
+  for (const c of children.flat()) {
+    if (c === null || c === undefined || c === false) continue;
+    el.append(c instanceof Node ? c : document.createTextNode(String(c)));
+  }
+  return el;
+}
+
+// A tooltip (the browser shows an SVG <title> on hover) and the accessible name of a mark.
+function tip(text) { return svg('title', {}, text); }
+
+// A round upper bound for an axis and its tick step (whole steps for counts).
+function niceScale(max, whole) {
+  if (!(max > 0)) max = 1;
+  const e = Math.pow(10, Math.floor(Math.log10(max)));
+  const f = max / e;
+  const [top, parts] = f <= 1 ? [1, 5] : f <= 2 ? [2, 4] : f <= 5 ? [5, 5] : [10, 5];
+  const step = top * e / parts;
+  return whole && step < 1 ? { max: Math.max(1, Math.ceil(max)), step: 1 } : { max: top * e, step };
+}
+
+function figure(id, caption, chart, legend) {
+  return h('figure', { class: 'chart', id }, h('figcaption', {}, caption), chart, legend || null);
+}
+
+function legendList(items) {
+  return h('ul', { class: 'legend' }, items.map(([cls, label]) => h('li', {}, h('span', { class: 'swatch ' + cls, 'aria-hidden': 'true' }), label)));
+}
+
+function clock(t, long) {
+  const d = new Date(t * 1000);
+  const p = n => String(n).padStart(2, '0');
+  const hm = `${p(d.getHours())}:${p(d.getMinutes())}`;
+  return long ? `${p(d.getMonth() + 1)}-${p(d.getDate())} ${hm}` : hm;
+}
+
+// Colour classes of the lines, in order; the folded rest is grey.
+const LINE_COLOURS = 8;
+
+const METRICS = {
+  fallback_rate: { label: 'Fallback rate', rate: true, of: p => p.series.fallbacks },
+  error_rate: { label: 'Error rate', rate: true, of: p => p.series.errors },
+  host_switches: { label: 'Host switches per bucket', rate: false, of: p => p.series.host_switches },
+};
+
+// One line per carrier and region over the buckets of /admin/v1/events/series, with the
+// alert level as a dashed line on the rates. Buckets without requests have no rate: a gap.
+function eventsChart(v, metric) {
+  const m = METRICS[metric] || METRICS.fallback_rate;
+  const t = v.t || [];
+  const lines = (v.places || []).map((p, i) => ({ p, name: `${p.isp}/${p.region}`, cls: 'k' + (i % LINE_COLOURS) }));
+  if (v.others) lines.push({ p: v.others, name: `others (${v.others.places} places)`, cls: 'kx' });
+  for (const l of lines) {
+    const num = m.of(l.p) || [];
+    l.values = num.map((n, i) => m.rate ? (l.p.series.requests[i] > 0 ? n / l.p.series.requests[i] : null) : n);
+  }
+  if (!t.length || !lines.length) return h('p', { class: 'muted', id: 'events-chart' }, 'No events in this window to chart.');
+  const W = 760, H = 300, L = 56, R = 16, T = 14, B = 40;
+  const peak = Math.max(0, ...lines.flatMap(l => l.values.filter(x => x !== null)));
+  const scale = niceScale(m.rate ? Math.max(peak, v.alert_rate * 1.5) : Math.max(peak, 1), !m.rate);
+  const step = v.step_s || 60;
+  const t0 = t[0], t1 = t[t.length - 1] + step;
+  // A bucket's point is at its middle.
+  const x = ts => L + (ts + step / 2 - t0) / (t1 - t0) * (W - L - R);
+  const y = val => T + (1 - val / scale.max) * (H - T - B);
+  const label = val => m.rate ? fmt(val * 100, 2) + '%' : fmt(val, 1);
+  const parts = [];
+  for (let val = 0; val <= scale.max + scale.step / 2; val += scale.step) {
+    parts.push(svg('line', { class: 'grid', x1: L, x2: W - R, y1: y(val), y2: y(val) }),
+      svg('text', { class: 'tick', x: L - 6, y: y(val) + 4, 'text-anchor': 'end' }, label(val)));
+  }
+  const long = t1 - t0 > 86400;
+  const every = Math.max(1, Math.ceil(t.length / 6));
+  t.forEach((ts, i) => {
+    if (i % every) return;
+    parts.push(svg('line', { class: 'axis', x1: x(ts), x2: x(ts), y1: H - B, y2: H - B + 4 }),
+      svg('text', { class: 'tick', x: x(ts), y: H - B + 16, 'text-anchor': 'middle' }, clock(ts, long)));
+  });
+  parts.push(svg('line', { class: 'axis', x1: L, x2: W - R, y1: H - B, y2: H - B }),
+    svg('line', { class: 'axis', x1: L, x2: L, y1: T, y2: H - B }),
+    svg('text', { class: 'tick', x: W - R, y: H - 4, 'text-anchor': 'end' }, `bucket ${fmt(step / 60, 0)} min`));
+  if (m.rate) {
+    parts.push(svg('line', { class: 'threshold', x1: L, x2: W - R, y1: y(v.alert_rate), y2: y(v.alert_rate) }, tip(`alert level ${pct(v.alert_rate)}`)),
+      svg('text', { class: 'threshold-label', x: W - R - 4, y: y(v.alert_rate) - 4, 'text-anchor': 'end' }, `alert ${pct(v.alert_rate)}`));
+  }
+  for (const l of lines) {
+    let d = '';
+    let open = false;
+    const dots = [];
+    l.values.forEach((val, i) => {
+      if (val === null) { open = false; return; }
+      d += `${open ? 'L' : 'M'}${x(t[i]).toFixed(1)},${y(val).toFixed(1)}`;
+      // A point with no neighbour draws no segment: a dot shows it.
+      const alone = (i === 0 || l.values[i - 1] === null) && (i === l.values.length - 1 || l.values[i + 1] === null);
+      if (alone) dots.push(svg('circle', { class: 'dot ' + l.cls, cx: x(t[i]).toFixed(1), cy: y(val).toFixed(1), r: 3.5 }, tip(`${l.name} ${clock(t[i], long)}: ${label(val)}`)));
+      open = true;
+    });
+    parts.push(svg('path', { class: 'line ' + l.cls, d, 'data-place': l.name }, tip(l.name)), ...dots);
+  }
+  const chart = svg('svg', { class: 'events-chart', viewBox: `0 0 ${W} ${H}`, role: 'img',
+    'aria-label': `${m.label} per carrier and region, ${lines.length} lines` }, parts);
+  const legend = legendList(lines.map(l => [l.cls, `${l.name}: ${fmt(l.p.requests, 0)} requests`]).concat(m.rate ? [['threshold-swatch', `alert level ${pct(v.alert_rate)}`]] : []));
+  return figure('events-chart', `${m.label} over time by carrier and region (top ${v.places.length} by events${v.others ? ', the rest folded' : ''})`, chart, legend);
+}
+
+// China's provinces as a tile grid, each roughly where it lies: [token, label, column, row].
+// Tokens are the GeoIP subdivision names folded (docs/scheduling.md); a few have aliases.
+const PROVINCES = [
+  ['innermongolia', 'Inner Mong.', 5, 0], ['heilongjiang', 'Heilongjiang', 8, 0],
+  ['xinjiang', 'Xinjiang', 0, 1], ['gansu', 'Gansu', 3, 1], ['ningxia', 'Ningxia', 4, 1], ['beijing', 'Beijing', 6, 1], ['liaoning', 'Liaoning', 7, 1], ['jilin', 'Jilin', 8, 1],
+  ['qinghai', 'Qinghai', 2, 2], ['shaanxi', 'Shaanxi', 4, 2], ['shanxi', 'Shanxi', 5, 2], ['hebei', 'Hebei', 6, 2], ['tianjin', 'Tianjin', 7, 2],
+  ['tibet', 'Tibet', 1, 3], ['sichuan', 'Sichuan', 3, 3], ['chongqing', 'Chongqing', 4, 3], ['henan', 'Henan', 5, 3], ['shandong', 'Shandong', 6, 3], ['jiangsu', 'Jiangsu', 7, 3],
+  ['yunnan', 'Yunnan', 3, 4], ['guizhou', 'Guizhou', 4, 4], ['hubei', 'Hubei', 5, 4], ['anhui', 'Anhui', 6, 4], ['zhejiang', 'Zhejiang', 7, 4], ['shanghai', 'Shanghai', 8, 4],
+  ['guangxi', 'Guangxi', 4, 5], ['hunan', 'Hunan', 5, 5], ['jiangxi', 'Jiangxi', 6, 5], ['fujian', 'Fujian', 7, 5], ['taiwan', 'Taiwan', 8, 5],
+  ['guangdong', 'Guangdong', 5, 6], ['hongkong', 'Hong Kong', 6, 6],
+  ['hainan', 'Hainan', 4, 7], ['macau', 'Macau', 5, 7],
+];
+const REGION_ALIASES = {
+  neimenggu: 'innermongolia', neimongol: 'innermongolia', xizang: 'tibet', hk: 'hongkong', mo: 'macau', macao: 'macau', tw: 'taiwan',
+  guangxizhuangautonomousregion: 'guangxi', ningxiahuiautonomousregion: 'ningxia', xinjianguygurautonomousregion: 'xinjiang',
+  xinjianguyghurautonomousregion: 'xinjiang', tibetautonomousregion: 'tibet', innermongoliaautonomousregion: 'innermongolia',
+};
+
+const VERDICT_METRICS = {
+  wrong: { label: 'Wrong answers (hijacked, cross-carrier, stale, invalid)', of: c => c.hijacked + c.cross_carrier + c.stale + c.invalid },
+  hijacked: { label: 'Hijacked', of: c => c.hijacked },
+  cross_carrier: { label: 'Cross-carrier', of: c => c.cross_carrier },
+};
+// Colour steps of a rate: [class, upper bound (exclusive), legend].
+const RATE_STEPS = [['r0', 1e-9, '0%'], ['r1', 0.01, 'under 1%'], ['r2', 0.05, '1–5%'], ['r3', 0.2, '5–20%'], ['r4', Infinity, '20% or more']];
+const rateClass = r => (RATE_STEPS.find(([, top]) => r < top) || RATE_STEPS[RATE_STEPS.length - 1])[0];
+
+// The LocalDNS map as a map: a tile per province coloured by the share of bad answers there
+// (every carrier, or one), and a strip for regions the layout does not place.
+function localdnsMap(rows, isp, metric) {
+  const m = VERDICT_METRICS[metric] || VERDICT_METRICS.wrong;
+  const known = new Set(PROVINCES.map(p => p[0]));
+  const by = new Map();
+  for (const r of rows) {
+    if (isp && r.isp !== isp) continue;
+    const key = REGION_ALIASES[r.region] || r.region;
+    const c = by.get(key) || { reports: 0, consistent: 0, hijacked: 0, cross_carrier: 0, stale: 0, invalid: 0, unverified: 0, isps: [] };
+    for (const k of ['reports', 'consistent', 'hijacked', 'cross_carrier', 'stale', 'invalid', 'unverified']) c[k] += r[k] || 0;
+    c.isps.push(r.isp);
+    by.set(key, c);
+  }
+  const others = [...by.keys()].filter(k => !known.has(k)).sort();
+  const TW = 76, TH = 48, G = 4, cols = 9;
+  const tile = (key, label, cx, cy, extra) => {
+    const c = by.get(key);
+    const rate = c && c.reports > 0 ? m.of(c) / c.reports : null;
+    const cls = `tile ${rate === null ? 'rn' : rateClass(rate) + ' has-data'}${extra ? ' ' + extra : ''}`;
+    const desc = rate === null ? `${label}: no reports` : `${label}: ${pct(rate)} of ${fmt(c.reports, 1)} reports (${[...new Set(c.isps)].join(', ')})`;
+    return svg('g', { class: cls, 'data-region': key, 'data-rate': rate === null ? null : rate.toFixed(4) }, tip(desc),
+      svg('rect', { x: cx, y: cy, width: TW, height: TH, rx: 4 }),
+      svg('text', { x: cx + TW / 2, y: cy + 19, 'text-anchor': 'middle' }, label),
+      svg('text', { class: 'val', x: cx + TW / 2, y: cy + 35, 'text-anchor': 'middle' }, rate === null ? '–' : pct(rate)));
+  };
+  const parts = PROVINCES.map(([key, label, col, row]) => tile(key, label, 8 + col * (TW + G), 8 + row * (TH + G)));
+  let height = 8 + 8 * (TH + G) + 4;
+  if (others.length) {
+    parts.push(svg('text', { class: 'strip-label', x: 8, y: height + 14 }, 'Other regions (not on the map)'));
+    height += 22;
+    others.forEach((key, i) => parts.push(tile(key, key.length > 12 ? key.slice(0, 11) + '…' : key, 8 + (i % cols) * (TW + G), height + Math.floor(i / cols) * (TH + G), 'other')));
+    height += Math.ceil(others.length / cols) * (TH + G);
+  }
+  const W = 8 + cols * (TW + G) + 4;
+  const placed = [...by.keys()].filter(k => known.has(k)).length;
+  const chart = svg('svg', { class: 'localdns-map', viewBox: `0 0 ${W} ${height + 4}`, role: 'img',
+    'aria-label': `${m.label} by region: ${placed} regions on the map, ${others.length} other` }, parts);
+  return figure('localdns-map', `${m.label} by region${isp ? ', carrier ' + isp : ', every carrier'}`, chart,
+    legendList(RATE_STEPS.map(([cls, , label]) => [cls, label]).concat([['rn', 'no reports']])));
+}
+
+// Hits, misses and errors per mirror rule since start: a group of three bars each.
+const MIRROR_BARS = [['hits', 'Hits', 'b-hit'], ['misses', 'Misses', 'b-miss'], ['errors', 'Errors', 'b-err']];
+const MIRROR_RULES_CHARTED = 30;
+
+function mirrorChart(rules) {
+  const shown = rules.slice().sort((a, b) => b.requests - a.requests).slice(0, MIRROR_RULES_CHARTED);
+  if (!shown.length) return h('p', { class: 'muted', id: 'mirror-chart' }, 'No rules to chart.');
+  const W = 760, L = 150, R = 70, BAR = 12, GAP = 2, BAND = MIRROR_BARS.length * (BAR + GAP) + 12, T = 8;
+  const H = T + shown.length * BAND + 26;
+  const scale = niceScale(Math.max(1, ...shown.flatMap(r => MIRROR_BARS.map(([k]) => r[k] || 0))), true);
+  const x = v => L + v / scale.max * (W - L - R);
+  const parts = [];
+  for (let v = 0; v <= scale.max + scale.step / 2; v += scale.step) {
+    parts.push(svg('line', { class: 'grid', x1: x(v), x2: x(v), y1: T, y2: H - 22 }),
+      svg('text', { class: 'tick', x: x(v), y: H - 8, 'text-anchor': 'middle' }, fmt(v, 0)));
+  }
+  shown.forEach((r, i) => {
+    const top = T + i * BAND;
+    const name = r.path_prefix.length > 22 ? r.path_prefix.slice(0, 21) + '…' : r.path_prefix;
+    parts.push(svg('text', { class: 'rule-label', x: L - 8, y: top + BAND / 2, 'text-anchor': 'end' }, tip(`${r.rule}: ${r.path_prefix}`), name));
+    MIRROR_BARS.forEach(([k, label, cls], j) => {
+      const v = r[k] || 0;
+      const y0 = top + j * (BAR + GAP);
+      // A zero still shows as a hairline, so an empty bar is visibly zero, not missing.
+      parts.push(svg('rect', { class: 'bar ' + cls, x: L, y: y0, width: Math.max(1, x(v) - L).toFixed(1), height: BAR, 'data-rule': r.rule, 'data-kind': k, 'data-value': v },
+        tip(`${r.path_prefix} ${label.toLowerCase()}: ${fmt(v, 0)}`)),
+      svg('text', { class: 'tick', x: Math.max(1, x(v)) + 4, y: y0 + BAR - 2 }, fmt(v, 0)));
+    });
+  });
+  parts.push(svg('line', { class: 'axis', x1: L, x2: L, y1: T, y2: H - 22 }));
+  const chart = svg('svg', { class: 'mirror-chart', viewBox: `0 0 ${W} ${H}`, role: 'img', 'aria-label': `Hits, misses and errors of ${shown.length} rules` }, parts);
+  return figure('mirror-chart', `Hits, misses and errors per rule since start${rules.length > shown.length ? ` (the ${shown.length} busiest of ${rules.length})` : ''}`, chart,
+    legendList(MIRROR_BARS.map(([, label, cls]) => [cls, label])));
+}
+
 // ---- events and the LocalDNS map ---------------------------------------------------------
 
 function windowPicker(current, go) {
@@ -549,12 +770,20 @@ function windowPicker(current, go) {
     ['5m', '15m', '1h', '6h', '1d', '7d'].map(w => h('option', { value: w, selected: w === current ? true : null }, w))));
 }
 
-async function eventsPage(win) {
+async function eventsPage(win, metric) {
   win = win || '5m';
-  const res = await api('GET', '/admin/v1/events/summary?window=' + encodeURIComponent(win));
+  metric = METRICS[metric] ? metric : 'fallback_rate';
+  const [res, ser] = await Promise.all([
+    api('GET', '/admin/v1/events/summary?window=' + encodeURIComponent(win)),
+    api('GET', `/admin/v1/events/series?window=${encodeURIComponent(win)}&top=${LINE_COLOURS}`),
+  ]);
   const v = res.json || {};
-  page('Client events', windowPicker(win, w => { location.hash = '#/events/' + w; }),
+  const go = (w, m) => { location.hash = `#/events/${w}/${m}`; };
+  const pickMetric = h('label', {}, 'Chart', h('select', { name: 'metric', onchange: ev => go(win, ev.target.value) },
+    Object.entries(METRICS).map(([k, m]) => h('option', { value: k, selected: k === metric ? true : null }, m.label))));
+  page('Client events', h('div', { class: 'row' }, windowPicker(win, w => go(w, metric)), pickMetric),
     res.ok ? h('p', { class: 'muted' }, `${v.replicas} replica(s) reporting; a place is flagged past ${pct(v.alert_rate)} of at least ${v.alert_min_requests} requests.`) : h('p', { class: 'error' }, (v && v.error) || res.text),
+    ser.ok ? eventsChart(ser.json, metric) : h('p', { class: 'error' }, (ser.json && ser.json.error) || ser.text),
     h('h2', {}, 'By carrier and region'),
     table(v.rates || [], [['isp', 'Carrier'], ['region', 'Region'], ['requests', 'Requests'], ['error_rate', 'Error rate', r => pct(r.error_rate)], ['top_error', 'Top error'],
       ['fallback_rate', 'Fallback rate', r => pct(r.fallback_rate)], ['top_fallback_reason', 'Top fallback reason'],
@@ -569,9 +798,22 @@ async function localdnsPage(win) {
   win = win || '1h';
   const res = await api('GET', '/admin/v1/localdns/map?window=' + encodeURIComponent(win));
   const v = res.json || {};
-  page('LocalDNS map', windowPicker(win, w => { location.hash = '#/localdns/' + w; }),
+  const rows = v.map || [];
+  const isps = [...new Set(rows.map(r => r.isp))].sort();
+  const mapBox = h('div', {});
+  const carrier = h('select', { name: 'isp' }, h('option', { value: '' }, 'every carrier'), isps.map(i => h('option', { value: i }, i)));
+  const metric = h('select', { name: 'verdict' }, Object.entries(VERDICT_METRICS).map(([k, m]) => h('option', { value: k }, m.label)));
+  const draw = () => mapBox.replaceChildren(localdnsMap(rows, carrier.value, metric.value));
+  carrier.addEventListener('change', draw);
+  metric.addEventListener('change', draw);
+  draw();
+  page('LocalDNS map', h('div', { class: 'row' }, windowPicker(win, w => { location.hash = '#/localdns/' + w; }),
+    h('label', {}, 'Carrier', carrier), h('label', {}, 'Colour by', metric)),
+    res.ok ? null : h('p', { class: 'error' }, (v && v.error) || res.text),
     h('p', { class: 'muted' }, 'Sampled system-resolver answers beside HTTPDNS\'s, judged by this service: worst places first.'),
-    table(v.map || [], [['isp', 'Carrier'], ['region', 'Region'], ['reports', 'Reports'], ['consistent', 'Consistent'],
+    mapBox,
+    h('h2', {}, 'By carrier and region'),
+    table(rows, [['isp', 'Carrier'], ['region', 'Region'], ['reports', 'Reports'], ['consistent', 'Consistent'],
       ['hijacked_rate', 'Hijacked', r => pct(r.hijacked_rate)], ['cross_carrier_rate', 'Cross-carrier', r => pct(r.cross_carrier_rate)],
       ['stale_rate', 'Stale', r => pct(r.stale_rate)], ['invalid_rate', 'Invalid', r => pct(r.invalid_rate)], ['unverified_rate', 'Unverified', r => pct(r.unverified_rate)]]));
 }
@@ -583,9 +825,9 @@ async function route() {
   if (location.hash && !location.hash.startsWith('#/')) return;
   clearPoll();
   const gen = ++S.gen;
-  let name, arg;
+  let name, arg, arg2;
   try {
-    [name, arg] = location.hash.replace(/^#\/?/, '').split('/').map(decodeURIComponent);
+    [name, arg, arg2] = location.hash.replace(/^#\/?/, '').split('/').map(decodeURIComponent);
   } catch (_) {
     name = 'overview';
   }
@@ -599,7 +841,7 @@ async function route() {
       case 'explain': return await explainPage();
       case 'mirror': return await mirrorPage();
       case 'config': return await configPage(arg);
-      case 'events': return await eventsPage(arg);
+      case 'events': return await eventsPage(arg, arg2);
       case 'localdns': return await localdnsPage(arg);
       default: return await overviewPage(gen);
     }

@@ -1,0 +1,194 @@
+//! `GET /admin/v1/events/series?window=1h[&step=][&top=]`: the fleet's requests, errors,
+//! fallbacks and host switches per carrier and region over time, in buckets of whole minutes,
+//! for the console's chart (docs/observability.md).
+//!
+//! Bounded: at most [`MAX_BUCKETS`] buckets (the step is chosen to fit when not given) and the
+//! [`MAX_TOP`] places with the most events; the rest are summed into `others`.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use axum::extract::{RawQuery, State};
+use axum::response::{IntoResponse, Response};
+use serde_json::{json, Value};
+
+use super::admin::{parse_window, query_pairs, round};
+use super::now_minute;
+use super::schema::EventType;
+use crate::error::ApiError;
+use crate::state::AppState;
+
+/// Buckets in one answer, at most.
+pub(crate) const MAX_BUCKETS: i64 = 360;
+/// Buckets the step chosen by default stays within.
+const DEFAULT_BUCKETS: i64 = 120;
+/// Steps chosen by default, in minutes: the first that fits the window in [`DEFAULT_BUCKETS`].
+const STEPS: [i64; 7] = [1, 5, 15, 60, 180, 360, 1440];
+/// Places drawn on their own, at most (`top`), and by default.
+pub(crate) const MAX_TOP: usize = 20;
+const DEFAULT_TOP: usize = 5;
+/// How long the answer waits for this replica's own flush (as the summary does).
+const OWN_FLUSH_WAIT: Duration = Duration::from_secs(2);
+
+/// One place's figures: totals and one value per bucket.
+#[derive(Clone)]
+struct Series {
+    totals: [f64; 4],
+    buckets: Vec<[f64; 4]>,
+}
+
+const REQUESTS: usize = 0;
+const ERRORS: usize = 1;
+const FALLBACKS: usize = 2;
+const SWITCHES: usize = 3;
+const FIELDS: [&str; 4] = ["requests", "errors", "fallbacks", "host_switches"];
+
+impl Series {
+    fn new(n: usize) -> Self {
+        Self { totals: [0.0; 4], buckets: vec![[0.0; 4]; n] }
+    }
+
+    fn add(&mut self, bucket: usize, field: usize, n: f64) {
+        self.totals[field] += n;
+        if let Some(b) = self.buckets.get_mut(bucket) {
+            b[field] += n;
+        }
+    }
+
+    fn merge(&mut self, other: &Series) {
+        for (i, b) in other.buckets.iter().enumerate() {
+            for (f, n) in b.iter().enumerate() {
+                self.add(i, f, *n);
+            }
+        }
+    }
+
+    fn volume(&self) -> f64 {
+        self.totals[REQUESTS] + self.totals[FALLBACKS] + self.totals[SWITCHES]
+    }
+
+    fn json(&self, m: &mut serde_json::Map<String, Value>) {
+        for (f, name) in FIELDS.iter().enumerate() {
+            m.insert((*name).into(), json!(round(self.totals[f])));
+        }
+        let series: serde_json::Map<String, Value> = FIELDS
+            .iter()
+            .enumerate()
+            .map(|(f, name)| ((*name).to_owned(), self.buckets.iter().map(|b| json!(round(b[f]))).collect()))
+            .collect();
+        m.insert("series".into(), Value::Object(series));
+    }
+}
+
+fn step_error() -> ApiError {
+    ApiError::bad_request(
+        "InvalidArgument",
+        "step",
+        format!("must be a number of minutes, hours or days (1m, 15m, 1h), at most the window, and give at most {MAX_BUCKETS} buckets"),
+    )
+}
+
+pub(crate) async fn series(
+    State(app): State<AppState>,
+    RawQuery(query): RawQuery,
+) -> Result<Response, ApiError> {
+    let pairs = query_pairs(query.as_deref());
+    let get = |k: &str| pairs.iter().find(|(n, _)| n == k).map(|(_, v)| v.as_str()).filter(|v| !v.is_empty());
+    let settings = app.events.settings();
+    let (window, minutes) = parse_window(get("window"), "1h", settings.retention)?;
+    let step = match get("step") {
+        Some(s) => {
+            let (_, step) = parse_window(Some(s), "1m", settings.retention).map_err(|_| step_error())?;
+            if step > minutes || (minutes + step - 1) / step > MAX_BUCKETS {
+                return Err(step_error());
+            }
+            step
+        }
+        None => STEPS
+            .into_iter()
+            .find(|s| (minutes + s - 1) / s <= DEFAULT_BUCKETS)
+            .unwrap_or((minutes + MAX_BUCKETS - 1) / MAX_BUCKETS),
+    };
+    let top = match get("top") {
+        None => DEFAULT_TOP,
+        Some(t) => t.parse::<usize>().ok().filter(|t| (1..=MAX_TOP).contains(t)).ok_or_else(|| {
+            ApiError::bad_request("InvalidArgument", "top", format!("must be 1 to {MAX_TOP}"))
+        })?,
+    };
+    let n = ((minutes + step - 1) / step) as usize;
+
+    // This replica's own minutes first, as the summary does (admin::rows).
+    let store = app.catalog.store();
+    let (hub, flush_store) = (app.events.clone(), store.clone());
+    let flush = tokio::spawn(async move { hub.flush(&flush_store).await });
+    match tokio::time::timeout(OWN_FLUSH_WAIT, flush).await {
+        Ok(Ok(Ok(_))) => {}
+        Ok(Ok(Err(e))) => return Err(ApiError::unavailable(&e)),
+        Ok(Err(e)) => return Err(ApiError::internal(&e)),
+        Err(_) => tracing::warn!("The series' own flush timed out; answering from the rows stored."),
+    }
+    // Whole buckets ending with the current minute: the first may reach before the window.
+    let to = now_minute();
+    let from = to - (n as i64) * step + 1;
+    let (request, fallback, switch) =
+        (EventType::Request.as_str(), EventType::DnsFallback.as_str(), EventType::HostSwitch.as_str());
+    let rows = store
+        .event_buckets(from, to, step, [request, fallback, switch])
+        .await
+        .map_err(|e| ApiError::unavailable(&e))?;
+
+    let mut places: BTreeMap<(String, String), Series> = BTreeMap::new();
+    for r in &rows {
+        let Ok(bucket) = usize::try_from(r.bucket) else { continue };
+        let s = places.entry((r.isp.clone(), r.region.clone())).or_insert_with(|| Series::new(n));
+        if r.event == request {
+            s.add(bucket, REQUESTS, r.count);
+            // As the summary counts errors: a 4xx is the app asking for what is not there.
+            if r.reason != "ok" && r.reason != "4xx" {
+                s.add(bucket, ERRORS, r.count);
+            }
+        } else if r.event == fallback {
+            s.add(bucket, FALLBACKS, r.count);
+        } else if r.event == switch {
+            s.add(bucket, SWITCHES, r.count);
+        }
+    }
+    let mut ranked: Vec<((String, String), Series)> = places.into_iter().collect();
+    ranked.sort_by(|a, b| b.1.volume().total_cmp(&a.1.volume()).then_with(|| a.0.cmp(&b.0)));
+    let rest = if ranked.len() > top { ranked.split_off(top) } else { Vec::new() };
+    let shown: Vec<Value> = ranked
+        .iter()
+        .map(|((isp, region), s)| {
+            let mut m = serde_json::Map::new();
+            m.insert("isp".into(), json!(isp));
+            m.insert("region".into(), json!(region));
+            s.json(&mut m);
+            Value::Object(m)
+        })
+        .collect();
+    let others = if rest.is_empty() {
+        Value::Null
+    } else {
+        let mut sum = Series::new(n);
+        for (_, s) in &rest {
+            sum.merge(s);
+        }
+        let mut m = serde_json::Map::new();
+        m.insert("places".into(), json!(rest.len()));
+        sum.json(&mut m);
+        Value::Object(m)
+    };
+    let t: Vec<i64> = (0..n as i64).map(|b| (from + b * step) * 60).collect();
+    Ok(axum::Json(json!({
+        "window": window,
+        "step_s": step * 60,
+        "from": from * 60,
+        "to": to * 60 + 59,
+        "t": t,
+        "alert_rate": settings.alert_rate,
+        "alert_min_requests": settings.alert_min_requests,
+        "places": shown,
+        "others": others,
+    }))
+    .into_response())
+}
