@@ -185,14 +185,13 @@ internal class Reporter(
             val idx = (preferred + i) % urls.size
             when (val r = post(urls[idx], body)) {
                 null -> { preferred = idx; dropSent(false); return batch.size to null }
-                "refused" -> { dropSent(true); return batch.size to "refused" }
-                else -> last = "${urls[idx]}: $r"
+                else -> if (r.startsWith("refused")) { dropSent(true); return batch.size to r } else last = "${urls[idx]}: $r"
             }
         }
         return 0 to last
     }
 
-    /** One POST; null when taken, `"refused"` for 400/413, else the retryable error. */
+    /** One POST; null when taken, `"refused: …"` for 400/413, else the retryable error. */
     private fun post(base: HttpUrl, body: String): String? {
         val b = base.newBuilder()
         if (account != null) {
@@ -206,7 +205,7 @@ internal class Reporter(
             http.newCall(req).execute().use { r ->
                 when {
                     r.isSuccessful -> null
-                    r.code == 400 || r.code == 413 -> "refused"
+                    r.code == 400 || r.code == 413 -> "refused: ${r.code} ${r.body?.string()?.take(300)}"
                     else -> "status ${r.code}"
                 }
             }

@@ -173,7 +173,9 @@ class HttpDns private constructor(b: Builder) : AutoCloseable {
         val c = config ?: return ResolutionDecision.DEFAULT
         val d = c.decision ?: c.current()?.doc?.resolutionFor(segment, deviceId) ?: ResolutionDecision.DEFAULT
         if (d.timeoutMs > 0) service.timeoutMs = d.timeoutMs
-        reporter?.httpdnsEnabled = d.httpdns
+        // Only a server with a resolution policy knows these fields (CONTRACT, third round); an
+        // older one refuses a batch that carries them.
+        reporter?.httpdnsEnabled = if (d === ResolutionDecision.DEFAULT) null else d.httpdns
         return d
     }
 
@@ -184,7 +186,7 @@ class HttpDns private constructor(b: Builder) : AutoCloseable {
         val cfg = config?.current() ?: return null
         synchronized(hostPool) {
             reporter?.convergence = cfg.doc.convergenceEnabled(deviceId)
-            reporter?.configVersion = cfg.version
+            reporter?.configVersion = if (cfg.doc.resolution != null || cfg.doc.resolutionPolicy != null) cfg.version else null
             if (hostsVersion != cfg.version) {
                 hostPool.setHosts(Convergence.hostList(cfg.doc, deviceId), clock.millis())
                 hostsVersion = cfg.version

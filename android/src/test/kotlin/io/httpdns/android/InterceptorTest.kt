@@ -73,6 +73,8 @@ class InterceptorTest {
         val sent = sentEvents(sdk)
         assertTrue(sent.contains("\"event\":\"request\"") && sent.contains("\"convergence\":true"), sent)
         assertFalse(sent.contains("device-0001"), "device ids are never sent")
+        // No resolution policy in the document: the server may predate these fields, so they stay out.
+        assertFalse(sent.contains("config_version") || sent.contains("httpdns_enabled"), sent)
     }
 
     @Test

@@ -1,0 +1,140 @@
+package io.httpdns.android
+
+import io.httpdns.android.TestKit.Server
+import okhttp3.MediaType.Companion.toMediaType
+import okhttp3.OkHttpClient
+import okhttp3.Request
+import okhttp3.RequestBody.Companion.toRequestBody
+import okhttp3.mockwebserver.MockResponse
+import org.junit.jupiter.api.AfterEach
+import org.junit.jupiter.api.Assertions.assertEquals
+import org.junit.jupiter.api.Assertions.assertFalse
+import org.junit.jupiter.api.Assertions.assertTrue
+import org.junit.jupiter.api.Test
+import org.junit.jupiter.api.Timeout
+import org.junit.jupiter.api.io.TempDir
+import java.io.File
+import java.net.ServerSocket
+import java.util.concurrent.TimeUnit
+
+/**
+ * The outside harness: the real `httpdns` binary (`-Dhttpdns.bin`, run by the `real-server`
+ * profile) and the SDK through its public entry points only (builder, `install`, `lookup`,
+ * `flushEvents`): convergence, failover to the next host and to the original URL, revival,
+ * LocalDNS through the app's own `localDns` (unmanaged name, wrong carrier, service down), config
+ * from the bundled default and the server, and the events in `/admin/v1/events/summary`.
+ */
+@Timeout(120)
+class RealServerIT {
+    private val token = "android-sdk-harness-token"
+    private val http = OkHttpClient.Builder().readTimeout(10, TimeUnit.SECONDS).build()
+    private var process: Process? = null
+
+    @AfterEach
+    fun stop() {
+        process?.destroy()
+        process?.waitFor(10, TimeUnit.SECONDS)
+    }
+
+    private fun binary(): File {
+        val p = System.getProperty("httpdns.bin").orEmpty()
+        require(p.isNotEmpty()) { "-Dhttpdns.bin=<path to the httpdns binary> is required" }
+        val f = File(p)
+        return listOf(f, File("..", p)).firstOrNull { it.canExecute() } ?: error("no executable httpdns at $p")
+    }
+
+    private fun start(dir: File): String {
+        val log = File(dir, "httpdns.log")
+        val pb = ProcessBuilder(binary().absolutePath, "serve").redirectErrorStream(true).redirectOutput(log)
+        pb.environment().putAll(mapOf(
+            "HTTPDNS_API_ADDR" to "127.0.0.1:0", "HTTPDNS_MIRROR_ADDR" to "off", "HTTPDNS_DNS_ADDR" to "off",
+            "HTTPDNS_DATA_DIR" to File(dir, "data").path, "HTTPDNS_ADMIN_TOKEN" to token,
+            "HTTPDNS_ALLOW_PRIVATE_NODE_IPS" to "true", "HTTPDNS_UPSTREAMS" to "off",
+            "HTTPDNS_SYNC_INTERVAL_MS" to "100", "RUST_LOG" to "info",
+        ))
+        process = pb.start()
+        val end = System.nanoTime() + 30_000_000_000
+        while (System.nanoTime() < end) {
+            val line = log.takeIf { it.isFile }?.readLines()?.firstOrNull { it.contains("Listening.") && it.contains("role=\"api\"") }
+            if (line != null) return "http://" + line.substringAfter("addr=").split(' ')[0]
+            Thread.sleep(50)
+        }
+        error("httpdns did not start: ${log.readText()}")
+    }
+
+    private fun admin(base: String, method: String, path: String, body: String? = null): Pair<Int, String> {
+        val req = Request.Builder().url(base + path).header("Authorization", "Bearer $token")
+            .method(method, body?.toRequestBody("application/json".toMediaType())).build()
+        return http.newCall(req).execute().use { it.code to it.body!!.string() }
+    }
+
+    private fun get(c: OkHttpClient, url: String) = c.newCall(Request.Builder().url(url).build()).execute().use { it.body!!.string() }
+
+    @Test
+    fun theSdkAgainstTheRealServer(@TempDir dir: File) {
+        val base = start(dir)
+        assertTrue(admin(base, "PUT", "/admin/v1/nodes/n1", """{"ip":"127.0.0.1","pool":"edge","isp":"telecom","region":"beijing","bandwidth_mbps":1000,"load_pct":20,"latency_ms":15,"enabled":true}""").first in 200..201)
+        assertTrue(admin(base, "PUT", "/admin/v1/domains/img.test.example", """{"pool":"edge","ttl":60}""").first in 200..201)
+        var aUp = false
+        var bUp = true
+        Server { MockResponse().setBody("origin") }.use { origin ->
+            Server { MockResponse().setResponseCode(if (aUp) 200 else 503).setBody("a") }.use { a ->
+                Server { MockResponse().setResponseCode(if (bUp) 200 else 500).setBody("b") }.use { b ->
+                    val doc = """{"mergeHostConfigs":[{"host":"img.test.example:${origin.port}","pathPrefix":"/image","rate":1}],""" +
+                        """"hostListConfig":[{"host":"127.0.0.1:${a.port}","rate":1},{"host":"127.0.0.1:${b.port}","rate":1}],""" +
+                        """"reviveProbeInterval":600000,"configRequestInterval":600000,"publicIpList":[]}"""
+                    val (code, _) = admin(base, "PUT", "/admin/v1/config/cdn", doc)
+                    assertTrue(code in 200..201, "config published: $code")
+                    val key = Json.parseObject(http.newCall(Request.Builder().url("$base/app/config-center/public-key").build()).execute().use { it.body!!.string() }).str("public_key")!!
+                    val bundled = TestKit.doc(0, listOf("bundled.cdn.example"))
+                    val local = TestKit.FakeDns(mapOf("gone.test.example" to listOf("127.0.0.9"), "img.test.example" to listOf("127.0.0.1")))
+                    val sdk = HttpDns.builder().serviceUrls(listOf(base)).deviceId("android-harness-1").configUrl(base)
+                        .configPublicKey(key).defaultConfig(bundled).cacheDir(File(dir, "app")).allowPrivateAddresses(true)
+                        .localDns(local).requestSampleRate(1.0).reviveIntervalMs(300).build()
+                    sdk.use {
+                        TestKit.eventually(10_000) { sdk.configVersion() >= 1 }
+                        val client = sdk.install(OkHttpClient.Builder()).build()
+                        val url = "http://img.test.example:${origin.port}/a.jpg"
+                        // a answers 503: next host.
+                        assertEquals("b", get(client, url))
+                        assertEquals("/image/a.jpg", b.requests.last().path)
+                        // The unified hosts are literals here; the original name resolves through the server.
+                        val first = sdk.lookup("img.test.example")
+                        assertEquals(ResolutionPath.HTTPDNS to listOf("127.0.0.1"), first.path to first.addresses.map { IpFilter.text(it) })
+                        assertEquals(ResolutionPath.CACHE, sdk.lookup("img.test.example").path)
+                        // Both unified hosts fail: the original URL, resolved by HTTPDNS.
+                        bUp = false
+                        assertEquals("origin", get(client, url))
+                        assertEquals("/a.jpg", origin.requests.last().path)
+                        // a comes back: revived by HEAD, traffic moves back.
+                        aUp = true
+                        TestKit.eventually(10_000) { a.requests.any { it.method == "HEAD" } }
+                        TestKit.eventually(10_000) { get(client, "http://img.test.example:${origin.port}/c.jpg") == "a" }
+                        // An unmanaged name (upstreams off): the app's own LocalDNS.
+                        assertEquals(ResolutionPath.LOCALDNS, sdk.lookup("gone.test.example").path)
+                        assertTrue(sdk.flushEvents(), sdk.eventStats().toString() + " " + sdk.eventStats()!!.lastError)
+                    }
+                    // The wrong carrier: the server's node is labelled telecom, the SIM says unicom.
+                    HttpDns.builder().serviceUrls(listOf(base)).allowPrivateAddresses(true).localDns(local)
+                        .carrierProvider { "unicom" }.events(false).build().use { s ->
+                            val r = s.lookup("img.test.example")
+                            assertEquals(ResolutionPath.LOCALDNS, r.path)
+                            assertTrue(r.serviceError!!.contains("carrier") || r.serviceError!!.contains("dropped"), r.serviceError)
+                        }
+                    // The service down: LocalDNS, and sniff mode spares the next lookups.
+                    val dead = "http://127.0.0.1:" + ServerSocket(0).use { it.localPort }
+                    HttpDns.builder().serviceUrls(listOf(dead)).allowPrivateAddresses(true).localDns(local)
+                        .refreshServiceIps(false).events(false).build().use { s ->
+                            assertEquals(ResolutionPath.LOCALDNS, s.lookup("img.test.example").path)
+                        }
+                }
+            }
+        }
+        // The events reached the fleet summary.
+        TestKit.eventually(20_000) {
+            val (code, summary) = admin(base, "GET", "/admin/v1/events/summary?window=5m")
+            code == 200 && listOf("host_switch", "dns_fallback", "host_revive", "request").all { summary.contains("\"event\":\"$it\"") }
+        }
+        assertFalse(admin(base, "GET", "/admin/v1/events/summary?window=5m").second.contains("android-harness-1"), "no device id")
+    }
+}
