@@ -109,9 +109,17 @@ internal class ConfigStore(
         return take(rb.build(), 10_000L + waitSeconds * 1000L)
     }
 
+    @Volatile private var inflight: okhttp3.Call? = null
+
+    /** Cancels the request in progress (a held long poll), for close(). */
+    fun cancel() {
+        inflight?.cancel()
+    }
+
     private fun take(req: Request, timeoutMs: Long): Refresh {
         val call = http.newCall(req)
         call.timeout().timeout(timeoutMs, TimeUnit.MILLISECONDS)
+        inflight = call
         call.execute().use { r ->
             if (r.code == 304) return Refresh.NOT_MODIFIED
             if (r.code != 200) throw IOException("config center answered ${r.code}")

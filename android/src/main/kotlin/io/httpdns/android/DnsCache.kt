@@ -66,10 +66,11 @@ internal class DnsCache {
         entries.remove(key(network, name))
     }
 
-    /** Entries of `network`, for a re-resolve after a network change. */
+    /** The `limit` most recently stored names of `network`, for a re-resolve after a network change. */
     @Synchronized
-    fun names(network: String): List<String> =
-        entries.keys.filter { it.startsWith("$network\u0000") }.map { it.substringAfter('\u0000') }
+    fun names(network: String, limit: Int): List<String> =
+        entries.entries.filter { it.key.startsWith("$network\u0000") }.sortedByDescending { it.value.stored }
+            .take(limit).map { it.key.substringAfter('\u0000') }
 
     /** The JSON the cache file holds: the Rust client's format (`{"version":1,"records":[...]}`). */
     @Synchronized

@@ -62,6 +62,7 @@ class HttpDns private constructor(b: Builder) : AutoCloseable {
     private val poller: Thread?
     private val preResolveList: List<String> = b.preResolveHosts
     private val refreshServiceIps: Boolean = b.refreshServiceIps
+    private val localDns: Dns = b.localDns
     private val networkListener = NetworkMonitor.Listener { onNetworkChanged(it) }
     @Volatile private var lastNetworkKey: String = network.networkKey()
 
@@ -132,7 +133,13 @@ class HttpDns private constructor(b: Builder) : AutoCloseable {
 
     /** Resolves `host`: the addresses and the path that answered. Blocking; throws when nothing answered. */
     @Throws(UnknownHostException::class)
-    fun lookup(host: String): Resolution = resolver.resolve(host)
+    fun lookup(host: String): Resolution {
+        if (closed) {
+            // A client built with a closed SDK keeps working on the fallback resolver.
+            return Resolution(host, localDns.lookup(host), 30_000, ResolutionPath.LOCALDNS, emptyList(), "HttpDns is closed")
+        }
+        return resolver.resolve(host)
+    }
 
     /** Sends every waiting event now (blocking; call it off the main thread). True when all went. */
     fun flushEvents(): Boolean = reporter?.sendAll() == null
@@ -163,6 +170,7 @@ class HttpDns private constructor(b: Builder) : AutoCloseable {
         network.unregister(networkListener)
         reporter?.close()
         poller?.interrupt()
+        config?.cancel()
         scheduler.shutdownNow()
         executor.shutdownNow()
         resolver.close()
@@ -212,7 +220,8 @@ class HttpDns private constructor(b: Builder) : AutoCloseable {
         executor.execute {
             resolver.stack = try { stackDetector.stack() } catch (e: Exception) { IpStack.DUAL }
             if (refreshServiceIps) service.refreshServiceIps()
-            preResolve(if (old == newKey) emptyList() else resolver.cache.names(old))
+            // The names in use (at most 50: ten batch requests), not the whole cache.
+            preResolve(if (old == newKey) emptyList() else resolver.cache.names(old, 50))
         }
     }
 

@@ -229,6 +229,15 @@ class ResolverTest {
     }
 
     @Test
+    fun aClosedSdkFallsBackToLocalDns() {
+        val local = TestKit.FakeDns(mapOf("a.example.com" to listOf("127.0.0.9")))
+        val sdk = TestKit.builder("http://127.0.0.1:1").localDns(local).build()
+        sdk.close()
+        sdk.close()
+        assertEquals(ResolutionPath.LOCALDNS, sdk.lookup("a.example.com").path)
+    }
+
+    @Test
     fun literalsBypassAndBadNamesFail() {
         TestKit.builder("http://127.0.0.1:1").build().use { sdk ->
             assertEquals(ResolutionPath.LITERAL, sdk.lookup("127.0.0.1").path)
