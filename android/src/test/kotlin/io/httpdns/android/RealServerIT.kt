@@ -137,4 +137,71 @@ class RealServerIT {
         }
         assertFalse(admin(base, "GET", "/admin/v1/events/summary?window=5m").second.contains("android-harness-1"), "no device id")
     }
+
+    private fun percentile(xs: List<Long>, p: Double): Long = xs.sorted()[Math.min(xs.size - 1, (p * xs.size).toInt())]
+
+    /**
+     * Switch-over figures of seed 004's faults, as docs/drill.md defines them (the time a request
+     * lost before the attempt that answered), taken from the SDK's own `host_switch` and
+     * `dns_fallback` events: 30 fresh SDKs per fault against the real server. Printed, not timed.
+     */
+    @Test
+    fun switchOverFigures(@TempDir dir: File) {
+        val base = start(dir)
+        assertTrue(admin(base, "PUT", "/admin/v1/nodes/n1", """{"ip":"127.0.0.1","pool":"edge","isp":"telecom","region":"beijing","enabled":true}""").first in 200..201)
+        assertTrue(admin(base, "PUT", "/admin/v1/domains/img.test.example", """{"pool":"edge","ttl":60}""").first in 200..201)
+        val collector = Server { TestKit.json("{}") }
+        val rows = ArrayList<String>()
+        collector.use {
+            Server { MockResponse().setBody("origin") }.use { origin ->
+                Server { MockResponse().setResponseCode(503) }.use { failing ->
+                    Server { MockResponse().setBody("ok") }.use { good ->
+                        val refusing = ServerSocket(0).use { it.localPort }
+                        val key = Json.parseObject(http.newCall(Request.Builder().url("$base/app/config-center/public-key").build()).execute().use { it.body!!.string() }).str("public_key")!!
+                        fun publish(first: String) {
+                            val doc = """{"mergeHostConfigs":[{"host":"img.test.example:${origin.port}","pathPrefix":"/image","rate":1}],""" +
+                                """"hostListConfig":[{"host":"$first","rate":1},{"host":"127.0.0.1:${good.port}","rate":1}],""" +
+                                """"reviveProbeInterval":600000,"configRequestInterval":600000,"publicIpList":[]}"""
+                            val cur = admin(base, "GET", "/admin/v1/config/cdn")
+                            val req = Request.Builder().url("$base/admin/v1/config/cdn").header("Authorization", "Bearer $token")
+                                .put(doc.toRequestBody("application/json".toMediaType()))
+                            if (cur.first == 200) req.header("If-Match", "\"" + Json.parseObject(cur.second).long("configVersion") + "\"")
+                            http.newCall(req.build()).execute().use { assertTrue(it.code in 200..201, "publish: ${it.code} ${it.body!!.string()}") }
+                        }
+                        fun measure(fault: String, event: String, field: String, configure: (HttpDns.Builder) -> Unit = {}, run: (HttpDns) -> Unit) {
+                            val durations = ArrayList<Long>()
+                            repeat(30) { i ->
+                                collector.requests.clear()
+                                HttpDns.builder().serviceUrls(listOf(base)).deviceId("drill-$i").configUrl(base).configPublicKey(key)
+                                    .allowPrivateAddresses(true).localDns(TestKit.FakeDns(mapOf("img.test.example" to listOf("127.0.0.1"))))
+                                    .eventsUrl("${collector.url}/app/events").requestSampleRate(0.0).localDnsSampleRate(0.0)
+                                    .longPollSeconds(0).refreshServiceIps(false).also(configure).build().use { sdk ->
+                                        TestKit.eventually(10_000) { sdk.configVersion() >= 1 }
+                                        run(sdk)
+                                        assertTrue(sdk.flushEvents())
+                                    }
+                                val ev = collector.requests.flatMap { Json.parseObject(it.body.readUtf8()).list("events") }
+                                    .mapNotNull { Json.asObject(it) }.first { it.str("event") == event }
+                                durations.add(ev.long(field)!!)
+                            }
+                            rows.add("| $fault | `$event` | ${percentile(durations, 0.5)} | ${percentile(durations, 0.9)} | ${durations.maxOrNull()} |")
+                        }
+                        val url = "http://img.test.example:${origin.port}/a.jpg"
+                        fun fetch(sdk: HttpDns) = sdk.install(OkHttpClient.Builder()).build()
+                            .newCall(Request.Builder().url(url).build()).execute().use { assertEquals("ok", it.body!!.string()) }
+                        publish("127.0.0.1:${failing.port}")
+                        measure("CDN host answers 503", "host_switch", "duration_ms") { fetch(it) }
+                        publish("127.0.0.1:$refusing")
+                        measure("CDN host refuses connections", "host_switch", "duration_ms") { fetch(it) }
+                        measure("wrong carrier (SIM unicom, node telecom): LocalDNS", "dns_fallback", "fallback_duration_ms",
+                            { it.carrierProvider { "unicom" } }) { sdk -> assertEquals(ResolutionPath.LOCALDNS, sdk.lookup("img.test.example").path) }
+                        val dead = "http://127.0.0.1:" + ServerSocket(0).use { it.localPort }
+                        measure("HTTPDNS service down: LocalDNS", "dns_fallback", "fallback_duration_ms",
+                            { it.serviceUrls(listOf(dead)) }) { sdk -> assertEquals(ResolutionPath.LOCALDNS, sdk.lookup("img.test.example").path) }
+                    }
+                }
+            }
+        }
+        println("| fault | event | p50 ms | p90 ms | max ms |\n| --- | --- | --- | --- | --- |\n" + rows.joinToString("\n"))
+    }
 }
