@@ -81,6 +81,10 @@ internal class Reporter(
     private val file: File?,
     private val maxBackoffMs: Long,
     private val wallSeconds: () -> Long,
+    /** The body's list key (`events`; `reports` for `/feedback`). */
+    private val listKey: String = "events",
+    /** Add `timestamp` and the device's sides (events); feedback reports go as recorded. */
+    private val decorate: Boolean = true,
 ) {
     private val queue = ArrayDeque<Pair<Long, Map<String, Any?>>>()
     private var nextSeq = 0L
@@ -133,10 +137,12 @@ internal class Reporter(
 
     /** Queues an event; never waits on the network. */
     fun record(event: MutableMap<String, Any?>) {
-        event["timestamp"] = wallSeconds()
-        convergence?.let { event["convergence"] = it }
-        httpdnsEnabled?.let { event["httpdns_enabled"] = it }
-        configVersion?.let { event["config_version"] = it }
+        if (decorate) {
+            event["timestamp"] = wallSeconds()
+            convergence?.let { event["convergence"] = it }
+            httpdnsEnabled?.let { event["httpdns_enabled"] = it }
+            configVersion?.let { event["config_version"] = it }
+        }
         val full: Boolean
         synchronized(queue) {
             queue.addLast(nextSeq++ to event)
@@ -173,7 +179,7 @@ internal class Reporter(
         val batch: List<Pair<Long, Map<String, Any?>>> = synchronized(queue) { queue.take(batchSize) }
         if (batch.isEmpty()) return 0 to null
         val lastSeq = batch.last().first
-        val body = Json.write(mapOf("events" to batch.map { it.second }))
+        val body = Json.write(mapOf(listKey to batch.map { it.second }))
         fun dropSent(wasRefused: Boolean) = synchronized(queue) {
             var gone = 0
             while (queue.isNotEmpty() && queue.peekFirst()!!.first <= lastSeq) { queue.removeFirst(); gone++ }

@@ -2,6 +2,7 @@ package io.httpdns.android
 
 import okhttp3.ConnectionPool
 import okhttp3.Dns
+import okhttp3.EventListener
 import okhttp3.HttpUrl
 import okhttp3.Interceptor
 import okhttp3.OkHttpClient
@@ -53,6 +54,7 @@ class HttpDns private constructor(b: Builder) : AutoCloseable {
     internal val hostPool: HostPool
     internal val netCheck: NetworkCheck
     internal val reporter: Reporter?
+    private val feedback: Reporter?
     private val dns: Dns
     private val interceptor: Interceptor
     private val probeHttp: OkHttpClient
@@ -90,8 +92,14 @@ class HttpDns private constructor(b: Builder) : AutoCloseable {
             ?: bootstrap.map { it.newBuilder().encodedPath("/app/events").query(null).build() }
         reporter = if (!b.events || eventUrls.isEmpty()) null else Reporter(
             eventUrls, account, http, scheduler, 50, b.eventsIntervalMs, 1000, b.requestSampleRate,
-            cacheDir?.let { File(it, "httpdns-events.json") }, 300_000,
-        ) { System.currentTimeMillis() / 1000 }
+            cacheDir?.let { File(it, "httpdns-events.json") }, 300_000, { System.currentTimeMillis() / 1000 },
+        )
+        // Connection reports for the server's live scores, batched like the events (at most one
+        // send per 30 s: the server takes 5 requests a second per client).
+        feedback = if (!b.feedback || bootstrap.isEmpty()) null else Reporter(
+            bootstrap.map { it.newBuilder().encodedPath("/feedback").query(null).build() }, account, http, scheduler,
+            100, b.eventsIntervalMs, 500, 0.0, null, 300_000, { System.currentTimeMillis() / 1000 }, "reports", false,
+        )
         resolver.reporter = reporter
         dns = object : Dns {
             override fun lookup(hostname: String): List<InetAddress> = this@HttpDns.lookup(hostname).addresses
@@ -101,6 +109,7 @@ class HttpDns private constructor(b: Builder) : AutoCloseable {
         service.onAllFailed = { if (b.refreshServiceIps) executor.execute { service.refreshServiceIps() } }
         network.register(networkListener)
         reporter?.start()
+        feedback?.start()
         // Start-up work, off the caller's thread: the stack, the service IPs, the config, pre-resolve.
         executor.execute {
             resolver.stack = try { stackDetector.stack() } catch (e: Exception) { IpStack.DUAL }
@@ -141,8 +150,28 @@ class HttpDns private constructor(b: Builder) : AutoCloseable {
         return resolver.resolve(host)
     }
 
-    /** Sends every waiting event now (blocking; call it off the main thread). True when all went. */
-    fun flushEvents(): Boolean = reporter?.sendAll() == null
+    /**
+     * OkHttp's `EventListener` of connection reports to the server's `/feedback` (each connection to
+     * an address of a name: success and connect time, or failure): `builder.eventListenerFactory(
+     * httpDns.eventListenerFactory())`. Not set by [install], which would replace the app's own.
+     */
+    fun eventListenerFactory(): EventListener.Factory = EventListener.Factory { FeedbackListener(this) }
+
+    /** Sends every waiting event (and feedback report) now (blocking; call it off the main thread). True when all went. */
+    fun flushEvents(): Boolean {
+        val events = reporter?.sendAll() == null
+        val reports = feedback?.sendAll() == null
+        return events && reports
+    }
+
+    internal fun recordFeedback(domain: String, ip: String, ok: Boolean, connectMs: Long) {
+        val f = feedback ?: return
+        val r = linkedMapOf<String, Any?>("ip" to ip, "domain" to domain, "ok" to ok)
+        if (ok) r["connect_ms"] = Math.min(60_000, Math.max(0, connectMs))
+        val key = network.networkKey()
+        if (key.startsWith("wifi")) r["network"] = "wifi" else if (key.startsWith("cellular")) r["network"] = "cellular"
+        f.record(r)
+    }
 
     /** What was recorded, sent, queued, dropped and refused; null when events are off. */
     fun eventStats(): EventStats? = reporter?.stats()
@@ -169,6 +198,7 @@ class HttpDns private constructor(b: Builder) : AutoCloseable {
         closed = true
         network.unregister(networkListener)
         reporter?.close()
+        feedback?.close()
         poller?.interrupt()
         config?.cancel()
         scheduler.shutdownNow()
@@ -307,6 +337,7 @@ class HttpDns private constructor(b: Builder) : AutoCloseable {
         @JvmField internal var timeoutMs: Long = 2000
         @JvmField internal var sniffIntervalMs: Long = 30_000
         @JvmField internal var events: Boolean = true
+        @JvmField internal var feedback: Boolean = true
         @JvmField internal var eventsUrl: String? = null
         @JvmField internal var eventsIntervalMs: Long = 30_000
         @JvmField internal var requestSampleRate: Double = 0.01
@@ -379,6 +410,9 @@ class HttpDns private constructor(b: Builder) : AutoCloseable {
         /** Events to `/app/events` (on by default). */
         fun events(enabled: Boolean) = apply { events = enabled }
         fun eventsUrl(url: String?) = apply { eventsUrl = url }
+
+        /** Connection reports to `/feedback` through [eventListenerFactory] (on by default). */
+        fun feedback(enabled: Boolean) = apply { feedback = enabled }
         fun eventsIntervalMs(ms: Long) = apply { eventsIntervalMs = ms }
         fun requestSampleRate(rate: Double) = apply { requestSampleRate = rate }
         fun localDnsSampleRate(rate: Double) = apply { localDnsSampleRate = rate }

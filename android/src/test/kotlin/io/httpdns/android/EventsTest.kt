@@ -22,7 +22,7 @@ class EventsTest {
     private val http = OkHttpClient.Builder().readTimeout(2, TimeUnit.SECONDS).build()
 
     private fun reporter(url: String, account: Account? = null, maxQueue: Int = 1000, file: File? = null, intervalMs: Long = 60_000) =
-        Reporter(listOf("$url/app/events".toHttpUrl()), account, http, scheduler, 50, intervalMs, maxQueue, 1.0, file, 2_000) { 1_700_000_000L }
+        Reporter(listOf("$url/app/events".toHttpUrl()), account, http, scheduler, 50, intervalMs, maxQueue, 1.0, file, 2_000, { 1_700_000_000L })
 
     @Test
     fun batchesAreSignedAndCarryTheDevicesSides() {

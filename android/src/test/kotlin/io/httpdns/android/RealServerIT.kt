@@ -93,7 +93,7 @@ class RealServerIT {
                         .localDns(local).requestSampleRate(1.0).reviveIntervalMs(300).build()
                     sdk.use {
                         TestKit.eventually(10_000) { sdk.configVersion() >= 1 }
-                        val client = sdk.install(OkHttpClient.Builder()).build()
+                        val client = sdk.install(OkHttpClient.Builder()).eventListenerFactory(sdk.eventListenerFactory()).build()
                         val url = "http://img.test.example:${origin.port}/a.jpg"
                         // a answers 503: next host.
                         assertEquals("b", get(client, url))

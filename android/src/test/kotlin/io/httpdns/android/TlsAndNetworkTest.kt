@@ -9,6 +9,7 @@ import okhttp3.mockwebserver.MockWebServer
 import okhttp3.tls.HandshakeCertificates
 import okhttp3.tls.HeldCertificate
 import org.junit.jupiter.api.Assertions.assertEquals
+import org.junit.jupiter.api.Assertions.assertTrue
 import org.junit.jupiter.api.Test
 import org.junit.jupiter.api.Timeout
 import org.junit.jupiter.api.assertThrows
@@ -70,6 +71,32 @@ class TlsAndNetworkTest {
                     Thread.sleep(300) // the request is recorded before its answer is cached
                     assertEquals(ResolutionPath.CACHE, sdk.lookup("site.test.example").path)
                     assertEquals(2, svc.requests.size)
+                }
+            }
+        }
+    }
+
+    @Test
+    fun connectionsAreReportedToFeedback() {
+        Server { r ->
+            if (r.path!!.startsWith("/feedback")) json("""{"accepted":1,"ignored":0}""", 202)
+            else json(TestKit.answer(r.requestUrl!!.queryParameter("host")!!, "127.0.0.1"))
+        }.use { svc ->
+            Server { MockResponse().setBody("ok") }.use { site ->
+                TestKit.builder(svc.url).networkMonitor(NetworkMonitor.Fixed("wifi:home")).build().use { sdk ->
+                    val client = sdk.install(OkHttpClient.Builder()).eventListenerFactory(sdk.eventListenerFactory()).build()
+                    client.newCall(Request.Builder().url("http://site.test.example:${site.port}/").build()).execute().use { it.body!!.string() }
+                    val dead = java.net.ServerSocket(0).use { it.localPort }
+                    runCatching { client.newCall(Request.Builder().url("http://gone.test.example:$dead/").build()).execute().close() }
+                    assertEquals(true, sdk.flushEvents())
+                    val reports = svc.paths("/feedback").flatMap { Json.parseObject(it.body.readUtf8()).list("reports") }.map { Json.asObject(it)!! }
+                    val ok = reports.single { it.str("domain") == "site.test.example" }
+                    assertEquals(listOf("127.0.0.1", true, "wifi"), listOf(ok.str("ip"), ok.bool("ok"), ok.str("network")))
+                    assertTrue(ok.long("connect_ms")!! in 0..5000)
+                    val failed = reports.first { it.str("domain") == "gone.test.example" }
+                    assertEquals(false, failed.bool("ok"))
+                    assertEquals(null, failed["connect_ms"])
+                    assertEquals(null, ok["timestamp"], "reports go as the server reads them")
                 }
             }
         }
