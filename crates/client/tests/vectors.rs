@@ -91,7 +91,8 @@ fn address_filters() {
 #[test]
 fn convergence_rewrites() {
     let v = vectors("convergence.json");
-    let doc: ConfigDocument = serde_json::from_value(v["document"].clone()).expect("the vector document parses");
+    let doc: ConfigDocument =
+        serde_json::from_value(v["document"].clone()).expect("the vector document parses");
     let dev = s(&v["deviceId"]);
     let hosts: Vec<String> = list(&v, "host_list").iter().map(|h| s(h).to_owned()).collect();
     assert_eq!(host_list(&doc, dev), hosts);
