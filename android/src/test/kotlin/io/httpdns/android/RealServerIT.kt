@@ -204,4 +204,48 @@ class RealServerIT {
         }
         println("| fault | event | p50 ms | p90 ms | max ms |\n| --- | --- | --- | --- | --- |\n" + rows.joinToString("\n"))
     }
+
+    /**
+     * Two more of seed 004's faults against the real server: half the nodes of a pool dead (the
+     * SDK hands OkHttp every address; a refused one costs a retry on the next), and a balancer in
+     * front of the service that corrupts answers into unroutable addresses (dropped; LocalDNS).
+     */
+    @Test
+    fun halfTheNodesDeadAndCorruptedAnswers(@TempDir dir: File) {
+        val base = start(dir)
+        // A live node on 127.0.0.12 and a dead one on 127.0.0.11, on the same port.
+        val live = okhttp3.mockwebserver.MockWebServer()
+        live.dispatcher = object : okhttp3.mockwebserver.Dispatcher() {
+            override fun dispatch(request: okhttp3.mockwebserver.RecordedRequest) = MockResponse().setBody("live")
+        }
+        live.start(java.net.InetAddress.getByName("127.0.0.12"), 0)
+        live.use {
+            for ((id, ip) in listOf("dead" to "127.0.0.11", "live" to "127.0.0.12")) {
+                assertTrue(admin(base, "PUT", "/admin/v1/nodes/$id", """{"ip":"$ip","pool":"half","isp":"telecom","region":"beijing","enabled":true}""").first in 200..201)
+            }
+            assertTrue(admin(base, "PUT", "/admin/v1/domains/half.test.example", """{"pool":"half","ttl":60,"max_answers":4}""").first in 200..201)
+            val local = TestKit.FakeDns(mapOf("half.test.example" to listOf("127.0.0.12")))
+            HttpDns.builder().serviceUrls(listOf(base)).allowPrivateAddresses(true).localDns(local).events(false)
+                .refreshServiceIps(false).build().use { sdk ->
+                    val r = sdk.lookup("half.test.example")
+                    assertEquals(ResolutionPath.HTTPDNS, r.path)
+                    assertEquals(setOf("127.0.0.11", "127.0.0.12"), r.addresses.map { IpFilter.text(it) }.toSet())
+                    val client = sdk.install(OkHttpClient.Builder()).build()
+                    repeat(10) { assertEquals("live", get(client, "http://half.test.example:${live.port}/x")) }
+                }
+            // A corrupting balancer: the real server's answer with its addresses made unroutable.
+            Server { r ->
+                val real = http.newCall(Request.Builder().url(base + r.path).build()).execute().use { it.body!!.string() }
+                TestKit.json(real.replace("127.0.0.11", "0.0.0.0").replace("127.0.0.12", "224.0.0.1"))
+            }.use { balancer ->
+                HttpDns.builder().serviceUrls(listOf(balancer.url)).allowPrivateAddresses(true).localDns(local).events(false)
+                    .refreshServiceIps(false).build().use { sdk ->
+                        val r = sdk.lookup("half.test.example")
+                        assertEquals(ResolutionPath.LOCALDNS, r.path)
+                        assertTrue(r.serviceError!!.contains("dropped"), r.serviceError)
+                        assertTrue(balancer.requests.isNotEmpty())
+                    }
+            }
+        }
+    }
 }
