@@ -99,6 +99,8 @@ internal class Reporter(
     @Volatile private var backoffMs = 0L
     @Volatile private var pending: ScheduledFuture<*>? = null
     @Volatile private var closed = false
+    /** The queue changed since the file was last written (no write, no fsync, when idle). */
+    @Volatile private var dirty = false
 
     /** Attached to every event: the device's side of `convergenceRate`, `httpdnsRate`, and the config version. */
     @Volatile var convergence: Boolean? = null
@@ -151,6 +153,7 @@ internal class Reporter(
                 dropped++
             }
             recorded++
+            dirty = true
             full = queue.size >= batchSize
         }
         if (full && backoffMs == 0L) schedule(0)
@@ -184,6 +187,7 @@ internal class Reporter(
             var gone = 0
             while (queue.isNotEmpty() && queue.peekFirst()!!.first <= lastSeq) { queue.removeFirst(); gone++ }
             if (wasRefused) refused += gone else sent += gone
+            dirty = true
         }
         if (urls.isEmpty()) return 0 to "no events URL"
         var last = ""
@@ -222,8 +226,11 @@ internal class Reporter(
 
     private fun persist(final: Boolean = false) {
         val f = file ?: return
-        if (closed && !final) return
-        val text = synchronized(queue) { Json.write(queue.map { it.second }) }
+        if ((closed && !final) || !dirty) return
+        val text = synchronized(queue) {
+            dirty = false
+            Json.write(queue.map { it.second })
+        }
         try { Files.writeAtomic(f, text) } catch (e: Exception) { /* kept in memory */ }
     }
 
