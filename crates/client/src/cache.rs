@@ -90,6 +90,32 @@ impl Cache {
         }
     }
 
+    /// Whether a lookup of `name` would not be answered fresh without a refresh (a miss, an
+    /// expired entry, or one past 75% of its TTL), without marking anything: for pre-resolve.
+    pub fn needs_answer(&self, network: &str, name: &str, now: Instant) -> bool {
+        self.entries
+            .get(&(network.to_owned(), name.to_owned()))
+            .is_none_or(|e| now.saturating_duration_since(e.stored) * 4 >= e.ttl * 3)
+    }
+
+    /// The addresses held for `name`, fresh or not, without marking anything.
+    pub fn peek(&self, network: &str, name: &str) -> Option<Vec<IpAddr>> {
+        self.entries.get(&(network.to_owned(), name.to_owned())).map(|e| e.ips.clone())
+    }
+
+    /// Up to `limit` names cached for `network`, the most recently stored first: the names in
+    /// use, re-resolved after a network change.
+    pub fn names(&self, network: &str, limit: usize) -> Vec<String> {
+        let mut list: Vec<(&String, Instant)> = self
+            .entries
+            .iter()
+            .filter(|((n, _), _)| n == network)
+            .map(|((_, name), e)| (name, e.stored))
+            .collect();
+        list.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(b.0)));
+        list.into_iter().take(limit).map(|(n, _)| n.clone()).collect()
+    }
+
     pub fn insert(&mut self, network: &str, name: &str, ips: Vec<IpAddr>, ttl: Duration, now: Instant) {
         if self.entries.len() >= MAX_ENTRIES {
             if let Some(oldest) = self.entries.iter().min_by_key(|(_, e)| e.stored).map(|(k, _)| k.clone()) {
@@ -245,6 +271,28 @@ mod tests {
             c.lookup("wifi", "a.example.com", Instant::now()),
             Lookup::Expired { ips: vec![ip("1.1.1.1")], age: Duration::from_secs(5), refresh: true }
         );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn peeks_without_marking() {
+        let mut c = Cache::new();
+        c.insert("wifi", "a.example.com", vec![ip("1.1.1.1")], Duration::from_secs(100), Instant::now());
+        tokio::time::advance(Duration::from_secs(1)).await;
+        c.insert("wifi", "b.example.com", vec![ip("2.2.2.2")], Duration::from_secs(100), Instant::now());
+        c.insert("cellular", "c.example.com", vec![ip("3.3.3.3")], Duration::from_secs(100), Instant::now());
+        assert_eq!(c.names("wifi", 10), ["b.example.com", "a.example.com"]);
+        assert_eq!(c.names("wifi", 1), ["b.example.com"]);
+        assert!(!c.needs_answer("wifi", "a.example.com", Instant::now()));
+        assert!(c.needs_answer("wifi", "z.example.com", Instant::now()));
+        tokio::time::advance(Duration::from_secs(74)).await;
+        assert!(c.needs_answer("wifi", "a.example.com", Instant::now()), "past 75%");
+        // Nothing was marked: the first lookup still gets the refresh.
+        assert!(matches!(
+            c.lookup("wifi", "a.example.com", Instant::now()),
+            Lookup::Fresh { refresh: true, .. }
+        ));
+        assert_eq!(c.peek("wifi", "a.example.com"), Some(vec![ip("1.1.1.1")]));
+        assert_eq!(c.peek("wifi", "c.example.com"), None);
     }
 
     #[tokio::test(start_paused = true)]

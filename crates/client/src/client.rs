@@ -233,9 +233,11 @@ impl CdnClient {
         pool.hosts().into_iter().map(|h| (h.clone(), pool.is_disabled(&h))).collect()
     }
 
-    /// Fetches the config once (when a URL is configured) and starts the revive prober and the
-    /// config poller.
+    /// Fetches the config once (when a URL is configured) and starts the resolver's start-up
+    /// work ([`Resolver::start`]: IP stack, `/ss`, pre-resolve, `/ss` every 8 hours), the revive
+    /// prober and the config poller.
     pub async fn start(&self) -> Background {
+        let resolver = self.inner.resolver.start();
         if self.inner.opts.config.url.is_some() {
             if let Err(e) = self.inner.config.refresh().await {
                 tracing::warn!(error = %e, "First config fetch failed; using the kept or default document.");
@@ -254,7 +256,7 @@ impl CdnClient {
                 }
             })
         };
-        let mut tasks = vec![reviver];
+        let mut tasks = vec![resolver, reviver];
         if let Some(r) = &self.inner.events {
             tasks.push(r.start());
         }

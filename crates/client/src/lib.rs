@@ -38,6 +38,7 @@ pub mod localdns;
 pub mod netcheck;
 pub mod resolver;
 pub mod service;
+pub mod stack;
 
 pub use client::{Attempt, Background, CdnClient, ClientOptions, Fetched, Outcome, Route};
 pub use config_source::{ConfigOptions, ConfigStore};

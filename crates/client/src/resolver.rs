@@ -7,6 +7,12 @@
 //! are nodes labelled with another carrier than the client's. Every answer says which path
 //! produced it.
 //!
+//! Around that (issue 40, as the Android SDK): names on the deny list (or off a non-empty allow
+//! list) go straight to LocalDNS; a host list is pre-resolved at start in batches of 5; the
+//! service's addresses are refreshed from `/ss` at start, on a network change, when every
+//! address failed, and every 8 hours; the IP stack decides the families asked and the order of
+//! the answer ([`crate::stack`]).
+//!
 //! It plugs into reqwest as its DNS resolver ([`reqwest::dns::Resolve`]), the way the SDKs
 //! plug into OkHttp's `Dns.lookup`, so every request of the [`crate::CdnClient`] connects to
 //! the addresses HTTPDNS chose.
@@ -15,18 +21,21 @@ use std::collections::HashMap;
 use std::fmt;
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, RwLock};
 use std::time::Duration;
 
 use httpdns_core::DomainName;
 use httpdns_flight::SingleFlight;
+use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 use crate::cache::{Cache, Lookup};
 use crate::error::{Error, Result};
 use crate::events::{ClientEvent, FallbackReason, Reporter};
 use crate::localdns::LocalDns;
-use crate::service::{Fault, Service, ServiceAnswer, ServiceOptions, Unavailable};
+use crate::service::{Fault, Service, ServiceOptions, Unavailable, MAX_BATCH};
+use crate::stack::{IpStack, IpStackDetector, RouteProbe};
 
 /// Which path produced an answer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -58,7 +67,8 @@ impl fmt::Display for Path {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Resolution {
     pub name: String,
-    /// IPv4 first, then IPv6, in the service's order of preference.
+    /// IPv4 first, then IPv6 (IPv6 first on an IPv6-only network), each in the service's order
+    /// of preference.
     pub ips: Vec<IpAddr>,
     /// How long the answer may still be used.
     pub ttl: Duration,
@@ -92,6 +102,20 @@ pub struct ResolverOptions {
     pub local_timeout: Duration,
     /// Persistent cache file, loaded at start and written after each service answer.
     pub cache_file: Option<PathBuf>,
+    /// Names resolved by [`Resolver::start`] and after a network change, [`MAX_BATCH`] per
+    /// request.
+    pub pre_resolve: Vec<String>,
+    /// Names that never use HTTPDNS (exact, or `*.suffix` for the names under it): LocalDNS
+    /// answers them.
+    pub deny_hosts: Vec<String>,
+    /// When not empty, only these names (same patterns) use HTTPDNS.
+    pub allow_hosts: Vec<String>,
+    /// Finds the families the device can reach (default: [`RouteProbe`], which sends nothing).
+    pub ip_stack: Arc<dyn IpStackDetector>,
+    /// Refresh the service addresses from `/ss` at start, on a network change, when every
+    /// address failed, and every `service_ip_interval`.
+    pub refresh_service_ips: bool,
+    pub service_ip_interval: Duration,
 }
 
 impl Default for ResolverOptions {
@@ -109,6 +133,12 @@ impl Default for ResolverOptions {
             local_ttl: Duration::from_secs(30),
             local_timeout: Duration::from_secs(2),
             cache_file: None,
+            pre_resolve: Vec::new(),
+            deny_hosts: Vec::new(),
+            allow_hosts: Vec::new(),
+            ip_stack: Arc::new(RouteProbe::default()),
+            refresh_service_ips: true,
+            service_ip_interval: Duration::from_secs(8 * 3600),
         }
     }
 }
@@ -130,6 +160,28 @@ struct Inner {
     inflight: SingleFlight<(String, String), Result<Resolution, String>>,
     /// Where fallbacks and LocalDNS comparisons are reported, once set.
     events: OnceLock<Reporter>,
+    /// The device's IP stack; `None` until first detected (and after a network change).
+    stack: RwLock<Option<IpStack>>,
+    /// A `/ss` refresh is running (one at a time).
+    refreshing_ips: AtomicBool,
+}
+
+/// Names per request after a network change (ten requests): the names in use, not the whole
+/// cache.
+const RERESOLVE_LIMIT: usize = 50;
+
+fn matches(name: &str, patterns: &[String]) -> bool {
+    patterns.iter().any(|p| {
+        let p = p.trim().trim_end_matches('.');
+        match p.strip_prefix("*.") {
+            Some(suffix) => {
+                name.len() > suffix.len()
+                    && name.as_bytes()[name.len() - suffix.len() - 1] == b'.'
+                    && name[name.len() - suffix.len()..].eq_ignore_ascii_case(suffix)
+            }
+            None => name.eq_ignore_ascii_case(p),
+        }
+    })
 }
 
 impl fmt::Debug for Resolver {
@@ -153,14 +205,131 @@ impl Resolver {
                 network: RwLock::new("default".into()),
                 inflight: SingleFlight::new(),
                 events: OnceLock::new(),
+                stack: RwLock::new(None),
+                refreshing_ips: AtomicBool::new(false),
             }),
         }
     }
 
-    /// Tells the resolver which network the device is on (`"wifi:<ssid>"`, `"cellular"`):
-    /// answers are cached per network.
+    /// Tells the resolver which network the device is on (`"wifi:<ssid>"`, `"cellular"`), on
+    /// every change: answers are cached per network. The IP stack is detected again, and, on a
+    /// task of its own (inside a tokio runtime), the service addresses are refreshed from `/ss`
+    /// and the pre-resolve list and the names the old network had cached (at most 50) are
+    /// resolved for the new one.
     pub fn set_network(&self, key: &str) {
-        *self.inner.network.write().expect("lock") = key.to_owned();
+        let old = std::mem::replace(&mut *self.inner.network.write().expect("lock"), key.to_owned());
+        self.detect_stack();
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else { return };
+        let mut names = self.inner.opts.pre_resolve.clone();
+        if old != key {
+            names.extend(self.inner.cache.lock().expect("lock").names(&old, RERESOLVE_LIMIT));
+        }
+        let this = self.clone();
+        runtime.spawn(async move {
+            if this.inner.opts.refresh_service_ips {
+                this.refresh_service_ips().await;
+            }
+            this.pre_resolve(&names).await;
+        });
+    }
+
+    /// The start-up work, on a task of its own: the IP stack, the service addresses from `/ss`,
+    /// the pre-resolve list; then `/ss` again every `service_ip_interval`. Aborting the handle
+    /// stops it (`CdnClient::start` runs it among its background tasks).
+    pub fn start(&self) -> JoinHandle<()> {
+        let this = self.clone();
+        tokio::spawn(async move {
+            let opts = &this.inner.opts;
+            this.detect_stack();
+            let refresh = opts.refresh_service_ips && this.inner.service.is_configured();
+            if refresh {
+                this.refresh_service_ips().await;
+            }
+            this.pre_resolve(&opts.pre_resolve).await;
+            if !refresh {
+                return;
+            }
+            loop {
+                tokio::time::sleep(opts.service_ip_interval).await;
+                this.refresh_service_ips().await;
+            }
+        })
+    }
+
+    /// Asks the detector for the device's IP stack now, and keeps it.
+    pub fn detect_stack(&self) -> IpStack {
+        let stack = self.inner.opts.ip_stack.stack();
+        *self.inner.stack.write().expect("lock") = Some(stack);
+        stack
+    }
+
+    /// The IP stack in force (detected on first use).
+    pub fn stack(&self) -> IpStack {
+        let known = *self.inner.stack.read().expect("lock");
+        known.unwrap_or_else(|| self.detect_stack())
+    }
+
+    /// The service addresses asked now, in order.
+    pub fn service_addresses(&self) -> Vec<crate::Url> {
+        self.inner.service.servers().to_vec()
+    }
+
+    /// Replaces the service addresses with `/ss`'s list (the configured ones last); `None` when
+    /// no address answered one. One refresh at a time: a call while one runs returns `None`.
+    pub async fn refresh_service_ips(&self) -> Option<Vec<crate::Url>> {
+        if self.inner.refreshing_ips.swap(true, Ordering::AcqRel) {
+            return None;
+        }
+        let list = self.inner.service.refresh_service_ips().await;
+        self.inner.refreshing_ips.store(false, Ordering::Release);
+        list
+    }
+
+    /// Whether `name` (normalised) goes through HTTPDNS at all: not on `deny_hosts`, and on
+    /// `allow_hosts` when that is set.
+    pub fn uses_httpdns(&self, name: &str) -> bool {
+        let opts = &self.inner.opts;
+        !matches(name, &opts.deny_hosts) && (opts.allow_hosts.is_empty() || matches(name, &opts.allow_hosts))
+    }
+
+    /// Resolves `names` that are not fresh in the cache (literals, invalid names and names that
+    /// do not use HTTPDNS skipped), [`MAX_BATCH`] per service request, filling the cache.
+    /// Returns how many got a usable answer. Nothing falls back to LocalDNS: a name the service
+    /// did not answer is looked up as usual when the app asks for it.
+    pub async fn pre_resolve<S: AsRef<str>>(&self, names: &[S]) -> usize {
+        let network = self.network();
+        let mut todo: Vec<String> = Vec::new();
+        {
+            let cache = self.inner.cache.lock().expect("lock");
+            for raw in names {
+                let raw = raw.as_ref().trim().trim_end_matches('.');
+                if raw.trim_start_matches('[').trim_end_matches(']').parse::<IpAddr>().is_ok() {
+                    continue;
+                }
+                let Ok(name) = DomainName::parse(raw) else { continue };
+                let name = name.as_str().to_owned();
+                if !todo.contains(&name)
+                    && self.uses_httpdns(&name)
+                    && cache.needs_answer(&network, &name, Instant::now())
+                {
+                    todo.push(name);
+                }
+            }
+        }
+        if todo.is_empty() || !self.inner.service.is_configured() {
+            return 0;
+        }
+        let mut answered = 0;
+        for chunk in todo.chunks(MAX_BATCH) {
+            answered +=
+                self.ask_service_many(&network, chunk).await.iter().filter(|(_, r)| r.is_ok()).count();
+        }
+        answered
+    }
+
+    /// The addresses cached for `name` on the current network, fresh or not.
+    pub fn cached_addresses(&self, name: &str) -> Option<Vec<IpAddr>> {
+        self.inner.cache.lock().expect("lock").peek(&self.network(), name)
     }
 
     /// Reports fallbacks and a sample of LocalDNS comparisons to `reporter` from now on (the
@@ -187,6 +356,16 @@ impl Resolver {
         }
         let name = DomainName::parse(raw).map_err(|e| Error::InvalidInput(format!("{raw:?}: {e}")))?;
         let name = name.as_str().to_owned();
+        let mut r = self.resolve_name(name).await?;
+        self.stack().order(&mut r.ips);
+        Ok(r)
+    }
+
+    /// A valid, normalised name: the lists, the cache, one lookup per name at a time.
+    async fn resolve_name(&self, name: String) -> Result<Resolution> {
+        if !self.uses_httpdns(&name) {
+            return self.local_only(&name).await;
+        }
         let network = self.network();
         if let Some(r) = self.cached(&network, &name) {
             return Ok(r);
@@ -210,10 +389,36 @@ impl Resolver {
         }
     }
 
+    /// A name that never uses HTTPDNS: LocalDNS, filtered, not cached (nothing to refresh), no
+    /// fallback reported (nothing fell back).
+    async fn local_only(&self, name: &str) -> Result<Resolution> {
+        let opts = &self.inner.opts;
+        let why = "the name does not use HTTPDNS (allow/deny lists)";
+        let ips = opts.local_dns.lookup(name, opts.local_timeout).await.map_err(|e| Error::NoAddress {
+            name: name.to_owned(),
+            detail: format!("{why}; LocalDNS: {e}"),
+        })?;
+        let (kept, dropped) = filter(&ips, opts.allow_private, None, &HashMap::new());
+        if kept.is_empty() {
+            return Err(Error::NoAddress {
+                name: name.to_owned(),
+                detail: format!("{why}; LocalDNS gave no usable address ({} dropped)", dropped.len()),
+            });
+        }
+        Ok(Resolution {
+            name: name.to_owned(),
+            ips: kept,
+            ttl: opts.local_ttl,
+            path: Path::LocalDns,
+            dropped,
+            service_error: Some(why.to_owned()),
+        })
+    }
+
     /// The longest a lookup can take: every service address, then LocalDNS.
     fn lookup_bound(&self) -> Duration {
         let opts = &self.inner.opts;
-        opts.service.timeout * opts.service.servers.len().max(1) as u32
+        opts.service.timeout * self.inner.service.servers().len().max(1) as u32
             + opts.local_timeout
             + Duration::from_secs(1)
     }
@@ -315,6 +520,17 @@ impl Resolver {
         network: &str,
         name: &str,
     ) -> Result<Resolution, (Option<FallbackReason>, String)> {
+        let mut all = self.ask_service_many(network, &[name.to_owned()]).await;
+        all.pop().map_or_else(|| Err((None, "no answer".to_owned())), |(_, r)| r)
+    }
+
+    /// Asks the service for `names` in one request (at most [`MAX_BATCH`]) and caches the usable
+    /// answers (one cache-file write). One result per name, in order.
+    async fn ask_service_many(
+        &self,
+        network: &str,
+        names: &[String],
+    ) -> Vec<(String, Result<Resolution, (Option<FallbackReason>, String)>)> {
         let opts = &self.inner.opts;
         // In sniff mode the reason is the failure that started it: what the operator must fix.
         let reason = |fault| match fault {
@@ -322,51 +538,95 @@ impl Resolver {
             Fault::Connect => FallbackReason::Unreachable,
             Fault::Server => FallbackReason::Error,
         };
-        let answer: ServiceAnswer = self.inner.service.query(name).await.map_err(|e| match e {
-            Unavailable::Sniffing(fault) => {
-                (Some(reason(fault)), "every service address failed recently (sniff mode)".to_owned())
+        let mut answers = match self.inner.service.query_many(names, self.stack()).await {
+            Ok(a) => a,
+            Err(e) => {
+                if matches!(e, Unavailable::Failed(..)) {
+                    // Every address failed: the service's list may have moved on.
+                    self.refresh_ips_in_background();
+                }
+                let err = match e {
+                    Unavailable::Sniffing(fault) => {
+                        (Some(reason(fault)), "every service address failed recently (sniff mode)".to_owned())
+                    }
+                    Unavailable::Failed(fault, e) => {
+                        (Some(reason(fault)), format!("every service address failed, last: {e}"))
+                    }
+                    Unavailable::Refused(e) => (Some(FallbackReason::Refused), format!("refused: {e}")),
+                    Unavailable::NotConfigured => (None, "no service address configured".to_owned()),
+                };
+                return names.iter().map(|n| (n.clone(), Err(err.clone()))).collect();
             }
-            Unavailable::Failed(fault, e) => {
-                (Some(reason(fault)), format!("every service address failed, last: {e}"))
+        };
+        let mut out = Vec::with_capacity(names.len());
+        let mut stored = false;
+        for name in names {
+            let Some(answer) = answers.remove(name) else {
+                out.push((
+                    name.clone(),
+                    Err((Some(FallbackReason::Empty), "the service has no address for this name".to_owned())),
+                ));
+                continue;
+            };
+            self.maybe_compare(name, &answer.ips);
+            let isp =
+                if opts.isp_filter { opts.isp.as_deref().or(answer.client_isp.as_deref()) } else { None };
+            let (kept, dropped) = filter(&answer.ips, opts.allow_private, isp, &answer.ip_isp);
+            if kept.is_empty() {
+                out.push((
+                    name.clone(),
+                    Err((
+                        Some(FallbackReason::Empty),
+                        if dropped.is_empty() {
+                            "the service has no address for this name".to_owned()
+                        } else {
+                            format!("every address the service gave was dropped: {dropped:?}")
+                        },
+                    )),
+                ));
+                continue;
             }
-            Unavailable::Refused(e) => (Some(FallbackReason::Refused), format!("refused: {e}")),
-            Unavailable::NotConfigured => (None, "no service address configured".to_owned()),
-        })?;
-        self.maybe_compare(name, &answer.ips);
-        let isp = if opts.isp_filter { opts.isp.as_deref().or(answer.client_isp.as_deref()) } else { None };
-        let (kept, dropped) = filter(&answer.ips, opts.allow_private, isp, &answer.ip_isp);
-        if kept.is_empty() {
-            return Err((
-                Some(FallbackReason::Empty),
-                if dropped.is_empty() {
-                    "the service has no address for this name".to_owned()
-                } else {
-                    format!("every address the service gave was dropped: {dropped:?}")
-                },
+            let ttl = Duration::from_secs(answer.ttl.into()).clamp(opts.min_ttl, opts.max_ttl);
+            self.inner.cache.lock().expect("lock").insert(network, name, kept.clone(), ttl, Instant::now());
+            stored = true;
+            out.push((
+                name.clone(),
+                Ok(Resolution {
+                    name: name.clone(),
+                    ips: kept,
+                    ttl,
+                    path: Path::HttpDns,
+                    dropped,
+                    service_error: None,
+                }),
             ));
         }
-        let ttl = Duration::from_secs(answer.ttl.into()).clamp(opts.min_ttl, opts.max_ttl);
-        let snapshot = {
-            let mut cache = self.inner.cache.lock().expect("lock");
-            cache.insert(network, name, kept.clone(), ttl, Instant::now());
-            opts.cache_file.as_ref().map(|path| (path.clone(), cache.to_bytes(Instant::now())))
-        };
-        // The file write (with its fsyncs) happens off the lock and off the async workers.
-        if let Some((path, bytes)) = snapshot {
-            tokio::task::spawn_blocking(move || {
-                if let Err(e) = crate::fsutil::write_atomic(&path, &bytes) {
-                    tracing::warn!(path = %path.display(), error = %e, "Could not write the DNS cache file.");
-                }
-            });
+        if stored {
+            self.save_cache();
         }
-        Ok(Resolution {
-            name: name.to_owned(),
-            ips: kept,
-            ttl,
-            path: Path::HttpDns,
-            dropped,
-            service_error: None,
-        })
+        out
+    }
+
+    /// Writes the cache file (when there is one) off the lock and off the async workers.
+    fn save_cache(&self) {
+        let Some(path) = self.inner.opts.cache_file.clone() else { return };
+        let bytes = self.inner.cache.lock().expect("lock").to_bytes(Instant::now());
+        tokio::task::spawn_blocking(move || {
+            if let Err(e) = crate::fsutil::write_atomic(&path, &bytes) {
+                tracing::warn!(path = %path.display(), error = %e, "Could not write the DNS cache file.");
+            }
+        });
+    }
+
+    /// A `/ss` refresh on a task of its own, unless one is running or refreshing is off.
+    fn refresh_ips_in_background(&self) {
+        if !self.inner.opts.refresh_service_ips || self.inner.refreshing_ips.load(Ordering::Acquire) {
+            return;
+        }
+        let this = self.clone();
+        tokio::spawn(async move {
+            this.refresh_service_ips().await;
+        });
     }
 }
 
@@ -515,7 +775,20 @@ mod service_tests {
         let mut o = ResolverOptions::default();
         o.service.servers = servers.iter().map(|s| s.parse().unwrap()).collect();
         o.local_dns = LocalDns::Off;
+        // These services answer every path alike: no `/ss` (tested on its own below).
+        o.refresh_service_ips = false;
         o
+    }
+
+    /// Waits (on the tokio clock) until `f` holds.
+    async fn until(mut f: impl FnMut() -> bool) {
+        for _ in 0..500 {
+            if f() {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        panic!("condition not reached");
     }
 
     const ANSWER: &str = r#"{"dns":[{"host":"a.example.com","client_ip":"1.0.2.7","ips":["2.2.2.1","1.1.1.1","0.0.0.0"],
@@ -537,7 +810,10 @@ mod service_tests {
         assert_eq!(r.resolve("a.example.com").await.unwrap().path, Path::Cache);
         assert_eq!(hits.load(Ordering::SeqCst), 1);
         r.set_network("cellular");
-        assert_eq!(r.resolve("a.example.com").await.unwrap().path, Path::HttpDns);
+        // The change re-resolves the names in use for the new network in the background.
+        until(|| hits.load(Ordering::SeqCst) == 2).await;
+        until(|| r.cached_addresses("a.example.com").is_some()).await;
+        assert_eq!(r.resolve("a.example.com").await.unwrap().path, Path::Cache);
         assert_eq!(hits.load(Ordering::SeqCst), 2);
         assert_eq!(bad_hits.load(Ordering::SeqCst), 1);
     }
@@ -613,5 +889,272 @@ mod service_tests {
         assert_eq!(a.path, Path::HttpDns);
         assert!(started.elapsed() < Duration::from_millis(400), "joined the lookup already out");
         assert_eq!(hits.load(Ordering::SeqCst), 1);
+    }
+}
+
+#[cfg(test)]
+mod issue40_tests {
+    //! Pre-resolve, `/ss`, the IP stack and the allow/deny lists, against a loopback service
+    //! that answers `/resolve` for whatever names it is asked and `/ss` with a set list.
+    use super::*;
+    use crate::stack::FixedStack;
+    use std::sync::atomic::AtomicUsize;
+
+    struct Fake {
+        url: String,
+        /// Every request's path and query.
+        log: Arc<Mutex<Vec<String>>>,
+        /// `/resolve` answers 503 while set.
+        down: Arc<AtomicBool>,
+        ss: Arc<Mutex<String>>,
+    }
+
+    impl Fake {
+        fn count(&self, f: impl Fn(&str) -> bool) -> usize {
+            self.log.lock().unwrap().iter().filter(|u| f(u)).count()
+        }
+        fn resolves(&self) -> Vec<String> {
+            self.log.lock().unwrap().iter().filter(|u| u.starts_with("/resolve")).cloned().collect()
+        }
+    }
+
+    /// Host `i` of a request gets `2.2.2.<i+1>` and `2402:4e00::<i+1>`, in the batch form when
+    /// several are asked.
+    async fn fake() -> Fake {
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let down = Arc::new(AtomicBool::new(false));
+        let ss = Arc::new(Mutex::new(r#"{"service_ip":[]}"#.to_owned()));
+        let (l2, d2, s2) = (log.clone(), down.clone(), ss.clone());
+        let app = axum::Router::new().fallback(move |uri: axum::http::Uri| {
+            let (log, down, ss) = (l2.clone(), d2.clone(), s2.clone());
+            async move {
+                log.lock().unwrap().push(uri.to_string());
+                if uri.path().ends_with("/ss") {
+                    return (axum::http::StatusCode::OK, ss.lock().unwrap().clone());
+                }
+                if down.load(Ordering::SeqCst) {
+                    return (axum::http::StatusCode::SERVICE_UNAVAILABLE, "down".to_owned());
+                }
+                let q: HashMap<String, String> =
+                    url::form_urlencoded::parse(uri.query().unwrap_or("").as_bytes()).into_owned().collect();
+                let hosts: Vec<&str> = q["host"].split(',').collect();
+                let mut entries = Vec::new();
+                for (i, h) in hosts.iter().enumerate() {
+                    let (v4, v6) = (format!("2.2.2.{}", i + 1), format!("2402:4e00::{}", i + 1));
+                    if hosts.len() == 1 {
+                        entries.push(serde_json::json!({"host": h, "ips": [v4], "ipsv6": [v6], "ttl": 600}));
+                    } else {
+                        entries.push(serde_json::json!({"host": h, "type": 1, "ips": [v4], "ttl": 600}));
+                        entries.push(serde_json::json!({"host": h, "type": 28, "ips": [v6], "ttl": 600}));
+                    }
+                }
+                (axum::http::StatusCode::OK, serde_json::json!({ "dns": entries }).to_string())
+            }
+        });
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = l.local_addr().unwrap();
+        tokio::spawn(async move { axum::serve(l, app).await.unwrap() });
+        Fake { url: format!("http://{addr}"), log, down, ss }
+    }
+
+    fn opts(f: &Fake, stack: IpStack) -> ResolverOptions {
+        let mut o = ResolverOptions::default();
+        o.service.servers = vec![f.url.parse().unwrap()];
+        o.local_dns = LocalDns::Off;
+        o.ip_stack = Arc::new(FixedStack(stack));
+        o
+    }
+
+    #[track_caller]
+    fn until(mut f: impl FnMut() -> bool) -> impl std::future::Future<Output = ()> {
+        let at = std::panic::Location::caller();
+        async move {
+            for _ in 0..500 {
+                if f() {
+                    return;
+                }
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            panic!("condition of {at} not reached");
+        }
+    }
+
+    #[tokio::test]
+    async fn pre_resolve_asks_five_names_per_request_and_fills_the_cache() {
+        let f = fake().await;
+        let mut o = opts(&f, IpStack::Dual);
+        o.refresh_service_ips = false;
+        o.deny_hosts = vec!["skip.example.com".into()];
+        let r = Resolver::new(o);
+        let mut names: Vec<String> = (0..12).map(|i| format!("h{i}.example.com")).collect();
+        names.extend(["H0.example.com.".into(), "10.0.0.1".into(), "a..b".into(), "skip.example.com".into()]);
+        assert_eq!(r.pre_resolve(&names).await, 12);
+        let asked = f.resolves();
+        assert_eq!(asked.len(), 3, "{asked:?}");
+        let sizes: Vec<usize> = asked
+            .iter()
+            .map(|u| {
+                let q: HashMap<String, String> =
+                    url::form_urlencoded::parse(u.split_once('?').unwrap().1.as_bytes())
+                        .into_owned()
+                        .collect();
+                q["host"].split(',').count()
+            })
+            .collect();
+        assert_eq!(sizes, [5, 5, 2]);
+        // Every name is in the cache with its own batch entry's addresses.
+        let h6 = r.resolve("h6.example.com").await.unwrap();
+        assert_eq!(h6.path, Path::Cache);
+        assert_eq!(h6.ips, vec!["2.2.2.2".parse::<IpAddr>().unwrap(), "2402:4e00::2".parse().unwrap()]);
+        assert_eq!(r.resolve("h11.example.com").await.unwrap().path, Path::Cache);
+        // Fresh names are not asked again.
+        assert_eq!(r.pre_resolve(&names).await, 0);
+        assert_eq!(f.resolves().len(), 3);
+    }
+
+    #[tokio::test]
+    async fn the_stack_decides_the_families_asked_and_the_order() {
+        let f = fake().await;
+        for (stack, query, first) in [
+            (IpStack::V4, "query=4&", "2.2.2.1"),
+            (IpStack::V6, "query=6&", "2402:4e00::1"),
+            (IpStack::Dual, "query=4%2C6&", "2.2.2.1"),
+            (IpStack::None, "query=4%2C6&", "2.2.2.1"),
+        ] {
+            let mut o = opts(&f, stack);
+            o.refresh_service_ips = false;
+            let r = Resolver::new(o);
+            assert_eq!(r.stack(), stack);
+            let a = r.resolve("a.example.com").await.unwrap();
+            assert_eq!(a.ips[0], first.parse::<IpAddr>().unwrap(), "{stack:?}");
+            assert!(f.resolves().last().unwrap().contains(query), "{stack:?}: {:?}", f.resolves());
+            // From the cache too.
+            assert_eq!(r.resolve("a.example.com").await.unwrap().ips, a.ips);
+        }
+    }
+
+    #[tokio::test]
+    async fn allow_and_deny_lists_keep_names_off_httpdns() {
+        let f = fake().await;
+        let mut o = opts(&f, IpStack::Dual);
+        o.refresh_service_ips = false;
+        o.local_dns = LocalDns::System;
+        o.allow_private = true;
+        o.deny_hosts = vec!["localhost".into(), "*.internal.example.com".into()];
+        let r = Resolver::new(o);
+        assert!(!r.uses_httpdns("a.internal.example.com"));
+        assert!(r.uses_httpdns("internal.example.com"), "*.suffix is the names under it");
+        assert!(r.uses_httpdns("xinternal.example.com"));
+        let l = r.resolve("localhost").await.unwrap();
+        assert_eq!(l.path, Path::LocalDns);
+        assert!(l.ips.iter().all(IpAddr::is_loopback));
+        assert!(l.service_error.unwrap().contains("allow/deny"));
+        assert!(f.resolves().is_empty(), "the service is not asked");
+        // A denied name LocalDNS cannot answer is an error, not a service lookup.
+        assert!(r.resolve("x.internal.example.com").await.is_err());
+        assert!(f.resolves().is_empty());
+
+        // An allow list: only its names use HTTPDNS.
+        let mut o = opts(&f, IpStack::Dual);
+        o.refresh_service_ips = false;
+        o.local_dns = LocalDns::System;
+        o.allow_private = true;
+        o.allow_hosts = vec!["*.example.com".into()];
+        let r = Resolver::new(o);
+        assert_eq!(r.resolve("localhost").await.unwrap().path, Path::LocalDns);
+        assert_eq!(r.resolve("a.example.com").await.unwrap().path, Path::HttpDns);
+        assert_eq!(f.resolves().len(), 1);
+    }
+
+    /// `/ss` at start, then every 8 hours (paused clock).
+    #[tokio::test(start_paused = true)]
+    async fn service_ips_at_start_and_every_eight_hours() {
+        let f = fake().await;
+        let replica = fake().await;
+        let port = replica.url.rsplit(':').next().unwrap().to_owned();
+        *f.ss.lock().unwrap() = format!(r#"{{"service_ip":["127.0.0.1"],"service_ip_port":[{port}]}}"#);
+        let mut o = opts(&f, IpStack::Dual);
+        o.pre_resolve = vec!["a.example.com".into(), "b.example.com".into()];
+        let r = Resolver::new(o);
+        let task = r.start();
+        // `/ss` is asked of the addresses in use: the replica once the list names it.
+        let ss = || f.count(|u| u == "/ss") + replica.count(|u| u == "/ss");
+        until(|| ss() == 1).await;
+        // The list from /ss, the configured address last; pre-resolve went to the replica.
+        until(|| r.cached_addresses("b.example.com").is_some()).await;
+        let list: Vec<String> = r.service_addresses().iter().map(|u| u.to_string()).collect();
+        assert_eq!(list, [format!("{}/", replica.url), format!("{}/", f.url)]);
+        assert_eq!(replica.resolves().len(), 1, "one batch of two");
+        assert!(f.resolves().is_empty());
+        tokio::time::advance(Duration::from_secs(8 * 3600 - 60)).await;
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert_eq!(ss(), 1);
+        tokio::time::advance(Duration::from_secs(60)).await;
+        until(|| ss() == 2).await;
+        assert_eq!(replica.count(|u| u == "/ss"), 1);
+        tokio::time::advance(Duration::from_secs(8 * 3600)).await;
+        until(|| ss() == 3).await;
+        task.abort();
+    }
+
+    #[tokio::test]
+    async fn a_network_change_refreshes_the_list_and_re_resolves_the_names_in_use() {
+        let f = fake().await;
+        let stacks = Arc::new(AtomicUsize::new(0));
+        #[derive(Debug)]
+        struct Counting(Arc<AtomicUsize>);
+        impl IpStackDetector for Counting {
+            fn stack(&self) -> IpStack {
+                // IPv4 first, IPv6-only after the change.
+                if self.0.fetch_add(1, Ordering::SeqCst) == 0 {
+                    IpStack::V4
+                } else {
+                    IpStack::V6
+                }
+            }
+        }
+        let mut o = opts(&f, IpStack::Dual);
+        o.ip_stack = Arc::new(Counting(stacks.clone()));
+        o.pre_resolve = vec!["p.example.com".into()];
+        let r = Resolver::new(o);
+        r.set_network("wifi:home");
+        until(|| r.cached_addresses("p.example.com").is_some()).await;
+        assert_eq!(r.resolve("a.example.com").await.unwrap().path, Path::HttpDns);
+        let before = f.count(|u| u == "/ss");
+        assert_eq!(before, 1);
+        r.set_network("cellular");
+        assert_eq!(r.stack(), IpStack::V6, "detected again");
+        until(|| f.count(|u| u == "/ss") == 2).await;
+        until(|| {
+            r.cached_addresses("a.example.com").is_some() && r.cached_addresses("p.example.com").is_some()
+        })
+        .await;
+        let last = f.resolves().last().cloned().unwrap();
+        assert!(last.contains("query=6&"), "{last}");
+        let a = r.resolve("a.example.com").await.unwrap();
+        assert_eq!(a.path, Path::Cache);
+        assert!(a.ips[0].is_ipv6() && a.ips[1].is_ipv4(), "IPv6 first on IPv6 only: {:?}", a.ips);
+    }
+
+    #[tokio::test]
+    async fn every_address_failing_refreshes_the_list() {
+        let f = fake().await;
+        f.down.store(true, Ordering::SeqCst);
+        let r = Resolver::new(opts(&f, IpStack::Dual));
+        assert!(r.resolve("a.example.com").await.is_err());
+        until(|| f.count(|u| u == "/ss") == 1).await;
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        // The refresh ended sniff mode: the next lookup asks the service again.
+        f.down.store(false, Ordering::SeqCst);
+        assert_eq!(r.resolve("a.example.com").await.unwrap().path, Path::HttpDns);
+        // With refreshing off, nothing is asked.
+        let g = fake().await;
+        g.down.store(true, Ordering::SeqCst);
+        let mut o = opts(&g, IpStack::Dual);
+        o.refresh_service_ips = false;
+        let r = Resolver::new(o);
+        assert!(r.resolve("a.example.com").await.is_err());
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        assert_eq!(g.count(|u| u.ends_with("/ss")), 0);
     }
 }

@@ -7,11 +7,16 @@
 //! (Alibaba's `ShiftServerWatcher`). When every address failed, at most one request per
 //! `sniff_interval` goes to the service and the others go straight to LocalDNS, so an outage
 //! does not add a timeout to every lookup.
+//!
+//! One request may ask for up to [`MAX_BATCH`] names (`host=a,b,c`, the service's limit), and
+//! only for the families the device can reach ([`IpStack::query`]). The addresses asked are the
+//! configured ones until [`Service::refresh_service_ips`] replaces them with the service's own
+//! list from `/ss` (the configured ones stay last, as the bootstrap and the last resort).
 
 use std::collections::HashMap;
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use md5::{Digest, Md5};
@@ -20,6 +25,10 @@ use serde::Deserialize;
 use tokio::time::Instant;
 
 use crate::error::Result;
+use crate::stack::IpStack;
+
+/// Names per `/resolve` request: the service takes at most 5.
+pub const MAX_BATCH: usize = 5;
 
 /// An account for signed requests (`/{account}/sign_resolve`).
 #[derive(Debug, Clone)]
@@ -30,7 +39,8 @@ pub struct Account {
 
 #[derive(Debug, Clone)]
 pub struct ServiceOptions {
-    /// Base URLs of the service (`http://203.0.113.10:8080`), in order of preference.
+    /// Base URLs of the service (`http://203.0.113.10:8080`), in order of preference: the
+    /// bootstrap list, replaced by `/ss`'s (these last) once that answers.
     pub servers: Vec<Url>,
     pub account: Option<Account>,
     /// Per request to one address (the SDKs use 2 s).
@@ -72,6 +82,11 @@ struct Body {
 #[derive(Deserialize)]
 struct Entry {
     #[serde(default)]
+    host: String,
+    /// `1` (A) or `28` (AAAA) in a batch answer with both families: the addresses are in `ips`.
+    #[serde(default, rename = "type")]
+    kind: Option<u16>,
+    #[serde(default)]
     ips: Vec<String>,
     #[serde(default)]
     ipsv6: Vec<String>,
@@ -87,11 +102,24 @@ struct Entry {
 pub struct Service {
     opts: ServiceOptions,
     http: reqwest::Client,
+    /// The addresses asked now: `/ss`'s list then the configured ones, or the configured ones.
+    servers: RwLock<Arc<Vec<Url>>>,
     /// Index of the address tried first.
     preferred: AtomicUsize,
-    /// When every address last failed; `None` while the service works.
     /// When every address last failed, and how the last one did; `None` while the service works.
     all_failed_at: Mutex<Option<(Instant, Fault)>>,
+}
+
+#[derive(Deserialize)]
+struct ServiceIps {
+    /// Required: a body without it is not a `/ss` answer.
+    service_ip: Vec<String>,
+    #[serde(default)]
+    service_ip_port: Vec<serde_json::Value>,
+    #[serde(default)]
+    service_ipv6: Vec<String>,
+    #[serde(default)]
+    service_ipv6_port: Vec<serde_json::Value>,
 }
 
 /// Why the service gave no answer.
@@ -129,16 +157,36 @@ impl Service {
             .connect_timeout(opts.timeout)
             .build()
             .expect("a reqwest client with static settings");
-        Self { opts, http, preferred: AtomicUsize::new(0), all_failed_at: Mutex::new(None) }
+        let servers = RwLock::new(Arc::new(opts.servers.clone()));
+        Self { opts, http, servers, preferred: AtomicUsize::new(0), all_failed_at: Mutex::new(None) }
     }
 
     pub fn is_configured(&self) -> bool {
-        !self.opts.servers.is_empty()
+        !self.servers().is_empty()
     }
 
-    /// Asks for `name` (already validated), trying every address from the preferred one on.
+    /// The addresses asked now, in order (the preferred one aside).
+    pub fn servers(&self) -> Arc<Vec<Url>> {
+        self.servers.read().expect("lock").clone()
+    }
+
+    /// Asks for `name` (already validated), both families, trying every address from the
+    /// preferred one on.
     pub async fn query(&self, name: &str) -> Result<ServiceAnswer, Unavailable> {
-        let n = self.opts.servers.len();
+        let mut answers = self.query_many(&[name.to_owned()], IpStack::Dual).await?;
+        Ok(answers.remove(name).unwrap_or_default())
+    }
+
+    /// Asks for `names` (validated, at most [`MAX_BATCH`]) in one request, the families of
+    /// `stack`, trying every address from the preferred one on. The answer has an entry per
+    /// name the service answered (a single name is matched whatever case the service echoed).
+    pub async fn query_many(
+        &self,
+        names: &[String],
+        stack: IpStack,
+    ) -> Result<HashMap<String, ServiceAnswer>, Unavailable> {
+        let servers = self.servers();
+        let n = servers.len();
         if n == 0 {
             return Err(Unavailable::NotConfigured);
         }
@@ -156,13 +204,20 @@ impl Service {
         let mut last = (Fault::Connect, String::new());
         for i in 0..n {
             let idx = (first + i) % n;
-            let base = &self.opts.servers[idx];
-            match self.ask(base, name).await {
-                Ok(mut answer) => {
+            let base = &servers[idx];
+            match self.ask(base, names, stack).await {
+                Ok(answers) => {
                     self.preferred.store(idx, Ordering::Relaxed);
                     *self.all_failed_at.lock().expect("lock") = None;
-                    answer.server = base.to_string();
-                    return Ok(answer);
+                    let mut out: HashMap<String, ServiceAnswer> = HashMap::new();
+                    let single = names.len() == 1;
+                    for (i, (host, mut answer)) in answers.into_iter().enumerate() {
+                        answer.server = base.to_string();
+                        // One name asked: the first entry is its answer, whatever was echoed.
+                        let key = if single && i == 0 { names[0].clone() } else { host };
+                        out.entry(key).or_insert(answer);
+                    }
+                    return Ok(out);
                 }
                 Err(Attempt::Refused(e)) => return Err(Unavailable::Refused(e)),
                 Err(Attempt::Retry(fault, e)) => {
@@ -175,8 +230,13 @@ impl Service {
         Err(Unavailable::Failed(last.0, last.1))
     }
 
-    async fn ask(&self, base: &Url, name: &str) -> Result<ServiceAnswer, Attempt> {
-        let url = self.url(base, name).map_err(|e| Attempt::Refused(e.to_string()))?;
+    async fn ask(
+        &self,
+        base: &Url,
+        names: &[String],
+        stack: IpStack,
+    ) -> Result<Vec<(String, ServiceAnswer)>, Attempt> {
+        let url = self.url(base, &names.join(","), stack).map_err(|e| Attempt::Refused(e.to_string()))?;
         let resp =
             self.http.get(url).send().await.map_err(|e| Attempt::Retry(fault_of(&e), error_chain(&e)))?;
         let status = resp.status();
@@ -199,10 +259,58 @@ impl Service {
             return Err(Attempt::Refused(format!("status {status}: {}", body.trim())));
         }
         let bytes = resp.bytes().await.map_err(|e| Attempt::Retry(fault_of(&e), error_chain(&e)))?;
-        parse_answer(&bytes).map_err(|e| Attempt::Retry(Fault::Server, e))
+        parse_answers(&bytes).map_err(|e| Attempt::Retry(Fault::Server, e))
     }
 
-    fn url(&self, base: &Url, name: &str) -> Result<Url> {
+    /// `GET /{account}/ss` (or `/ss`) on the addresses in use (the configured ones when none):
+    /// the service's entry points replace the list, followed by the configured ones as the last
+    /// resort, the first becomes the preferred one, and sniff mode ends. `None` when no address
+    /// answered a usable list (the list in use stays).
+    pub async fn refresh_service_ips(&self) -> Option<Vec<Url>> {
+        let current = self.servers();
+        let list: &[Url] = if current.is_empty() { &self.opts.servers } else { &current };
+        for base in list {
+            let mut url = base.clone();
+            match &self.opts.account {
+                Some(acc) => url.set_path(&format!("/{}/ss", acc.id)),
+                None => url.set_path("/ss"),
+            }
+            url.set_query(None);
+            let resp = match self.http.get(url).send().await {
+                Ok(r) if r.status().is_success() => r,
+                Ok(r) => {
+                    tracing::debug!(server = %base, status = %r.status(), "/ss refused.");
+                    continue;
+                }
+                Err(e) => {
+                    tracing::debug!(server = %base, error = %error_chain(&e), "/ss failed.");
+                    continue;
+                }
+            };
+            let Ok(bytes) = resp.bytes().await else { continue };
+            let Ok(fresh) = parse_service_ips(&bytes, base) else { continue };
+            let mut merged: Vec<Url> = Vec::with_capacity(fresh.len() + self.opts.servers.len());
+            for u in fresh.into_iter().chain(self.opts.servers.iter().cloned()) {
+                if !merged.contains(&u) {
+                    merged.push(u);
+                }
+            }
+            {
+                let mut servers = self.servers.write().expect("lock");
+                // An unchanged list keeps the address that answered last as the first choice.
+                if **servers != merged {
+                    *servers = Arc::new(merged.clone());
+                    self.preferred.store(0, Ordering::Relaxed);
+                }
+            }
+            *self.all_failed_at.lock().expect("lock") = None;
+            tracing::debug!(servers = ?merged.iter().map(Url::as_str).collect::<Vec<_>>(), "Service addresses from /ss.");
+            return Some(merged);
+        }
+        None
+    }
+
+    fn url(&self, base: &Url, name: &str, stack: IpStack) -> Result<Url> {
         let mut url = base.clone();
         match &self.opts.account {
             None => {
@@ -210,7 +318,7 @@ impl Service {
                 url.query_pairs_mut()
                     .clear()
                     .append_pair("host", name)
-                    .append_pair("query", "4,6")
+                    .append_pair("query", stack.query())
                     .append_pair("labels", "1");
             }
             Some(acc) => {
@@ -221,7 +329,7 @@ impl Service {
                 url.query_pairs_mut()
                     .clear()
                     .append_pair("host", name)
-                    .append_pair("query", "4,6")
+                    .append_pair("query", stack.query())
                     .append_pair("labels", "1")
                     .append_pair("t", &t.to_string())
                     .append_pair("s", &s);
@@ -242,13 +350,82 @@ pub fn sign(host: &str, secret: &str, t: u64) -> String {
     digest.iter().map(|b| format!("{b:02x}")).collect()
 }
 
-fn parse_answer(bytes: &[u8]) -> Result<ServiceAnswer, String> {
+/// Parses a `/resolve` (or `sign_resolve`) answer: the first name's answer (all its entries).
+pub fn parse_answer(bytes: &[u8]) -> Result<ServiceAnswer, String> {
+    let mut all = parse_answers(bytes)?;
+    Ok(all.swap_remove(0).1)
+}
+
+/// Parses a `/resolve` answer with every name in it, in the order they first appear: one
+/// entry with `ips` and `ipsv6` per name, or, in a batch with both families, one entry per
+/// name and type (`"type": 28` puts IPv6 addresses in `ips`). Per name: IPv4 then IPv6,
+/// unparseable addresses dropped, the smallest TTL of its entries, its carrier labels. Names
+/// are lowercased without a trailing dot. An answer without an entry is an error.
+pub fn parse_answers(bytes: &[u8]) -> Result<Vec<(String, ServiceAnswer)>, String> {
     let body: Body = serde_json::from_slice(bytes).map_err(|e| format!("malformed answer: {e}"))?;
-    let entry = body.dns.into_iter().next().ok_or("answer without an entry")?;
-    // Unparseable addresses are dropped here, like any other invalid address.
-    let ips = entry.ips.iter().chain(entry.ipsv6.iter()).filter_map(|s| s.parse::<IpAddr>().ok()).collect();
-    let ip_isp = entry.ip_isp.into_iter().filter_map(|(k, v)| Some((k.parse().ok()?, v))).collect();
-    Ok(ServiceAnswer { ips, ttl: entry.ttl, client_isp: entry.client_isp, ip_isp, server: String::new() })
+    if body.dns.is_empty() {
+        return Err("answer without an entry".into());
+    }
+    // (name, IPv4, IPv6, answer without its addresses)
+    let mut out: Vec<(String, Vec<IpAddr>, Vec<IpAddr>, ServiceAnswer)> = Vec::new();
+    for entry in body.dns {
+        let host = entry.host.trim_end_matches('.').to_ascii_lowercase();
+        let i = match out.iter().position(|(h, ..)| *h == host) {
+            Some(i) => i,
+            None => {
+                let blank = ServiceAnswer { ttl: entry.ttl, ..Default::default() };
+                out.push((host, Vec::new(), Vec::new(), blank));
+                out.len() - 1
+            }
+        };
+        let (_, v4, v6, answer) = &mut out[i];
+        // Unparseable addresses are dropped here, like any other invalid address.
+        let parsed = entry.ips.iter().filter_map(|s| s.parse::<IpAddr>().ok());
+        if entry.kind == Some(28) {
+            v6.extend(parsed);
+        } else {
+            v4.extend(parsed);
+        }
+        v6.extend(entry.ipsv6.iter().filter_map(|s| s.parse::<IpAddr>().ok()));
+        answer.ttl = answer.ttl.min(entry.ttl);
+        if entry.client_isp.is_some() {
+            answer.client_isp = entry.client_isp;
+        }
+        answer.ip_isp.extend(entry.ip_isp.into_iter().filter_map(|(k, v)| Some((k.parse().ok()?, v))));
+    }
+    Ok(out
+        .into_iter()
+        .map(|(host, v4, v6, mut answer)| {
+            answer.ips = v4.into_iter().chain(v6).collect();
+            (host, answer)
+        })
+        .collect())
+}
+
+/// Parses `/ss`: `service_ip` then `service_ipv6`, each with its port (`0` or absent: the
+/// scheme's default), as base URLs with `base`'s scheme. Unparseable addresses are skipped.
+pub fn parse_service_ips(bytes: &[u8], base: &Url) -> Result<Vec<Url>, String> {
+    let body: ServiceIps = serde_json::from_slice(bytes).map_err(|e| format!("malformed /ss answer: {e}"))?;
+    let mut out = Vec::new();
+    let families = [(&body.service_ip, &body.service_ip_port), (&body.service_ipv6, &body.service_ipv6_port)];
+    for (ips, ports) in families {
+        for (i, ip) in ips.iter().enumerate() {
+            let Ok(ip) = ip.parse::<IpAddr>() else { continue };
+            let port = ports.get(i).and_then(serde_json::Value::as_u64).filter(|p| (1..=65535).contains(p));
+            let host = match ip.to_canonical() {
+                IpAddr::V4(a) => a.to_string(),
+                IpAddr::V6(a) => format!("[{a}]"),
+            };
+            let text = match port {
+                Some(p) => format!("{}://{host}:{p}", base.scheme()),
+                None => format!("{}://{host}", base.scheme()),
+            };
+            if let Ok(u) = text.parse::<Url>() {
+                out.push(u);
+            }
+        }
+    }
+    Ok(out)
 }
 
 fn fault_of(e: &reqwest::Error) -> Fault {
@@ -295,6 +472,104 @@ mod tests {
         assert_eq!(a.ip_isp.get(&"2402:4e00::1".parse().unwrap()).map(String::as_str), Some("telecom"));
         assert!(parse_answer(b"{}").is_err());
         assert!(parse_answer(br#"{"dns":[]}"#).is_err());
+    }
+
+    #[test]
+    fn parses_every_name_of_a_batch() {
+        let all = parse_answers(
+            br#"{"dns":[{"host":"WWW.example.com.","type":1,"ips":["1.1.1.1"],"ttl":60},
+                {"host":"www.example.com","type":28,"ips":["2402:4e00::1"],"ttl":50},
+                {"host":"b.example.com","type":1,"ips":[],"ttl":30},
+                {"host":"b.example.com","type":28,"ips":[],"ttl":30}]}"#,
+        )
+        .unwrap();
+        assert_eq!(all.len(), 2);
+        assert_eq!(all[0].0, "www.example.com");
+        assert_eq!(all[0].1.ips, vec!["1.1.1.1".parse::<IpAddr>().unwrap(), "2402:4e00::1".parse().unwrap()]);
+        assert_eq!(all[0].1.ttl, 50, "the smaller TTL of a name's entries");
+        assert_eq!((all[1].0.as_str(), all[1].1.ips.len(), all[1].1.ttl), ("b.example.com", 0, 30));
+    }
+
+    #[test]
+    fn parses_service_ips_with_ports() {
+        let base: Url = "https://203.0.113.1:8443".parse().unwrap();
+        let got = parse_service_ips(
+            br#"{"service_ip":["203.0.113.7","bad","203.0.113.8"],"service_ip_port":[0,1,8080],
+                "service_ipv6":["2001:db8::7"],"service_ipv6_port":[8443]}"#,
+            &base,
+        )
+        .unwrap();
+        let got: Vec<&str> = got.iter().map(Url::as_str).collect();
+        assert_eq!(got, ["https://203.0.113.7/", "https://203.0.113.8:8080/", "https://[2001:db8::7]:8443/"]);
+        assert!(parse_service_ips(b"[]", &base).is_err());
+        assert!(parse_service_ips(br#"{"dns":[]}"#, &base).is_err(), "not a /ss answer");
+    }
+
+    /// A loopback service answering `/ss` with `ss` and `/resolve` with a fixed answer,
+    /// counting both.
+    async fn ss_server(ss: String) -> (Url, Arc<Mutex<Vec<String>>>) {
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let s = seen.clone();
+        let app = axum::Router::new().fallback(move |uri: axum::http::Uri| {
+            let (s, ss) = (s.clone(), ss.clone());
+            async move {
+                s.lock().unwrap().push(uri.to_string());
+                if uri.path().ends_with("/ss") {
+                    ss
+                } else {
+                    r#"{"dns":[{"host":"a.example.com","ips":["1.1.1.1"],"ttl":60}]}"#.to_owned()
+                }
+            }
+        });
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = l.local_addr().unwrap();
+        tokio::spawn(async move { axum::serve(l, app).await.unwrap() });
+        (format!("http://{addr}").parse().unwrap(), seen)
+    }
+
+    #[tokio::test]
+    async fn service_ips_replace_the_list_and_keep_the_configured_ones_last() {
+        // The replica the list names (another loopback server) and the bootstrap one.
+        let (replica, replica_seen) = ss_server("{}".into()).await;
+        let port = replica.port().unwrap();
+        let ss = format!(r#"{{"service_ip":["127.0.0.1"],"service_ip_port":[{port}]}}"#);
+        let (boot, boot_seen) = ss_server(ss).await;
+        let svc = Service::new(ServiceOptions {
+            servers: vec!["http://127.0.0.1:1".parse().unwrap(), boot.clone()],
+            account: Some(Account { id: 100000, secret: "IAmASecret".into() }),
+            ..Default::default()
+        });
+        // The dead first address is skipped for the bootstrap one.
+        assert!(svc.query("a.example.com").await.is_ok());
+        let list = svc.refresh_service_ips().await.unwrap();
+        assert_eq!(list, vec![replica.clone(), "http://127.0.0.1:1".parse().unwrap(), boot.clone()]);
+        assert!(boot_seen.lock().unwrap().iter().any(|u| u == "/100000/ss"), "{:?}", boot_seen.lock());
+        // Lookups now go to the replica first, with the families asked.
+        let got = svc.query_many(&["a.example.com".into()], IpStack::V4).await.unwrap();
+        assert_eq!(got["a.example.com"].server, replica.to_string());
+        let asked = replica_seen.lock().unwrap().last().cloned().unwrap();
+        assert!(asked.contains("query=4&") && asked.contains("/100000/sign_resolve"), "{asked}");
+        // A failed refresh keeps the list.
+        let dead = Service::new(ServiceOptions {
+            servers: vec!["http://127.0.0.1:1".parse().unwrap()],
+            ..Default::default()
+        });
+        assert_eq!(dead.refresh_service_ips().await, None);
+        assert_eq!(dead.servers().len(), 1);
+    }
+
+    #[tokio::test]
+    async fn a_refresh_ends_sniff_mode() {
+        let (boot, _) = ss_server(r#"{"service_ip":[]}"#.into()).await;
+        let svc = Service::new(ServiceOptions {
+            servers: vec!["http://127.0.0.1:1".parse().unwrap(), boot.clone()],
+            ..Default::default()
+        });
+        *svc.all_failed_at.lock().unwrap() = Some((Instant::now(), Fault::Connect));
+        assert_eq!(svc.query("a.example.com").await, Err(Unavailable::Sniffing(Fault::Connect)));
+        // An empty list from /ss: the configured addresses, sniff mode over.
+        assert_eq!(svc.refresh_service_ips().await.unwrap().len(), 2);
+        assert!(svc.query("a.example.com").await.is_ok());
     }
 
     #[tokio::test]
