@@ -47,6 +47,10 @@ pub struct ClientOptions {
     /// Reporting to the service's `/app/events` (on by default; active only when there is a
     /// service address or an events URL). `None`: nothing is reported.
     pub events: Option<EventOptions>,
+    /// Connection outcomes to the service's `/feedback` (on by default, with
+    /// [`EventOptions::feedback`]; active only when there is a service address; `url` overrides
+    /// the address). `None`: nothing is reported.
+    pub feedback: Option<EventOptions>,
 }
 
 impl Default for ClientOptions {
@@ -63,6 +67,7 @@ impl Default for ClientOptions {
             revive_interval: None,
             config_interval: None,
             events: Some(EventOptions::default()),
+            feedback: Some(EventOptions::feedback()),
         }
     }
 }
@@ -142,6 +147,7 @@ struct Inner {
     hosts_version: AtomicU64,
     netcheck: NetworkCheck,
     events: Option<Reporter>,
+    feedback: Option<Reporter>,
 }
 
 /// The background tasks of a client; dropping this stops them.
@@ -160,13 +166,25 @@ impl Drop for Background {
 impl CdnClient {
     pub fn new(opts: ClientOptions) -> Result<Self> {
         let resolver = Resolver::new(opts.resolver.clone());
-        let http = crate::http::client_builder()
+        let feedback = opts.feedback.as_ref().and_then(|f| {
+            // `/feedback` on every service address as configured (or the given URL).
+            let urls = service_urls(&opts, f.url.as_ref(), "/feedback");
+            if urls.is_empty() {
+                return None;
+            }
+            let mut f = f.clone();
+            f.account = f.account.or_else(|| opts.resolver.service.account.clone());
+            Some(Reporter::feedback(f, urls))
+        });
+        let mut http = crate::http::client_builder()
             .no_proxy()
             .dns_resolver(Arc::new(resolver.clone()))
             .connect_timeout(opts.connect_timeout)
-            .timeout(opts.request_timeout)
-            .build()
-            .map_err(|e| Error::InvalidInput(format!("HTTP client: {e}")))?;
+            .timeout(opts.request_timeout);
+        if let Some(f) = &feedback {
+            http = http.connector_layer(crate::feedback::FeedbackLayer::new(f.clone(), resolver.clone()));
+        }
+        let http = http.build().map_err(|e| Error::InvalidInput(format!("HTTP client: {e}")))?;
         let config = ConfigStore::new(opts.config.clone());
         let netcheck =
             NetworkCheck::new(opts.network_probe_port, opts.network_probe_timeout, Duration::from_secs(2));
@@ -174,21 +192,7 @@ impl CdnClient {
         let events = opts.events.as_ref().and_then(|e| {
             // The events URL, or `/app/events` on every service address, in their order: a
             // batch fails over between them as lookups do.
-            let urls: Vec<Url> = match &e.url {
-                Some(u) => vec![u.clone()],
-                None => opts
-                    .resolver
-                    .service
-                    .servers
-                    .iter()
-                    .map(|s| {
-                        let mut u = s.clone();
-                        u.set_path("/app/events");
-                        u.set_query(None);
-                        u
-                    })
-                    .collect(),
-            };
+            let urls = service_urls(&opts, e.url.as_ref(), "/app/events");
             if urls.is_empty() {
                 return None;
             }
@@ -209,6 +213,7 @@ impl CdnClient {
                 hosts_version: AtomicU64::new(u64::MAX),
                 netcheck,
                 events,
+                feedback,
             }),
         })
     }
@@ -224,6 +229,11 @@ impl CdnClient {
     /// The event reporter, when reporting is on.
     pub fn events(&self) -> Option<&Reporter> {
         self.inner.events.as_ref()
+    }
+
+    /// The `/feedback` reporter of connection outcomes, when it is on.
+    pub fn feedback(&self) -> Option<&Reporter> {
+        self.inner.feedback.as_ref()
     }
 
     /// `(host, disabled)` in failover order, for this device.
@@ -258,6 +268,9 @@ impl CdnClient {
         };
         let mut tasks = vec![resolver, reviver];
         if let Some(r) = &self.inner.events {
+            tasks.push(r.start());
+        }
+        if let Some(r) = &self.inner.feedback {
             tasks.push(r.start());
         }
         if self.inner.opts.config.url.is_some() {
@@ -512,6 +525,26 @@ impl CdnClient {
     }
 }
 
+/// `url`, or `path` on every configured service address, in their order: a batch fails over
+/// between them as lookups do.
+fn service_urls(opts: &ClientOptions, url: Option<&Url>, path: &str) -> Vec<Url> {
+    match url {
+        Some(u) => vec![u.clone()],
+        None => opts
+            .resolver
+            .service
+            .servers
+            .iter()
+            .map(|s| {
+                let mut u = s.clone();
+                u.set_path(path);
+                u.set_query(None);
+                u
+            })
+            .collect(),
+    }
+}
+
 fn finish(
     resp: Result<reqwest::Response>,
     url: Url,
@@ -521,4 +554,80 @@ fn finish(
     let response = resp?;
     let host = authority(&url).unwrap_or_default();
     Ok(Fetched { response, url, host, route, attempts })
+}
+
+#[cfg(test)]
+mod tests {
+    //! `/feedback` reports of the connections a client opens, against loopback servers: a
+    //! service that answers every name with 127.0.0.1 and collects reports, and a CDN host.
+    use super::*;
+    use serde_json::Value;
+
+    async fn serve(app: axum::Router) -> std::net::SocketAddr {
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = l.local_addr().unwrap();
+        tokio::spawn(async move { axum::serve(l, app).await.unwrap() });
+        addr
+    }
+
+    #[tokio::test]
+    async fn connections_are_reported_to_feedback() {
+        let reports = Arc::new(Mutex::new(Vec::<(String, Value)>::new()));
+        let r2 = reports.clone();
+        let service = serve(axum::Router::new().fallback(move |uri: http::Uri, body: axum::body::Bytes| {
+            let reports = r2.clone();
+            async move {
+                if uri.path() == "/feedback" {
+                    let v: Value = serde_json::from_slice(&body).unwrap();
+                    reports.lock().unwrap().push((uri.query().unwrap_or("").to_owned(), v));
+                    return (http::StatusCode::ACCEPTED, String::new());
+                }
+                if uri.path().ends_with("/ss") {
+                    return (http::StatusCode::NOT_FOUND, String::new());
+                }
+                (http::StatusCode::OK, r#"{"dns":[{"ips":["127.0.0.1"],"ttl":600}]}"#.to_owned())
+            }
+        }))
+        .await;
+        let cdn = serve(axum::Router::new().fallback(|| async { "image" })).await;
+        let mut o = ClientOptions { device_id: "d1".into(), events: None, ..Default::default() };
+        o.resolver.service.servers = vec![format!("http://{service}").parse().unwrap()];
+        o.resolver.service.account = Some(crate::Account { id: 100000, secret: "IAmASecret".into() });
+        o.resolver.allow_private = true;
+        o.resolver.local_dns = crate::LocalDns::Off;
+        let client = CdnClient::new(o).unwrap();
+        client.resolver().set_network("wifi:home");
+        let port = cdn.port();
+        for _ in 0..3 {
+            let f = client.get(&format!("http://img.example.com:{port}/a.jpg")).await.unwrap();
+            assert_eq!(f.response.text().await.unwrap(), "image");
+        }
+        // Nothing listens on port 1: a failed connection to the name's address.
+        assert!(client.get("http://dead.example.com:1/a.jpg").await.is_err());
+        // An IP literal is not a domain's node: no report.
+        client.get(&format!("http://127.0.0.1:{port}/a.jpg")).await.unwrap();
+        let feedback = client.feedback().unwrap();
+        assert_eq!(feedback.flush().await.unwrap(), 2);
+        let got = reports.lock().unwrap().clone();
+        assert_eq!(got.len(), 1, "one batch");
+        let (query, body) = &got[0];
+        assert!(query.starts_with("account=100000&t=") && query.contains("&s="), "signed: {query}");
+        let list = body["reports"].as_array().unwrap();
+        // Three requests, one connection (kept alive): one report for the live node.
+        let ok = &list[0];
+        assert_eq!(
+            (ok["ip"].as_str(), ok["domain"].as_str(), ok["ok"].as_bool()),
+            (Some("127.0.0.1"), Some("img.example.com"), Some(true))
+        );
+        assert!(ok["connect_ms"].as_u64().unwrap() < 2000);
+        assert_eq!(ok["network"], "wifi");
+        let failed = &list[1];
+        assert_eq!(
+            failed,
+            &serde_json::json!({"ip": "127.0.0.1", "domain": "dead.example.com", "ok": false, "network": "wifi"})
+        );
+        // Off: no reporter, no layer.
+        let client = CdnClient::new(ClientOptions { feedback: None, ..Default::default() }).unwrap();
+        assert!(client.feedback().is_none());
+    }
 }

@@ -51,6 +51,22 @@ pub struct EventOptions {
     pub max_backoff: Duration,
 }
 
+impl EventOptions {
+    /// The settings of the `/feedback` reporter ([`Reporter::feedback`]), as the Android SDK's:
+    /// batches of 100 (the server's limit) every 30 s, at most 500 waiting, no file (a report is
+    /// worth little once old), never woken early by a full batch (the server takes 5 requests a
+    /// second per client).
+    pub fn feedback() -> Self {
+        Self {
+            batch_size: 100,
+            max_queue: 500,
+            request_sample_rate: 0.0,
+            localdns_sample_rate: 0.0,
+            ..Self::default()
+        }
+    }
+}
+
 impl Default for EventOptions {
     fn default() -> Self {
         Self {
@@ -215,6 +231,49 @@ struct Inner {
     side: AtomicU8,
     // One send at a time (the loop, and `flush`).
     sending: tokio::sync::Mutex<()>,
+    /// `events` (`/app/events`) or `reports` (`/feedback`): the body's list.
+    list_key: &'static str,
+}
+
+/// One connection's outcome for the server's live scores (`POST /feedback`,
+/// docs/live-scores.md), as the Android SDK's `eventListenerFactory` reports it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FeedbackReport {
+    /// The node connected to.
+    pub ip: IpAddr,
+    /// The name it was resolved for.
+    pub domain: String,
+    pub ok: bool,
+    /// The connection's set-up time (TCP, and TLS for HTTPS), when it succeeded.
+    pub connect: Option<Duration>,
+    /// `wifi` or `cellular`, from the network key's prefix; `None` otherwise.
+    pub network: Option<&'static str>,
+}
+
+impl FeedbackReport {
+    /// The server's schema: `{"ip", "domain", "ok", "connect_ms", "network"}`, `connect_ms`
+    /// only for a success (0 to 60,000), `network` only when known.
+    pub fn to_json(&self) -> Value {
+        let mut v = json!({"ip": self.ip.to_string(), "domain": self.domain, "ok": self.ok});
+        if let (true, Some(c)) = (self.ok, self.connect) {
+            v["connect_ms"] = json!((c.as_millis() as u64).min(60_000));
+        }
+        if let Some(n) = self.network {
+            v["network"] = json!(n);
+        }
+        v
+    }
+
+    /// `wifi` / `cellular` from a network key (`"wifi:home"`, `"cellular:46001"`).
+    pub fn network_of(key: &str) -> Option<&'static str> {
+        if key.starts_with("wifi") {
+            Some("wifi")
+        } else if key.starts_with("cellular") {
+            Some("cellular")
+        } else {
+            None
+        }
+    }
 }
 
 #[derive(Debug, Default)]
@@ -240,7 +299,18 @@ pub fn sampled(rate: f64) -> bool {
 impl Reporter {
     /// A reporter sending to the first of `urls` that takes a batch (the service's addresses,
     /// or [`EventOptions::url`]). Reads the queue file if any. Sample rates are clamped to 0..=1.
-    pub fn new(mut opts: EventOptions, urls: Vec<Url>) -> Self {
+    pub fn new(opts: EventOptions, urls: Vec<Url>) -> Self {
+        Self::with_list(opts, urls, "events")
+    }
+
+    /// A reporter of connection outcomes to `/feedback` (`urls`: `/feedback` on the service's
+    /// addresses), with [`EventOptions::feedback`]-like settings: `{"reports": [...]}`
+    /// batches, signed like events, never woken early by a full batch.
+    pub fn feedback(opts: EventOptions, urls: Vec<Url>) -> Self {
+        Self::with_list(opts, urls, "reports")
+    }
+
+    fn with_list(mut opts: EventOptions, urls: Vec<Url>, list_key: &'static str) -> Self {
         let clamp = |r: f64| if r.is_nan() { 0.0 } else { r.clamp(0.0, 1.0) };
         opts.request_sample_rate = clamp(opts.request_sample_rate);
         opts.localdns_sample_rate = clamp(opts.localdns_sample_rate);
@@ -272,6 +342,7 @@ impl Reporter {
                 notify: Notify::new(),
                 side: AtomicU8::new(0),
                 sending: tokio::sync::Mutex::new(()),
+                list_key,
                 opts,
             }),
         }
@@ -305,6 +376,15 @@ impl Reporter {
     pub fn record(&self, event: ClientEvent) {
         let v = event.to_json(httpdns_core::clock::unix_s(), self.side());
         let kind = v["event"].as_str().unwrap_or("?").to_owned();
+        self.push(v, kind);
+    }
+
+    /// Queues a connection report (a [`Reporter::feedback`] reporter); never waits.
+    pub fn record_feedback(&self, report: &FeedbackReport) {
+        self.push(report.to_json(), "feedback".to_owned());
+    }
+
+    fn push(&self, v: Value, kind: String) {
         let full = {
             let mut s = self.inner.state.lock().expect("lock");
             let seq = s.next_seq;
@@ -321,7 +401,8 @@ impl Reporter {
             }
             s.queue.len() >= self.inner.opts.batch_size
         };
-        if full {
+        // Feedback waits for its interval: the server's per-client rate limit is low.
+        if full && self.inner.list_key == "events" {
             self.inner.notify.notify_one();
         }
     }
@@ -343,7 +424,7 @@ impl Reporter {
             }
         };
         let n = events.len();
-        let body = serde_json::to_vec(&json!({ "events": events })).expect("JSON");
+        let body = serde_json::to_vec(&json!({ (self.inner.list_key): events })).expect("JSON");
         let drop_sent = |refused: bool| {
             let mut s = self.inner.state.lock().expect("lock");
             // By sequence number: events dropped for room meanwhile are not counted twice.
@@ -545,11 +626,11 @@ mod tests {
                     let (got, fail) = (got.clone(), fail.clone());
                     async move {
                         if fail.load(Ordering::SeqCst) {
-                            return axum::http::StatusCode::SERVICE_UNAVAILABLE;
+                            return http::StatusCode::SERVICE_UNAVAILABLE;
                         }
                         let v: Value = serde_json::from_slice(&body).unwrap();
                         got.lock().unwrap().extend(v["events"].as_array().unwrap().iter().cloned());
-                        axum::http::StatusCode::ACCEPTED
+                        http::StatusCode::ACCEPTED
                     }
                 }),
             )

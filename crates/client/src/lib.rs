@@ -32,6 +32,7 @@ pub mod convergence;
 pub mod error;
 pub mod events;
 pub mod failover;
+pub mod feedback;
 mod fsutil;
 mod http;
 pub mod localdns;

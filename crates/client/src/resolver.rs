@@ -762,7 +762,7 @@ mod service_tests {
             let h = h.clone();
             async move {
                 h.fetch_add(1, Ordering::SeqCst);
-                (axum::http::StatusCode::from_u16(status).unwrap(), body)
+                (http::StatusCode::from_u16(status).unwrap(), body)
             }
         });
         let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -925,15 +925,15 @@ mod issue40_tests {
         let down = Arc::new(AtomicBool::new(false));
         let ss = Arc::new(Mutex::new(r#"{"service_ip":[]}"#.to_owned()));
         let (l2, d2, s2) = (log.clone(), down.clone(), ss.clone());
-        let app = axum::Router::new().fallback(move |uri: axum::http::Uri| {
+        let app = axum::Router::new().fallback(move |uri: http::Uri| {
             let (log, down, ss) = (l2.clone(), d2.clone(), s2.clone());
             async move {
                 log.lock().unwrap().push(uri.to_string());
                 if uri.path().ends_with("/ss") {
-                    return (axum::http::StatusCode::OK, ss.lock().unwrap().clone());
+                    return (http::StatusCode::OK, ss.lock().unwrap().clone());
                 }
                 if down.load(Ordering::SeqCst) {
-                    return (axum::http::StatusCode::SERVICE_UNAVAILABLE, "down".to_owned());
+                    return (http::StatusCode::SERVICE_UNAVAILABLE, "down".to_owned());
                 }
                 let q: HashMap<String, String> =
                     url::form_urlencoded::parse(uri.query().unwrap_or("").as_bytes()).into_owned().collect();
@@ -948,7 +948,7 @@ mod issue40_tests {
                         entries.push(serde_json::json!({"host": h, "type": 28, "ips": [v6], "ttl": 600}));
                     }
                 }
-                (axum::http::StatusCode::OK, serde_json::json!({ "dns": entries }).to_string())
+                (http::StatusCode::OK, serde_json::json!({ "dns": entries }).to_string())
             }
         });
         let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();

@@ -510,7 +510,7 @@ mod tests {
     async fn ss_server(ss: String) -> (Url, Arc<Mutex<Vec<String>>>) {
         let seen = Arc::new(Mutex::new(Vec::new()));
         let s = seen.clone();
-        let app = axum::Router::new().fallback(move |uri: axum::http::Uri| {
+        let app = axum::Router::new().fallback(move |uri: http::Uri| {
             let (s, ss) = (s.clone(), ss.clone());
             async move {
                 s.lock().unwrap().push(uri.to_string());
@@ -588,7 +588,7 @@ mod tests {
     async fn a_name_failure_is_not_a_server_failure() {
         let app = axum::Router::new().fallback(|| async {
             (
-                axum::http::StatusCode::BAD_GATEWAY,
+                http::StatusCode::BAD_GATEWAY,
                 r#"{"code":"InternalError","error":"upstream DNS resolution failed"}"#,
             )
         });
