@@ -49,6 +49,7 @@ try {
   const csp = first.headers()['content-security-policy'] || '';
   check(csp.includes("script-src 'self'") && csp.includes("frame-ancestors 'none'"), 'the page is served with a strict CSP: ' + csp);
   await page.waitForSelector('#signin');
+  check(await page.isHidden('#nav') && !(await page.textContent('main')).includes('null'), 'the sign-in page shows no sections and no stray "null"');
   await shot('signin');
 
   // A wrong token is refused on the field; the right one, typed and sent with Enter, signs in.
@@ -234,6 +235,7 @@ try {
   await page.goto(`${BASE}/console#/localdns/1h`);
   await page.waitForSelector('td:has-text("unicom")');
   await page.waitForSelector('#localdns-map svg.localdns-map');
+  check(!(await page.textContent('main')).includes('null'), 'no stray "null" on the map page');
   const ldns = await (await api.get(`${BASE}/admin/v1/localdns/map?window=1h`, { headers: { Authorization: `Bearer ${TOKEN}` } })).json();
   const tiles = await page.$$eval('#localdns-map g.tile', gs => gs.map(g => ({ region: g.dataset.region, data: g.classList.contains('has-data'), other: g.classList.contains('other'), rate: g.dataset.rate === undefined ? null : Number(g.dataset.rate), cls: g.getAttribute('class') })));
   const placed = new Set(tiles.filter(t => !t.other).map(t => t.region));

@@ -84,7 +84,8 @@ function table(rows, cols, caption) {
 
 function page(title, ...content) {
   const main = document.getElementById('main');
-  main.replaceChildren(h('h1', {}, title), ...content);
+  // Parts a page leaves out are null: nothing, not the text "null".
+  main.replaceChildren(h('h1', {}, title), ...content.flat().filter(c => c !== null && c !== undefined && c !== false));
   document.title = title + ' · httpdns console';
   main.focus();
 }
