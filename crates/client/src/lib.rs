@@ -3,6 +3,8 @@
 //! * [`Resolver`]: HTTPDNS lookups with failover between service addresses, a per-network
 //!   cache with refresh at 75% of the TTL, optional reuse of expired answers, a cache file,
 //!   invalid-address and carrier filters, and LocalDNS when the service is down or empty.
+//!   Also: pre-resolve in batches of 5, the service addresses from `/ss`, the IP stack
+//!   ([`stack`]: the families asked and the answer's order), allow/deny lists.
 //! * [`convergence`]: `https://image.xxx.com/a.jpg` → `https://<host>/image/a.jpg` by
 //!   `mergeHostConfigs`, with the config center's gray-release buckets.
 //! * [`failover`]: the ordered `hostListConfig`, hosts disabled on 5xx and connection failures
@@ -10,6 +12,8 @@
 //! * [`config_source`]: the signed config document, polled, kept on disk, larger version wins.
 //! * [`events`]: what the app saw (fallbacks, host switches, sampled requests and LocalDNS
 //!   comparisons), batched to the service's `/app/events`, never delaying a request.
+//! * [`feedback`]: every connection the client opens, reported to `/feedback` for the server's
+//!   live node scores.
 //! * [`CdnClient`]: all of it behind one `get`.
 //!
 //! ```no_run
