@@ -11,6 +11,7 @@ mod origin;
 mod support;
 
 mod floods;
+mod images;
 
 use std::time::{Duration, Instant};
 

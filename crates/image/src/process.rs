@@ -609,12 +609,18 @@ pub(crate) fn parse_with(raw: &str, context: Context) -> Result<ImageProcess, Pr
                 }
             }
             "blur" => {
+                // Each value given is checked before the one missing is reported: `blur,r_0`
+                // is about `r`.
+                const MESSAGE: &str = "must be an integer from 1 to 50";
                 let [r, s] = key_values(&params, ["r", "s"])?;
-                let (Some(r), Some(s)) = (r, s) else {
-                    return Err(ProcessError::new("blur", "needs r and s"));
+                let radius = r.map(|r| integer("r", r, 1, 50, MESSAGE)).transpose()?;
+                let sigma = s.map(|s| integer("s", s, 1, 50, MESSAGE)).transpose()?;
+                let (radius, sigma) = match (radius, sigma) {
+                    (Some(r), Some(s)) => (r as u8, s as u8),
+                    (None, None) => return Err(ProcessError::new("blur", "needs r and s")),
+                    (None, _) => return Err(ProcessError::new("r", "is required: blur needs r and s")),
+                    (_, None) => return Err(ProcessError::new("s", "is required: blur needs r and s")),
                 };
-                let radius = integer("r", r, 1, 50, "must be an integer from 1 to 50")? as u8;
-                let sigma = integer("s", s, 1, 50, "must be an integer from 1 to 50")? as u8;
                 chain.push(Action::Blur { radius, sigma });
             }
             "bright" | "contrast" => {
@@ -866,13 +872,15 @@ fn parse_crop(params: &[&str]) -> Result<Crop, ProcessError> {
 
 fn parse_indexcrop(params: &[&str]) -> Result<IndexCrop, ProcessError> {
     let [x, y, i] = key_values(params, ["x", "y", "i"])?;
+    // Values first, then how they combine: a bad value is reported under its own name.
+    let (x, y) = (side("x", x)?, side("y", y)?);
+    let index = i.map_or(Ok(0), |i| integer("i", i, 0, MAX_SIDE, "must be an integer from 0 to 16384"))?;
     let (axis, len) = match (x, y) {
-        (Some(x), None) => (Axis::X, side("x", Some(x))?.expect("given")),
-        (None, Some(y)) => (Axis::Y, side("y", Some(y))?.expect("given")),
+        (Some(x), None) => (Axis::X, x),
+        (None, Some(y)) => (Axis::Y, y),
         (Some(_), Some(_)) => return Err(ProcessError::new("indexcrop", "takes x or y, not both")),
         (None, None) => return Err(ProcessError::new("indexcrop", "needs x or y")),
     };
-    let index = i.map_or(Ok(0), |i| integer("i", i, 0, MAX_SIDE, "must be an integer from 0 to 16384"))?;
     Ok(IndexCrop { axis, len, index: index as u16 })
 }
 

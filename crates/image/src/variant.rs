@@ -23,8 +23,9 @@
 //!   what strips the metadata.
 //!
 //! Memory: [`memory_estimate`] bounds what one render holds from the header alone (input
-//! bytes, decoded pixels, the largest step's buffers, the encoded output), so the gateway can
-//! reserve it from a budget shared by all renders before it reads the original.
+//! bytes, decoded pixels and the decoder's own buffers, the largest step's buffers, the
+//! encoder's buffers and output), so the gateway can reserve it from a budget shared by all
+//! renders before it reads the original. `info` decodes no pixels at all.
 
 use std::collections::HashMap;
 use std::io::Cursor;
@@ -143,6 +144,8 @@ pub struct Header {
     pub height: u32,
     /// Bytes per pixel of the decoded buffer (8 for 16-bit RGBA).
     pub bytes_per_pixel: u8,
+    /// A progressive JPEG: its decoder holds every coefficient until the last scan.
+    pub progressive: bool,
 }
 
 /// Watermark images by object name, as the gateway read them for one render.
@@ -167,7 +170,38 @@ pub fn probe(bytes: &[u8]) -> Result<Header, RenderError> {
     let format = image_format(reader.format())?;
     let decoder = reader.into_decoder().map_err(|e| RenderError::Decode(e.to_string()))?;
     let (width, height) = decoder.dimensions();
-    Ok(Header { format, width, height, bytes_per_pixel: decoder.color_type().bytes_per_pixel() })
+    Ok(Header {
+        format,
+        width,
+        height,
+        bytes_per_pixel: decoder.color_type().bytes_per_pixel(),
+        progressive: format == OutputFormat::Jpeg && jpeg_is_progressive(bytes),
+    })
+}
+
+/// Whether the frame header of a JPEG is a progressive one (SOF2, SOF6, SOF10, SOF14), walking
+/// the marker segments from the start of the file.
+fn jpeg_is_progressive(bytes: &[u8]) -> bool {
+    let mut at = 2;
+    while at + 4 <= bytes.len() {
+        if bytes[at] != 0xFF {
+            return false;
+        }
+        let marker = bytes[at + 1];
+        match marker {
+            // Fill bytes before a marker.
+            0xFF => {
+                at += 1;
+                continue;
+            }
+            0xC2 | 0xC6 | 0xCA | 0xCE => return true,
+            0xC0 | 0xC1 | 0xC3 | 0xC5 | 0xC7 | 0xC9 | 0xCB | 0xCD | 0xCF | 0xDA | 0xD9 => return false,
+            _ => {}
+        }
+        let len = usize::from(u16::from_be_bytes([bytes[at + 2], bytes[at + 3]]));
+        at += 2 + len;
+    }
+    false
 }
 
 /// The chain's sizes from a source size: the size after each action (the last is the output),
@@ -244,9 +278,12 @@ fn resolve_main_percent(r: &Resize, main: Option<(u64, u64)>) -> Resize {
 }
 
 /// Bytes one render of `ops` holds at its peak, from the original's header: its bytes, the
-/// decoded pixels (and their 8-bit copy), the largest step's input, output and work buffers,
-/// watermark images at their budget, and the encoded output. Refuses, as [`render_with`]
-/// would, what is over the pixel budgets.
+/// decoded pixels (and their 8-bit copy) and the decoder's buffers, the largest step's input,
+/// output and work buffers, watermark images at their budget, and the encoder's buffers with
+/// the encoded output. Refuses, as [`render_with`] would, what is over the pixel budgets.
+///
+/// Measured against the heap of real renders (`tests/memory.rs` of this crate), every
+/// estimate is above the peak; the gateway's budget relies on it.
 pub fn memory_estimate(
     ops: &ImageProcess,
     header: &Header,
@@ -258,11 +295,30 @@ pub fn memory_estimate(
     if pixels > limits.max_input_pixels {
         return Err(RenderError::TooLarge { pixels, limit: limits.max_input_pixels });
     }
+    // `image`'s JPEG decoder reads the whole file into a buffer of its own first.
+    let copy = if header.format == OutputFormat::Jpeg { input_len } else { 0 };
+    if ops.report() == Some(Report::Info) {
+        // Header and EXIF only (see `render_with`), but the sizes are still planned.
+        plan(ops.actions(), (w, h), None, limits)?;
+        return Ok(input_len + copy + DECODER_STATE);
+    }
     let decoded = pixels * u64::from(header.bytes_per_pixel.max(1));
     let eight_bit = if header.bytes_per_pixel > 4 { pixels * 4 } else { 0 };
+    // The decoders' own buffers besides the pixels (measured): zune-jpeg's component planes,
+    // and every coefficient of a progressive JPEG (2 bytes a sample); the GIF decoder's frame
+    // and canvas; image-webp's YUV planes. PNG decodes row by row.
+    let decoder = DECODER_STATE
+        + copy
+        + pixels
+            * match header.format {
+                OutputFormat::Jpeg if header.progressive => 8,
+                OutputFormat::Jpeg => 3,
+                OutputFormat::Gif | OutputFormat::WebP => 4,
+                OutputFormat::Png | OutputFormat::Bmp => 0,
+            };
     // Orientation may swap the sides; plan both ways and take the larger.
     let mut peak = 0u64;
-    let mut out_px = pixels;
+    let mut out = (0, 0);
     let orders: &[(u64, u64)] = if ops.auto_orient() { &[(w, h), (h, w)] } else { &[(w, h)] };
     for &src in orders {
         let sizes = plan(ops.actions(), src, None, limits)?;
@@ -286,11 +342,25 @@ pub fn memory_estimate(
             peak = peak.max(i * 4 + work);
             before = after;
         }
-        out_px = out_px.max(before.0 * before.1);
+        if before.0 * before.1 > out.0 * out.1 {
+            out = before;
+        }
     }
-    let encoded = out_px * 4 + 64 * 1024;
-    Ok(input_len + decoded + eight_bit + peak + encoded)
+    let encoded = match ops.report() {
+        // An RGBA copy of the result.
+        Some(_) => out.0 * out.1 * 4,
+        None => {
+            let format = ops.format().unwrap_or(header.format);
+            let lossless_webp = matches!(ops.quality(), Some(Quality::Absolute(q)) if q.get() == 100);
+            encode::work_bytes(format, out, ops.output().interlace, lossless_webp)
+        }
+    };
+    Ok(input_len + decoded + eight_bit + decoder + peak + encoded)
 }
+
+/// What a decoder holds besides the pixels whatever the size: the zlib window, buffered rows
+/// and chunks, metadata blocks.
+const DECODER_STATE: u64 = 1 << 20;
 
 /// Renders the variant `ops` of the image `original` (no watermark images).
 pub fn render(original: &[u8], ops: &ImageProcess, limits: &Limits) -> Result<Rendered, RenderError> {
@@ -308,13 +378,14 @@ pub fn render_with(
     if original.len() > limits.max_input_bytes {
         return Err(RenderError::InputTooLarge { bytes: original.len(), limit: limits.max_input_bytes });
     }
-    let decoded = decode(original, limits, ops.auto_orient())?;
-    let src = decoded.image.dimensions();
-    let sizes = plan(ops.actions(), (src.0.into(), src.1.into()), None, limits)?;
     if ops.report() == Some(Report::Info) {
-        // Sizes come from the plan: no pixel work is needed to report them.
-        let (w, h) = sizes.last().copied().unwrap_or((src.0.into(), src.1.into()));
-        let json = report::info(original.len(), decoded.format, (w, h), decoded.exif.as_deref());
+        // Sizes come from the header and the plan: no pixel is decoded to report them.
+        let opened = open(original, limits, ops.auto_orient())?;
+        let src = opened.oriented_size();
+        let sizes = plan(ops.actions(), src, None, limits)?;
+        let (w, h) = sizes.last().copied().unwrap_or(src);
+        let frames = report::frame_count(original, opened.format);
+        let json = report::info(original.len(), opened.format, (w, h), frames, opened.exif.as_deref());
         return Ok(Rendered {
             bytes: json,
             content_type: "application/json",
@@ -322,6 +393,9 @@ pub fn render_with(
             height: h as u32,
         });
     }
+    let decoded = decode(original, limits, ops.auto_orient())?;
+    let src = decoded.image.dimensions();
+    plan(ops.actions(), (src.0.into(), src.1.into()), None, limits)?;
     let image = run(decoded.image, ops.actions(), limits, watermarks, &deadline)?;
     let (width, height) = image.dimensions();
     if ops.report() == Some(Report::AverageHue) {
@@ -385,11 +459,38 @@ pub(crate) fn run(
 pub(crate) struct Decoded {
     pub(crate) image: DynamicImage,
     pub(crate) format: OutputFormat,
-    pub(crate) exif: Option<Vec<u8>>,
 }
 
-/// Decodes within the budgets: header first, pixels only when the header fits.
-pub(crate) fn decode(original: &[u8], limits: &Limits, auto_orient: bool) -> Result<Decoded, RenderError> {
+/// An original whose header was read and checked against the budgets, pixels not decoded.
+pub(crate) struct Opened<D> {
+    decoder: D,
+    pub(crate) format: OutputFormat,
+    pub(crate) exif: Option<Vec<u8>>,
+    orientation: Orientation,
+}
+
+impl<D: ImageDecoder> Opened<D> {
+    /// The size after the orientation is applied.
+    pub(crate) fn oriented_size(&self) -> (u64, u64) {
+        let (w, h) = self.decoder.dimensions();
+        let (w, h) = (u64::from(w), u64::from(h));
+        match self.orientation {
+            Orientation::Rotate90
+            | Orientation::Rotate270
+            | Orientation::Rotate90FlipH
+            | Orientation::Rotate270FlipH => (h, w),
+            _ => (w, h),
+        }
+    }
+}
+
+/// Reads the header within the budgets: the pixel count is refused over budget before any
+/// pixel buffer exists.
+pub(crate) fn open<'a>(
+    original: &'a [u8],
+    limits: &Limits,
+    auto_orient: bool,
+) -> Result<Opened<impl ImageDecoder + 'a>, RenderError> {
     let decode_error = |e: image::ImageError| RenderError::Decode(e.to_string());
     let mut reader = ImageReader::new(Cursor::new(original))
         .with_guessed_format()
@@ -426,9 +527,16 @@ pub(crate) fn decode(original: &[u8], limits: &Limits, auto_orient: bool) -> Res
     } else {
         Orientation::NoTransforms
     };
-    let mut image = to_8bit(DynamicImage::from_decoder(decoder).map_err(decode_error)?);
+    Ok(Opened { decoder, format, exif, orientation })
+}
+
+/// Decodes within the budgets: header first, pixels only when the header fits.
+pub(crate) fn decode(original: &[u8], limits: &Limits, auto_orient: bool) -> Result<Decoded, RenderError> {
+    let Opened { decoder, format, orientation, .. } = open(original, limits, auto_orient)?;
+    let decoded = DynamicImage::from_decoder(decoder).map_err(|e| RenderError::Decode(e.to_string()))?;
+    let mut image = to_8bit(decoded);
     image.apply_orientation(orientation);
-    Ok(Decoded { image, format, exif })
+    Ok(Decoded { image, format })
 }
 
 /// 8 bits per channel, keeping grey and alpha: every encoder takes these, and they halve the

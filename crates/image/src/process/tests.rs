@@ -630,3 +630,25 @@ fn base64_of(text: &str) -> String {
     use base64::Engine as _;
     base64::engine::general_purpose::URL_SAFE.encode(text)
 }
+
+#[test]
+fn a_bad_value_is_named_before_a_missing_one() {
+    // Issue 38: `blur,r_0` named `blur`.
+    assert_eq!(refused("image/blur,r_0"), "r");
+    assert_eq!(refused("image/blur,s_0"), "s");
+    assert_eq!(refused("image/blur,s_51,r_3"), "s");
+    // Nothing wrong but a parameter missing: that parameter is named.
+    assert_eq!(refused("image/blur,r_3"), "s");
+    assert_eq!(refused("image/blur,s_3"), "r");
+    assert_eq!(refused("image/blur"), "blur");
+    assert_eq!(refused("image/indexcrop,x_0,y_10"), "x");
+    assert_eq!(refused("image/indexcrop,x_10,y_10,i_-1"), "i");
+    assert_eq!(refused("image/indexcrop,x_10,y_10"), "indexcrop");
+    assert_eq!(refused("image/watermark,t_500"), "t");
+    assert_eq!(refused("image/watermark,g_up"), "g");
+    assert_eq!(refused("image/watermark,size_0"), "size");
+    assert_eq!(refused("image/watermark,size_20"), "size");
+    assert_eq!(refused("image/watermark,text_SGk,interval_2000"), "interval");
+    assert_eq!(refused("image/watermark,text_SGk,interval_20"), "interval");
+    assert_eq!(refused("image/watermark"), "watermark");
+}

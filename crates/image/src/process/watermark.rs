@@ -109,6 +109,33 @@ pub(crate) fn parse(params: &[&str]) -> Result<Watermark, ProcessError> {
         v.map_or(Ok(default), |v| integer(key, v, min, max, message))
     };
     let flag = |key: &str, v: Option<&str>| num(key, v, 0, 1, 0, "must be 0 or 1").map(|n| n == 1);
+    // Every value given is checked first, so that a bad one is reported under its own name
+    // (`t_500` is about `t`, even without text or image); then how the parameters combine.
+    let opacity = num("t", t, 0, 100, 100, "must be an integer from 0 to 100")? as u8;
+    let gravity = g.map_or(Ok(Gravity::SouthEast), |g| Gravity::parse("g", g))?;
+    let x = num("x", x, 0, 4096, 10, MARGIN)? as u16;
+    let y = num("y", y, 0, 4096, 10, MARGIN)? as u16;
+    let voffset =
+        voffset.map_or(Ok(0), |v| signed("voffset", v, 1000, "must be an integer from -1000 to 1000"))?;
+    let tile = flag("fill", fill)?;
+    let padx = num("padx", padx, 0, 4096, 0, MARGIN)? as u16;
+    let pady = num("pady", pady, 0, 4096, 0, MARGIN)? as u16;
+    let text_first = flag("order", order)?;
+    let align_value = num("align", align, 0, 2, 0, "must be 0, 1 or 2")? as u8;
+    let interval_value = num("interval", interval, 0, 1000, 0, "must be an integer from 0 to 1000")? as u16;
+    let font_index = match font {
+        None => 0,
+        Some(raw) => {
+            let name = decode_b64("type", raw)?;
+            FONTS.iter().position(|f| *f == name).ok_or_else(|| {
+                ProcessError::new("type", "must name an OSS font (wqy-zenhei, droidsansfallback, ...)")
+            })? as u8
+        }
+    };
+    let text_color = color.map_or(Ok([0, 0, 0]), |c| parse_color("color", c))?;
+    let text_size = num("size", size, 1, 1000, 40, "must be an integer from 1 to 1000")? as u16;
+    let text_shadow = num("shadow", shadow, 0, 100, 0, "must be an integer from 0 to 100")? as u8;
+    let text_rotate = num("rotate", rotate, 0, 360, 0, "must be an integer from 0 to 360")? % 360;
     let text = match text {
         None => {
             for (key, given) in
@@ -128,26 +155,13 @@ pub(crate) fn parse(params: &[&str]) -> Result<Watermark, ProcessError> {
             if text.chars().any(char::is_control) {
                 return Err(ProcessError::new("text", "must not contain control characters"));
             }
-            let font = match font {
-                None => 0,
-                Some(raw) => {
-                    let name = decode_b64("type", raw)?;
-                    FONTS.iter().position(|f| *f == name).ok_or_else(|| {
-                        ProcessError::new(
-                            "type",
-                            "must name an OSS font (wqy-zenhei, droidsansfallback, ...)",
-                        )
-                    })? as u8
-                }
-            };
-            let rotate = num("rotate", rotate, 0, 360, 0, "must be an integer from 0 to 360")? % 360;
             Some(WatermarkText {
                 text,
-                font,
-                color: color.map_or(Ok([0, 0, 0]), |c| parse_color("color", c))?,
-                size: num("size", size, 1, 1000, 40, "must be an integer from 1 to 1000")? as u16,
-                shadow: num("shadow", shadow, 0, 100, 0, "must be an integer from 0 to 100")? as u8,
-                rotate: rotate as u16,
+                font: font_index,
+                color: text_color,
+                size: text_size,
+                shadow: text_shadow,
+                rotate: text_rotate as u16,
             })
         }
     };
@@ -183,20 +197,18 @@ pub(crate) fn parse(params: &[&str]) -> Result<Watermark, ProcessError> {
             return Err(ProcessError::new(key, "needs both text and image"));
         }
     }
-    let voffset =
-        voffset.map_or(Ok(0), |v| signed("voffset", v, 1000, "must be an integer from -1000 to 1000"))?;
     Ok(Watermark {
-        opacity: num("t", t, 0, 100, 100, "must be an integer from 0 to 100")? as u8,
-        gravity: g.map_or(Ok(Gravity::SouthEast), |g| Gravity::parse("g", g))?,
-        x: num("x", x, 0, 4096, 10, MARGIN)? as u16,
-        y: num("y", y, 0, 4096, 10, MARGIN)? as u16,
+        opacity,
+        gravity,
+        x,
+        y,
         voffset: voffset as i16,
-        tile: flag("fill", fill)?,
-        padx: num("padx", padx, 0, 4096, 0, MARGIN)? as u16,
-        pady: num("pady", pady, 0, 4096, 0, MARGIN)? as u16,
-        text_first: flag("order", order)?,
-        align: num("align", align, 0, 2, 0, "must be 0, 1 or 2")? as u8,
-        interval: num("interval", interval, 0, 1000, 0, "must be an integer from 0 to 1000")? as u16,
+        tile,
+        padx,
+        pady,
+        text_first,
+        align: align_value,
+        interval: interval_value,
         text,
         image,
     })

@@ -29,16 +29,18 @@ fn value(v: impl ToString) -> Value {
 }
 
 /// OSS's `info` document: `{"FileSize": {"value": "21839"}, "Format": {"value": "jpg"},
-/// "ImageHeight": ..., "ImageWidth": ..., <EXIF fields>}`.
+/// "FrameCount": {"value": "1"}, "ImageHeight": ..., "ImageWidth": ..., <EXIF fields>}`.
 pub(crate) fn info(
     file_size: usize,
     format: OutputFormat,
     (w, h): (u64, u64),
+    frames: u32,
     exif: Option<&[u8]>,
 ) -> Vec<u8> {
     let mut doc = Map::new();
     doc.insert("FileSize".into(), value(file_size));
     doc.insert("Format".into(), value(format.as_str()));
+    doc.insert("FrameCount".into(), value(frames));
     doc.insert("ImageHeight".into(), value(h));
     doc.insert("ImageWidth".into(), value(w));
     if let Some(raw) = exif {
@@ -51,6 +53,72 @@ pub(crate) fn info(
         }
     }
     serde_json::to_vec(&Value::Object(doc)).expect("JSON of strings")
+}
+
+/// The number of frames: of an animated GIF (image descriptors) or animated WebP (`ANMF`
+/// chunks), counted by walking the blocks without decoding a pixel; 1 for everything else, and
+/// for a file cut short the frames seen so far (at least 1).
+pub(crate) fn frame_count(bytes: &[u8], format: OutputFormat) -> u32 {
+    let frames = match format {
+        OutputFormat::Gif => gif_frames(bytes),
+        OutputFormat::WebP => webp_frames(bytes),
+        _ => 1,
+    };
+    frames.max(1)
+}
+
+/// Image descriptors of a GIF: header, logical screen (and its colour table), then blocks.
+fn gif_frames(bytes: &[u8]) -> u32 {
+    // Skips data sub-blocks (a length byte, that many bytes, until a zero length).
+    fn sub_blocks(bytes: &[u8], mut at: usize) -> Option<usize> {
+        loop {
+            let len = usize::from(*bytes.get(at)?);
+            at += 1 + len;
+            if len == 0 {
+                return Some(at);
+            }
+        }
+    }
+    let table = |flags: u8| if flags & 0x80 != 0 { 3 << ((flags & 0x07) + 1) } else { 0 };
+    let Some(&screen_flags) = bytes.get(10) else { return 0 };
+    let mut at = 13 + table(screen_flags);
+    let mut frames = 0;
+    while let Some(&block) = bytes.get(at) {
+        match block {
+            // Extension: label, then sub-blocks.
+            0x21 => match sub_blocks(bytes, at + 2) {
+                Some(next) => at = next,
+                None => break,
+            },
+            // Image descriptor (10 bytes), local colour table, LZW minimum code size, data.
+            0x2C => {
+                let Some(&flags) = bytes.get(at + 9) else { break };
+                frames += 1;
+                match sub_blocks(bytes, at + 10 + table(flags) + 1) {
+                    Some(next) => at = next,
+                    None => break,
+                }
+            }
+            // Trailer, or anything that is not a block.
+            _ => break,
+        }
+    }
+    frames
+}
+
+/// `ANMF` chunks of a RIFF WebP; a still WebP has none.
+fn webp_frames(bytes: &[u8]) -> u32 {
+    let mut at = 12;
+    let mut frames = 0;
+    while at + 8 <= bytes.len() {
+        let len = u32::from_le_bytes([bytes[at + 4], bytes[at + 5], bytes[at + 6], bytes[at + 7]]) as usize;
+        if &bytes[at..at + 4] == b"ANMF" {
+            frames += 1;
+        }
+        // Chunks are padded to an even length.
+        at = at.saturating_add(8).saturating_add(len).saturating_add(len & 1);
+    }
+    frames
 }
 
 /// OSS's spelling of EXIF values: numbers as numbers, rationals as `n/d`, text trimmed.

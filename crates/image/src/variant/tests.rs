@@ -643,3 +643,71 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn info_counts_the_frames_of_animated_gifs() {
+    // Three frames, the middle one with a local colour table, between extensions.
+    let mut gif = Vec::new();
+    {
+        let mut encoder = image::codecs::gif::GifEncoder::new(&mut gif);
+        encoder.set_repeat(image::codecs::gif::Repeat::Infinite).unwrap();
+        for shade in [0u8, 120, 240] {
+            let frame = RgbaImage::from_fn(24, 16, |x, y| Rgba([shade, (x * 10) as u8, (y * 15) as u8, 255]));
+            encoder.encode_frame(image::Frame::new(frame)).unwrap();
+        }
+    }
+    let out = run(&gif, "image/info").unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&out.bytes).unwrap();
+    assert_eq!(v["Format"]["value"], "gif");
+    assert_eq!(v["FrameCount"]["value"], "3", "{v}");
+    assert_eq!(
+        (v["ImageWidth"]["value"].as_str(), v["ImageHeight"]["value"].as_str()),
+        (Some("24"), Some("16"))
+    );
+    // ImageMagick agrees on the count.
+    if let Ok(tmp) = tempfile::NamedTempFile::new() {
+        std::fs::write(tmp.path(), &gif).unwrap();
+        if let Ok(out) = std::process::Command::new("identify").arg(tmp.path()).output() {
+            if out.status.success() {
+                assert_eq!(String::from_utf8_lossy(&out.stdout).lines().count(), 3);
+            }
+        }
+    }
+    // A still image is one frame, and so is a GIF cut short after its first.
+    let still_png = run(&png(20, 10), "image/info").unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&still_png.bytes).unwrap();
+    assert_eq!(v["FrameCount"]["value"], "1");
+    let still = run(&run(&png(8, 8), "image/format,gif").unwrap().bytes, "image/info").unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&still.bytes).unwrap();
+    assert_eq!(v["FrameCount"]["value"], "1");
+    for cut in [13, 40, gif.len() / 2] {
+        assert!(report::frame_count(&gif[..cut], OutputFormat::Gif) >= 1);
+    }
+}
+
+#[test]
+fn info_reads_no_pixels() {
+    // The estimate of `info` is the file and the decoder's state, whatever the image's size.
+    let big = png(2000, 1500);
+    let header = probe(&big).unwrap();
+    let ops = parse("image/info").unwrap();
+    let estimate = memory_estimate(&ops, &header, big.len() as u64, &Limits::default()).unwrap();
+    assert!(estimate < big.len() as u64 + (2 << 20), "{estimate}");
+    let resize =
+        memory_estimate(&parse("image/resize,w_100").unwrap(), &header, big.len() as u64, &Limits::default())
+            .unwrap();
+    assert!(resize > 2000 * 1500 * 4, "{resize}");
+}
+
+#[test]
+fn progressive_jpegs_are_told_from_the_header() {
+    let source = gradient(64, 48);
+    let baseline = run(&encode_as(source.clone(), ImageFormat::Png), "image/format,jpg").unwrap();
+    let progressive = run(&encode_as(source, ImageFormat::Png), "image/interlace,1/format,jpg").unwrap();
+    assert!(!probe(&baseline.bytes).unwrap().progressive);
+    assert!(probe(&progressive.bytes).unwrap().progressive);
+    // A cut header never panics.
+    for cut in 0..progressive.bytes.len().min(700) {
+        let _ = jpeg_is_progressive(&progressive.bytes[..cut]);
+    }
+}
