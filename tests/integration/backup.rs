@@ -444,3 +444,35 @@ async fn a_sqlite_backup_restores_into_postgres() {
     };
     round_trip("sqlite->postgres", Db::Sqlite, Db::Postgres(db.url.clone()), None).await;
 }
+
+/// A backup killed mid-way (kill -9 runs no cleanup) leaves its partial archive beside the
+/// output; the next backup into that directory removes it. An archive another backup is
+/// writing right now (its lock held) is left alone.
+#[tokio::test]
+async fn a_killed_backups_partial_archive_is_removed_by_the_next() {
+    let dir = tempfile::tempdir().unwrap();
+    let e = side(dir.path(), &Db::Sqlite, None);
+    // A server ran here once: the database exists.
+    drop(Process::spawn(&e, dir.path()));
+    let out_dir = dir.path().join("backups");
+    std::fs::create_dir_all(&out_dir).unwrap();
+    let abandoned = out_dir.join(".httpdns-backup-Ab12Cd");
+    std::fs::write(&abandoned, vec![0u8; 1 << 20]).unwrap();
+    let running = out_dir.join(".httpdns-backup-Ef34Gh");
+    let held = std::fs::File::create(&running).unwrap();
+    rustix::fs::flock(&held, rustix::fs::FlockOperation::LockExclusive).unwrap();
+    let archive = out_dir.join("httpdns.tar");
+    let out = {
+        let (e, archive) = (e.clone(), archive.clone());
+        tokio::task::spawn_blocking(move || run(&e, &["backup", "-o", archive.to_str().unwrap()]))
+            .await
+            .unwrap()
+    };
+    ok(&out, "backup");
+    assert!(archive.is_file());
+    assert!(!abandoned.exists(), "the killed backup's archive is still there");
+    assert!(running.exists(), "a running backup's archive was removed");
+    let left: Vec<_> = std::fs::read_dir(&out_dir).unwrap().flatten().map(|e| e.file_name()).collect();
+    assert_eq!(left.len(), 2, "{left:?}");
+    drop(held);
+}

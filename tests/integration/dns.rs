@@ -176,9 +176,22 @@ async fn dns_over_https_wire_and_json() {
         .unwrap();
     let m = Message::from_vec(&resp.bytes().await.unwrap()).unwrap();
     assert_eq!(addresses(&m), ["2.2.2.1", "2.2.2.2"]);
-    let resp =
-        s.http.post(s.url("/dns-query")).header("content-type", "text/plain").body(q).send().await.unwrap();
-    assert_eq!(resp.status(), 415);
+    // Media types compare without case, parameters aside (RFC 9110 §8.3.1); a prefix of the
+    // type is not the type.
+    for ct in ["Application/DNS-Message", "application/dns-message; charset=binary"] {
+        let resp =
+            s.http.post(s.url("/dns-query")).header("content-type", ct).body(q.clone()).send().await.unwrap();
+        assert_eq!(resp.status(), 200, "{ct}");
+        assert_eq!(
+            addresses(&Message::from_vec(&resp.bytes().await.unwrap()).unwrap()),
+            ["2.2.2.1", "2.2.2.2"]
+        );
+    }
+    for ct in ["text/plain", "application/dns-messagex"] {
+        let resp =
+            s.http.post(s.url("/dns-query")).header("content-type", ct).body(q.clone()).send().await.unwrap();
+        assert_eq!(resp.status(), 415, "{ct}");
+    }
     // JSON API.
     let resp = s
         .http

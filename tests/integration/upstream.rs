@@ -141,6 +141,16 @@ async fn upstream_answers_with_client_subnet_cache_and_single_flight() {
     let m = Message::from_vec(&buf[..n]).unwrap();
     assert!(m.metadata.recursion_available && !m.metadata.authoritative);
     assert_eq!(m.answers.len(), 1);
+    // A question in mixed case (0x20) gets its own spelling back, in the question and the
+    // answer's owner name (resolvers that randomise case match by it).
+    let q = httpdns_dns::build_query(7, "A.PaRtNeR.eXaMpLe.", RecordType::A, None).unwrap();
+    sock.send_to(&q, s.dns.unwrap()).await.unwrap();
+    let (n, _) =
+        tokio::time::timeout(Duration::from_secs(5), sock.recv_from(&mut buf)).await.unwrap().unwrap();
+    let m = Message::from_vec(&buf[..n]).unwrap();
+    assert_eq!(m.queries[0].name().to_string(), "A.PaRtNeR.eXaMpLe.");
+    assert_eq!(m.answers.len(), 1);
+    assert_eq!(m.answers[0].name.to_string(), "A.PaRtNeR.eXaMpLe.", "{m:?}");
     // NXDOMAIN passes through and is cached.
     let q = httpdns_dns::build_query(6, "nx.partner.example.", RecordType::A, None).unwrap();
     sock.send_to(&q, s.dns.unwrap()).await.unwrap();

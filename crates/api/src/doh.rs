@@ -86,9 +86,11 @@ async fn serve(app: &AppState, peer: IpAddr, request: Request) -> Result<Respons
         }
         Method::POST => {
             let ct = parts.headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("");
+            // The media type without its parameters, compared without case (RFC 9110 §8.3.1).
             // `application/dns-udpwireformat` is the type of the drafts before RFC 8484, which
             // some clients still send.
-            if !ct.starts_with(DNS_MESSAGE) && !ct.starts_with(DNS_UDPWIREFORMAT) {
+            let media = ct.split(';').next().unwrap_or("").trim();
+            if !media.eq_ignore_ascii_case(DNS_MESSAGE) && !media.eq_ignore_ascii_case(DNS_UDPWIREFORMAT) {
                 return Err(ApiError::new(
                     StatusCode::UNSUPPORTED_MEDIA_TYPE,
                     "UnsupportedMediaType",

@@ -81,7 +81,10 @@ impl Forward {
         match lookup {
             Ok(l) => {
                 self.response.metadata.response_code = l.rcode;
-                if let Ok(qname) = Name::from_ascii(format!("{}.", self.name)) {
+                // The owner name as the question spelled it: resolvers that randomise the
+                // case of their questions (0x20, draft-vixie-dnsext-dns0x20) match answers by it.
+                let asked = self.response.queries.first().map(|q| q.name().clone());
+                if let Some(qname) = asked.or_else(|| Name::from_ascii(format!("{}.", self.name)).ok()) {
                     for ip in &l.ips {
                         let rdata = match ip {
                             IpAddr::V4(v4) => RData::A(A(*v4)),

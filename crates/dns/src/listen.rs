@@ -261,6 +261,7 @@ pub async fn serve_tcp(
 ) {
     let mut conns = tokio::task::JoinSet::new();
     loop {
+        settings.registry.accept_pause().await;
         tokio::select! {
             () = shutdown.cancelled() => break,
             accepted = listener.accept() => {

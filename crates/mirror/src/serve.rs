@@ -135,10 +135,11 @@ fn parse(mirror: &Mirror, uri: &Uri, head_only: bool) -> Result<Request, Box<Res
 }
 
 impl Request {
-    /// One more unit on the connection for a body streamed from a file or the store (none
-    /// outside an HTTP listener, as in tests of the router alone).
+    /// One more unit on the connection for a body streamed from a file or the store, which
+    /// holds a descriptor for as long as the client takes (none outside an HTTP listener, as in
+    /// tests of the router alone).
     fn hold(&self) -> Result<Option<httpdns_net::Held>, httpdns_net::Refused> {
-        self.conn.as_ref().map(httpdns_net::ConnHandle::hold).transpose()
+        self.conn.as_ref().map(httpdns_net::ConnHandle::hold_descriptor).transpose()
     }
 
     pub(crate) fn original_location(&self) -> Path {
@@ -375,11 +376,8 @@ fn serve_fill(
     let body = if req.head_only {
         Body::empty()
     } else {
-        let held = match req.hold() {
-            Ok(h) => h,
-            Err(why) => return Failure::too_many(why).response(),
-        };
-        counted_body(&req.runtime.series, fill.stream(start, end), held)
+        // Every reader of a fill reads its one staging file: no descriptor of its own.
+        counted_body(&req.runtime.series, fill.stream(start, end), None)
     };
     let mut r = Response::new(body);
     *r.status_mut() = status;

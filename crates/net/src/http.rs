@@ -135,6 +135,7 @@ pub async fn serve(
     let app: App = app.into();
     let mut conns = JoinSet::new();
     loop {
+        settings.registry.accept_pause().await;
         let accepted = tokio::select! {
             () = shutdown.cancelled() => break,
             a = listener.accept() => a,

@@ -9,7 +9,6 @@ use std::task::{Context, Poll};
 
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
-use crate::metrics::CloseReason;
 use crate::registry::ConnState;
 
 /// A stream over a TCP socket, whose socket options can be set.
@@ -69,15 +68,7 @@ impl<S: OverTcp> Drop for Tracked<S> {
     /// flood would otherwise fill with tens of thousands of sockets. Idle keep-alive ones and
     /// everything else close normally.
     fn drop(&mut self) {
-        if matches!(
-            self.state.close_reason(),
-            Some(
-                CloseReason::HeaderTimeout
-                    | CloseReason::Stalled
-                    | CloseReason::Evicted
-                    | CloseReason::BodyTimeout
-            )
-        ) {
+        if self.state.reset_on_close() {
             let _ = socket2::SockRef::from(self.inner.tcp()).set_linger(Some(std::time::Duration::ZERO));
         }
     }

@@ -36,6 +36,9 @@ pub const ENV_VARS: &[(&str, &str)] = &[
         "CIDRs whose X-Forwarded-For / X-Real-IP and PROXY protocol headers are believed, comma-separated",
     ),
     ("HTTPDNS_SYNC_INTERVAL_MS", "how often the snapshot follows the database, in ms"),
+    ("HTTPDNS_STALLED_TIMEOUT_MS", "a request being answered that moves no body byte this long is closed, in ms"),
+    ("HTTPDNS_BODY_TIMEOUT_MS", "the longest gap between two reads of a request body, in ms"),
+    ("HTTPDNS_BODY_DEADLINE_MS", "the longest a whole request body may take to arrive, in ms"),
     ("HTTPDNS_LOG_FORMAT", "text or json"),
     (
         "HTTPDNS_CLIENT_RATE_LIMIT_QPS",

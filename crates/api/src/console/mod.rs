@@ -35,6 +35,10 @@ use session::{Role, Session, Sessions};
 pub const COOKIE: &str = "httpdns_console";
 /// How long a session lasts (a working day).
 pub const LIFETIME_S: u64 = 8 * 3600;
+/// The device cookie of a browser that signed in ([`Sessions::device`]).
+pub const DEVICE_COOKIE: &str = "httpdns_console_device";
+/// How long a browser keeps its device cookie.
+const DEVICE_LIFETIME_S: u64 = 365 * 24 * 3600;
 /// Revoked sessions remembered at most (older ones expire anyway).
 const MAX_REVOKED: usize = 10_000;
 
@@ -54,6 +58,9 @@ pub struct Console {
     revoked: Mutex<HashMap<String, u64>>,
     /// Sign-in attempts per client address: guessing the token is slow.
     attempts: RateLimiter<IpAddr>,
+    /// Failed sign-ins per device cookie, for browsers that signed in before: their own
+    /// budget, which failures of others at the same address do not spend.
+    device_attempts: RateLimiter<String>,
 }
 
 impl Console {
@@ -62,6 +69,7 @@ impl Console {
             sessions: Sessions::new(admin_token),
             revoked: Mutex::new(HashMap::new()),
             attempts: RateLimiter::new(0.5, 10.0),
+            device_attempts: RateLimiter::new(0.5, 10.0),
         }
     }
 
@@ -199,8 +207,9 @@ fn set_cookie(value: &str, max_age: u64, secure: bool) -> HeaderValue {
 async fn sign_in(State(app): State<AppState>, PeerAddr(peer): PeerAddr, req: Request) -> Response {
     // Over TLS, or behind a trusted proxy that terminated it (`X-Forwarded-Proto: https`).
     let secure = crate::dnspod::is_secure(&app, &req);
+    let device = cookies(req.headers(), DEVICE_COOKIE).find_map(|v| app.console.sessions.verify_device(v));
     let body = axum::body::to_bytes(req.into_body(), 4096).await.unwrap_or_default();
-    let mut resp = match check_token(&app, peer, &body) {
+    let mut resp = match check_token(&app, peer, device.as_deref(), &body) {
         Ok(()) => {
             let mut nonce = [0u8; 16];
             if getrandom::fill(&mut nonce).is_err() {
@@ -213,6 +222,18 @@ async fn sign_in(State(app): State<AppState>, PeerAddr(peer): PeerAddr, req: Req
             tracing::info!(%peer, "Console sign-in.");
             let mut resp = axum::Json(session_body(&app, &session)).into_response();
             resp.headers_mut().insert(header::SET_COOKIE, set_cookie(&value, LIFETIME_S, secure));
+            if device.is_none() {
+                let mut id = [0u8; 16];
+                if getrandom::fill(&mut id).is_ok() {
+                    let device = app.console.sessions.device(&id);
+                    let cookie = HeaderValue::from_str(&format!(
+                        "{DEVICE_COOKIE}={device}; Path=/console; HttpOnly; SameSite=Strict; Max-Age={DEVICE_LIFETIME_S}{}",
+                        if secure { "; Secure" } else { "" }
+                    ))
+                    .expect("cookie characters");
+                    resp.headers_mut().append(header::SET_COOKIE, cookie);
+                }
+            }
             resp
         }
         Err(e) => e.into_response(),
@@ -229,9 +250,16 @@ fn throttled() -> ApiError {
     )
 }
 
-fn check_token(app: &AppState, peer: IpAddr, body: &Bytes) -> Result<(), ApiError> {
-    // Only failures spend the budget, so signing in often never locks anyone out.
-    if !app.console.may_attempt(peer) {
+fn check_token(app: &AppState, peer: IpAddr, device: Option<&str>, body: &Bytes) -> Result<(), ApiError> {
+    // Only failures spend the budget, so signing in often never locks anyone out. A browser
+    // that signed in before spends its own budget: others failing at its address (a shared
+    // NAT, an attacker) cannot lock it out.
+    let console = &app.console;
+    let may = match device {
+        Some(d) => console.device_attempts.peek(d.to_owned()),
+        None => console.may_attempt(peer),
+    };
+    if !may {
         return Err(throttled());
     }
     let token = serde_json::from_slice::<serde_json::Value>(body)
@@ -244,7 +272,14 @@ fn check_token(app: &AppState, peer: IpAddr, body: &Bytes) -> Result<(), ApiErro
         Ok(())
     } else {
         tracing::warn!(%peer, "Console sign-in with a wrong token.");
-        app.console.failed_attempt(peer);
+        match device {
+            Some(d) => {
+                console.device_attempts.allow(d.to_owned());
+            }
+            None => {
+                console.failed_attempt(peer);
+            }
+        }
         Err(ApiError::new(StatusCode::UNAUTHORIZED, "Unauthorized", "wrong admin token").with_field("token"))
     }
 }

@@ -82,6 +82,26 @@ impl Sessions {
         (expires > now).then(|| Session { role, expires, nonce: nonce.to_owned() })
     }
 
+    /// A device cookie's value: a browser that once signed in keeps a budget of failed
+    /// sign-ins of its own (OWASP's device cookies), so failures from its address cannot lock it
+    /// out. `nonce` is random bytes from the caller.
+    pub fn device(&self, nonce: &[u8; 16]) -> String {
+        let nonce = httpdns_auth::hex(nonce);
+        let mac = self.mac(&["device", &nonce]);
+        format!("d1.{nonce}.{mac}")
+    }
+
+    /// The device a device cookie names, if it is ours and intact.
+    pub fn verify_device(&self, value: &str) -> Option<String> {
+        let mut it = value.split('.');
+        let (v, nonce, mac) = (it.next()?, it.next()?, it.next()?);
+        if v != "d1" || it.next().is_some() || nonce.len() != 32 {
+            return None;
+        }
+        let want = self.mac(&["device", nonce]);
+        httpdns_auth::constant_time_eq(want.as_bytes(), mac.as_bytes()).then(|| nonce.to_owned())
+    }
+
     /// The CSRF token of a session.
     pub fn csrf(&self, session: &Session) -> String {
         self.mac(&["csrf", &session.nonce])
@@ -95,6 +115,20 @@ impl Sessions {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn device_cookies_verify_and_are_not_sessions() {
+        let s = Sessions::new("token-0123456789abcdef");
+        let d = s.device(&[7; 16]);
+        assert_eq!(s.verify_device(&d).as_deref(), Some("07".repeat(16).as_str()));
+        assert!(s.verify(&d, 0).is_none(), "a device cookie is no session");
+        assert!(Sessions::new("another-token-0123456").verify_device(&d).is_none());
+        let session = s.issue(Role::Admin, 0, 60, &[7; 16]);
+        assert!(s.verify_device(&session).is_none(), "a session is no device cookie");
+        let mut forged = d.clone();
+        forged.replace_range(3..4, "1");
+        assert!(s.verify_device(&forged).is_none());
+    }
 
     #[test]
     fn issued_sessions_verify_until_they_expire() {

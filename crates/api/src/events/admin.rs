@@ -215,6 +215,8 @@ pub(crate) async fn summary(
         "rates": rates,
         "convergence": sides,
         "events": events,
+        // This replica's sample of values it did not know (counted under `other`).
+        "unknown_values": app.events.unknown.lock().unwrap_or_else(|e| e.into_inner()).json(),
     }))
     .into_response())
 }

@@ -111,6 +111,7 @@ async fn accept(
         });
     }
     let accepted = batch.len();
+    hub.note_unknown(events.iter().flat_map(|e| &e.unknown));
     hub.record(batch);
     if stale > 0 {
         hub.metrics.rejected.with_label_values(&["stale"]).inc_by(stale);

@@ -95,6 +95,8 @@ pub struct EventMetrics {
     pub flush_errors: IntCounter,
     /// Minutes dropped unflushed (a store outage longer than the minutes kept in memory).
     pub minutes_dropped: IntCounter,
+    /// Values of enumerated fields this server does not know, by field (counted as `other`).
+    pub unknown_values: IntCounterVec,
 }
 
 impl EventMetrics {
@@ -152,6 +154,18 @@ impl EventMetrics {
         registry.register(Box::new(rejected.clone())).expect("event metric registered once");
         registry.register(Box::new(flush_errors.clone())).expect("event metric registered once");
         registry.register(Box::new(minutes_dropped.clone())).expect("event metric registered once");
+        let unknown_values = IntCounterVec::new(
+            Opts::new(
+                "app_event_unknown_values_total",
+                "Event field values this server does not know (a newer app's), counted under reason \"other\", by field.",
+            ),
+            &["field"],
+        )
+        .unwrap();
+        registry.register(Box::new(unknown_values.clone())).expect("event metric registered once");
+        for f in ["fallback_reason", "reason", "outcome", "network"] {
+            unknown_values.with_label_values(&[f]);
+        }
         for r in ["invalid", "rate_limited", "too_large", "unauthenticated", "stale"] {
             rejected.with_label_values(&[r]);
         }
@@ -169,7 +183,42 @@ impl EventMetrics {
             rejected,
             flush_errors,
             minutes_dropped,
+            unknown_values,
         }
+    }
+}
+
+/// The unknown values seen most recently, for operators: at most [`UNKNOWN_SAMPLE`] distinct
+/// (field, value) pairs with their counts; a new pair past that replaces the least counted.
+#[derive(Debug, Default)]
+pub(crate) struct UnknownSample {
+    seen: Vec<(&'static str, String, u64)>,
+}
+
+/// Distinct unknown values kept.
+pub(crate) const UNKNOWN_SAMPLE: usize = 32;
+
+impl UnknownSample {
+    fn note(&mut self, field: &'static str, value: &str) {
+        if let Some(e) = self.seen.iter_mut().find(|(f, v, _)| *f == field && v == value) {
+            e.2 += 1;
+            return;
+        }
+        if self.seen.len() >= UNKNOWN_SAMPLE {
+            let least = (0..self.seen.len()).min_by_key(|&i| self.seen[i].2).expect("full");
+            self.seen.swap_remove(least);
+        }
+        self.seen.push((field, value.to_owned(), 1));
+    }
+
+    pub(crate) fn json(&self) -> serde_json::Value {
+        let mut list: Vec<_> = self.seen.iter().collect();
+        list.sort_by(|a, b| b.2.cmp(&a.2).then_with(|| (a.0, &a.1).cmp(&(b.0, &b.1))));
+        serde_json::Value::Array(
+            list.into_iter()
+                .map(|(f, v, n)| serde_json::json!({"field": f, "value": v, "count": n}))
+                .collect(),
+        )
     }
 }
 
@@ -193,6 +242,8 @@ pub struct EventHub {
     pub(crate) limiter: RateLimiter<IpAddr>,
     // Serialises flushes (the loop, and the admin API's flush before it reads).
     flushing: tokio::sync::Mutex<i64>,
+    /// Unknown values seen by this replica (a std mutex: one short update per batch).
+    pub(crate) unknown: Mutex<UnknownSample>,
 }
 
 /// Minutes kept unflushed at most (an hour of store outage).
@@ -209,12 +260,24 @@ impl EventHub {
             metrics: EventMetrics::new(registry),
             limiter: RateLimiter::new(settings.rate_per_client, settings.burst),
             flushing: tokio::sync::Mutex::new(0),
+            unknown: Mutex::default(),
             settings,
         }
     }
 
     pub fn settings(&self) -> &EventSettings {
         &self.settings
+    }
+
+    /// Counts values of enumerated fields this server does not know, and keeps a sample.
+    pub(crate) fn note_unknown<'a>(&self, values: impl IntoIterator<Item = &'a (&'static str, String)>) {
+        let mut sample = None;
+        for (field, value) in values {
+            self.metrics.unknown_values.with_label_values(&[field]).inc();
+            sample
+                .get_or_insert_with(|| self.unknown.lock().unwrap_or_else(|e| e.into_inner()))
+                .note(field, value);
+        }
     }
 
     /// Counts a batch in the current minute and in the Prometheus series, under one lock. The

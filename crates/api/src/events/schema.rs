@@ -78,7 +78,17 @@ impl EventType {
 }
 
 /// Fields every event may carry.
-const COMMON: [&str; 7] = ["event", "timestamp", "convergence", "network", "sample_rate", "isp", "region"];
+const COMMON: [&str; 9] = [
+    "event",
+    "timestamp",
+    "convergence",
+    "network",
+    "sample_rate",
+    "isp",
+    "region",
+    "httpdns_enabled",
+    "config_version",
+];
 
 macro_rules! label_enum {
     ($(#[$m:meta])* $name:ident { $($variant:ident => $label:literal),+ $(,)? }) => {
@@ -114,6 +124,7 @@ label_enum!(
         Empty => "HTTPDNS_EMPTY",
         Refused => "HTTPDNS_REFUSED",
         Sniffing => "HTTPDNS_SNIFFING",
+        Other => "other",
     }
 );
 
@@ -123,6 +134,7 @@ label_enum!(
         Status5xx => "5xx",
         ConnectError => "connect_error",
         Timeout => "timeout",
+        Other => "other",
     }
 );
 
@@ -135,6 +147,7 @@ label_enum!(
         ConnectError => "connect_error",
         Timeout => "timeout",
         DnsError => "dns_error",
+        Other => "other",
     }
 );
 
@@ -153,6 +166,7 @@ label_enum!(
         Wifi => "wifi",
         Cellular => "cellular",
         Unknown => "unknown",
+        Other => "other",
     }
 );
 
@@ -191,7 +205,17 @@ pub struct Event {
     /// The carrier and region the device says it is in (used only from signed batches).
     pub isp: Option<Token>,
     pub region: Option<Token>,
+    /// The device's side of its place's `httpdnsRate` (CONTRACT: the policy's cohorts).
+    pub httpdns_enabled: Option<bool>,
+    /// The config version the device runs (rollouts compare the two sides by it).
+    pub config_version: Option<u64>,
+    /// Values of enumerated fields this server does not know (a newer app's), counted as
+    /// `other`: the field's name and the value, cut to [`MAX_UNKNOWN_VALUE`] bytes.
+    pub unknown: Vec<(&'static str, String)>,
 }
+
+/// The longest unknown value kept for operators.
+pub const MAX_UNKNOWN_VALUE: usize = 64;
 
 /// A refused batch: the field (`events[3].fallback_reason`) and what is wrong with it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -272,11 +296,10 @@ fn parse_event(at: &str, o: &Map<String, Value>, now_s: i64) -> Result<Event, Sc
         Some(Value::Bool(false)) => Side::Off,
         Some(_) => return Err(err(f("convergence"), "must be true or false")),
     };
+    let mut unknown = Vec::new();
     let network = match get("network") {
         None => Network::Unknown,
-        Some(v) => {
-            v.as_str().and_then(Network::parse).ok_or_else(|| err(f("network"), Network::expected()))?
-        }
+        v => label(v, "network", &f, Network::parse, Network::Other, &mut unknown)?,
     };
     let weight = match get("sample_rate") {
         None => 1.0,
@@ -330,14 +353,6 @@ fn parse_event(at: &str, o: &Map<String, Value>, now_s: i64) -> Result<Event, Sc
             })
             .transpose()
     };
-    fn label<T>(
-        v: Option<&Value>,
-        field: String,
-        parse: fn(&str) -> Option<T>,
-        expected: String,
-    ) -> Result<T, SchemaError> {
-        v.and_then(Value::as_str).and_then(parse).ok_or_else(|| err(field, expected))
-    }
     let ips = |field: &str| -> Result<Vec<IpAddr>, SchemaError> {
         let Some(Value::Array(list)) = get(field) else {
             return Err(err(f(field), "must be an array of IP addresses"));
@@ -361,9 +376,11 @@ fn parse_event(at: &str, o: &Map<String, Value>, now_s: i64) -> Result<Event, Sc
         EventType::DnsFallback => Detail::DnsFallback {
             reason: label(
                 get("fallback_reason"),
-                f("fallback_reason"),
+                "fallback_reason",
+                &f,
                 FallbackReason::parse,
-                FallbackReason::expected(),
+                FallbackReason::Other,
+                &mut unknown,
             )?,
             duration_ms: ms("fallback_duration_ms")?.expect("required fields were checked"),
             host: name("host")?,
@@ -371,7 +388,14 @@ fn parse_event(at: &str, o: &Map<String, Value>, now_s: i64) -> Result<Event, Sc
         EventType::HostSwitch => Detail::HostSwitch {
             from: required(host("from")?),
             to: host("to")?,
-            reason: label(get("reason"), f("reason"), SwitchReason::parse, SwitchReason::expected())?,
+            reason: label(
+                get("reason"),
+                "reason",
+                &f,
+                SwitchReason::parse,
+                SwitchReason::Other,
+                &mut unknown,
+            )?,
             duration_ms: ms("duration_ms")?,
         },
         EventType::HostRevive => {
@@ -379,7 +403,14 @@ fn parse_event(at: &str, o: &Map<String, Value>, now_s: i64) -> Result<Event, Sc
         }
         EventType::Request => Detail::Request {
             host: required(host("host")?),
-            outcome: label(get("outcome"), f("outcome"), RequestOutcome::parse, RequestOutcome::expected())?,
+            outcome: label(
+                get("outcome"),
+                "outcome",
+                &f,
+                RequestOutcome::parse,
+                RequestOutcome::Other,
+                &mut unknown,
+            )?,
             latency_ms: ms("latency_ms")?.expect("required fields were checked"),
         },
         EventType::LocalDnsCompare => Detail::LocalDnsCompare {
@@ -388,7 +419,50 @@ fn parse_event(at: &str, o: &Map<String, Value>, now_s: i64) -> Result<Event, Sc
             httpdns: ips("httpdns")?,
         },
     };
-    Ok(Event { timestamp, detail, side, network, weight, isp, region })
+    let httpdns_enabled = match get("httpdns_enabled") {
+        None => None,
+        Some(Value::Bool(b)) => Some(*b),
+        Some(_) => return Err(err(f("httpdns_enabled"), "must be true or false")),
+    };
+    let config_version = match get("config_version") {
+        None => None,
+        Some(v) => Some(v.as_u64().ok_or_else(|| err(f("config_version"), "must be a whole number from 0"))?),
+    };
+    Ok(Event {
+        timestamp,
+        detail,
+        side,
+        network,
+        weight,
+        isp,
+        region,
+        httpdns_enabled,
+        config_version,
+        unknown,
+    })
+}
+
+/// An enumerated field's value: a known one, or `other` with the value noted in `unknown`. Not
+/// a string: refused.
+fn label<T>(
+    v: Option<&Value>,
+    name: &'static str,
+    f: &dyn Fn(&str) -> String,
+    parse: fn(&str) -> Option<T>,
+    other: T,
+    unknown: &mut Vec<(&'static str, String)>,
+) -> Result<T, SchemaError> {
+    let Some(text) = v.and_then(Value::as_str) else {
+        return Err(err(f(name), "must be a string"));
+    };
+    Ok(parse(text).unwrap_or_else(|| {
+        let mut cut = MAX_UNKNOWN_VALUE.min(text.len());
+        while !text.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        unknown.push((name, text[..cut].to_owned()));
+        other
+    }))
 }
 
 #[cfg(test)]
@@ -439,6 +513,54 @@ mod tests {
     }
 
     #[test]
+    fn every_event_may_say_its_policy_side_and_config_version() {
+        let e =
+            one(serde_json::json!({"event": "host_switch", "timestamp": NOW, "from": "a.b", "reason": "5xx",
+            "httpdns_enabled": false, "config_version": 7}))
+            .unwrap();
+        assert_eq!((e.httpdns_enabled, e.config_version), (Some(false), Some(7)));
+        let field = |v: Value| one(v).unwrap_err().field;
+        assert_eq!(
+            field(
+                serde_json::json!({"event": "host_revive", "timestamp": NOW, "host": "a.b", "config_version": -1})
+            ),
+            "events[0].config_version"
+        );
+        assert_eq!(
+            field(
+                serde_json::json!({"event": "host_revive", "timestamp": NOW, "host": "a.b", "httpdns_enabled": 1})
+            ),
+            "events[0].httpdns_enabled"
+        );
+    }
+
+    #[test]
+    fn unknown_values_of_enumerated_fields_count_as_other_and_are_kept() {
+        let e = one(
+            serde_json::json!({"event": "dns_fallback", "timestamp": NOW, "fallback_reason": "HTTPDNS_5XX",
+            "fallback_duration_ms": 1, "network": "satellite"}),
+        )
+        .unwrap();
+        assert!(matches!(e.detail, Detail::DnsFallback { reason: FallbackReason::Other, .. }));
+        assert_eq!(e.network, Network::Other);
+        assert_eq!(
+            e.unknown,
+            vec![("network", "satellite".to_owned()), ("fallback_reason", "HTTPDNS_5XX".to_owned())]
+        );
+        let long = "\u{4e2d}".repeat(40);
+        let e = one(serde_json::json!({"event": "request", "timestamp": NOW, "host": "a.b", "outcome": long,
+            "latency_ms": 1}))
+        .unwrap();
+        assert!(matches!(e.detail, Detail::Request { outcome: RequestOutcome::Other, .. }));
+        assert!(e.unknown[0].1.len() <= MAX_UNKNOWN_VALUE && long.starts_with(&e.unknown[0].1));
+        let e = one(
+            serde_json::json!({"event": "host_switch", "timestamp": NOW, "from": "a.b", "reason": "dns"}),
+        )
+        .unwrap();
+        assert!(matches!(e.detail, Detail::HostSwitch { reason: SwitchReason::Other, .. }));
+    }
+
+    #[test]
     fn bad_events_name_the_field() {
         let field = |v: Value| one(v).unwrap_err().field;
         assert_eq!(field(serde_json::json!({"event": "dns_fallbak", "timestamp": NOW})), "events[0].event");
@@ -451,11 +573,10 @@ mod tests {
             "a field of another type"
         );
         assert_eq!(
-            field(
-                serde_json::json!({"event": "dns_fallback", "timestamp": NOW, "fallback_reason": "timeout",
-                "fallback_duration_ms": 1})
-            ),
-            "events[0].fallback_reason"
+            field(serde_json::json!({"event": "dns_fallback", "timestamp": NOW, "fallback_reason": 5,
+                "fallback_duration_ms": 1})),
+            "events[0].fallback_reason",
+            "a value of the wrong JSON type"
         );
         assert_eq!(
             field(

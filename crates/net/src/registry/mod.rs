@@ -3,23 +3,29 @@
 //!
 //! One registry serves all TCP listeners (API, mirror, DNS, their TLS twins), because what
 //! runs out is the process's descriptors, not a listener's. The caps count *units*: one per
-//! connection, and one more for each descriptor or HTTP/2 stream a connection holds beyond
-//! its first request ([`ConnHandle::hold`]: a file a response streams from, a concurrent
-//! stream), so 2,000 clients that never read their downloads cannot hold 4,000 descriptors.
+//! connection, one more for each HTTP/2 stream beside its first ([`ConnHandle::hold`], per
+//! address and in all) and for each descriptor a response holds ([`ConnHandle::hold_descriptor`]:
+//! a file it streams from, in all), so 2,000 clients that never read their downloads cannot
+//! hold 4,000 descriptors.
 //!
 //! When a cap is reached, the connection that can best be spared goes first (the same order
 //! within one address for the per-address cap):
 //!
 //! 1. the oldest idle keep-alive connection (what nginx reuses first when its connections run
 //!    out): it loses nothing but a reconnection;
-//! 2. else the oldest connection still sending a request: its head (a client that just
-//!    connected, or slowloris) or its body (a slow upload);
-//! 3. else the oldest whose request has moved no byte for [`STUCK`]: a client that does not
-//!    read its answer.
+//! 2. else the oldest still sending its request (head or body) for [`LINGERING`] or more
+//!    (slowloris, a slow upload);
+//! 3. else the oldest whose answer has moved no byte for [`STUCK`]: a client that does not read;
+//! 4. else (for the process's cap) the oldest connection of the address holding the most units,
+//!    when it holds more than the newcomer's: a flood from a few hundred addresses cannot starve
+//!    everyone else;
+//! 5. else the oldest newcomer still sending. Connections of an address that holds almost
+//!    nothing ([`LIGHT_UNITS`]) wait here too, whatever their tier: on a loaded server a lone
+//!    client lingers like slowloris, and must not pay for the flood around it.
 //!
-//! Only when every connection is answering and moving is the newcomer refused. A client that
-//! just connected is never the first to go: every idle connection goes before it, and among
-//! the ones still sending, every older one.
+//! Only then is the newcomer refused. Connections told to close count until their tasks drop
+//! them (their descriptors are still open); past an allowance the listeners stop accepting
+//! until those tasks catch up.
 //!
 //! Timeouts are kept by one reaper task that looks at every connection a few times a second,
 //! rather than a timer per connection: a flood of 20,000 idle sockets then costs 20,000 map
@@ -94,6 +100,11 @@ impl Default for Timeouts {
 /// nothing idle or half-sent is left: a client that does not read its answer.
 pub const STUCK: Duration = Duration::from_secs(5);
 
+/// A connection still sending its request (head or body) this long, at the reaper's last look,
+/// can be spared before busy ones; a younger one (a client that just connected, which a
+/// loaded server may not even have read yet) only after them.
+pub const LINGERING: Duration = Duration::from_secs(1);
+
 /// Where a connection is, as the reaper sees it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Phase {
@@ -122,8 +133,8 @@ struct Slot {
     /// When a body frame last arrived (the body phase's gap).
     moved_at: Instant,
     seen_started: u32,
-    /// Busy without progress for [`STUCK`] at the reaper's last look.
-    stuck: bool,
+    /// Its tier as a candidate to spare, at the reaper's last look (see `Inner::tiers`).
+    tier: Option<Tier>,
     /// Units held besides the connection's own.
     held: usize,
 }
@@ -134,10 +145,22 @@ impl Slot {
     }
 }
 
+/// What the reaper last saw a connection doing, as a candidate to spare.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Tier {
+    /// Between requests.
+    Idle = 0,
+    /// Sending its request (head or body) for [`LINGERING`] or more.
+    Lingering = 1,
+    /// Answering, with nothing moved for [`STUCK`].
+    Stuck = 2,
+}
+
 #[derive(Debug, Default)]
 struct PerAddress {
     ids: BTreeSet<u64>,
     units: usize,
+    exempt: bool,
 }
 
 #[derive(Debug, Default)]
@@ -146,8 +169,19 @@ struct Inner {
     /// By admission order, so the oldest comes first.
     slots: BTreeMap<u64, Slot>,
     by_addr: HashMap<IpAddr, PerAddress>,
+    /// Addresses (not exempt) by their units, the heaviest last.
+    by_load: BTreeSet<(usize, IpAddr)>,
     /// Units of every slot.
     units: usize,
+    /// Connections by [`Tier`], oldest first, as the reaper last saw them: an admission at a
+    /// cap finds its candidate without scanning every connection (a flood admits thousands a
+    /// second).
+    tiers: [BTreeSet<u64>; 3],
+    /// Connections told to close whose tasks have not yet dropped them, with the units they
+    /// held: their descriptors are still open, so they still count against the process's
+    /// descriptors ([`CLOSING_ALLOWANCE`]).
+    closing: HashMap<u64, usize>,
+    closing_units: usize,
 }
 
 /// The registry of open connections. Share it behind an `Arc`.
@@ -184,6 +218,9 @@ impl Drop for Admitted {
     fn drop(&mut self) {
         let mut inner = self.registry.lock();
         inner.remove(self.id);
+        if let Some(units) = inner.closing.remove(&self.id) {
+            inner.closing_units -= units;
+        }
     }
 }
 
@@ -200,7 +237,16 @@ impl ConnHandle {
     /// stream) against the connection's address and the process, sparing another connection
     /// as [`ConnRegistry::admit`] does when a cap is reached; released when dropped.
     pub fn hold(&self) -> Result<Held, Refused> {
-        self.registry.hold(self.id)?;
+        self.registry.hold(self.id, true)?;
+        Ok(Held(self.clone()))
+    }
+
+    /// Like [`ConnHandle::hold`], for a descriptor the response holds (a file it streams
+    /// from): counted against the process's cap only, since descriptors are the process's and a
+    /// client behind a shared address may have many downloads in flight. Still counted in its
+    /// address's load, so a heavy address gives way first.
+    pub fn hold_descriptor(&self) -> Result<Held, Refused> {
+        self.registry.hold(self.id, false)?;
         Ok(Held(self.clone()))
     }
 }
@@ -216,16 +262,63 @@ impl Drop for Held {
     }
 }
 
+/// The connections a cap could spare, one per tier (the oldest of each).
+#[derive(Debug, Default)]
+struct Victims {
+    idle: Option<u64>,
+    lingering: Option<u64>,
+    stuck: Option<u64>,
+    /// Newcomers, and connections of addresses that hold almost nothing.
+    young: Option<u64>,
+}
+
+impl Victims {
+    /// Idle, else lingering, else stuck; and, when `young` is allowed, a connection that has
+    /// only just come.
+    fn best(&self, young: bool) -> Option<u64> {
+        self.idle.or(self.lingering).or(self.stuck).or(if young { self.young } else { None })
+    }
+}
+
 /// How far the eviction scan looks for a connection to spare (bounds the cost of an accept).
 const SCAN_LIMIT: usize = 4096;
 
+/// An address holding fewer units than this is light: its connections are spared after every
+/// other address's of the same tier, so that a flood from other addresses cannot evict a lone
+/// client that a loaded server has been slow to read.
+const LIGHT_UNITS: usize = 4;
+
+/// Units of connections told to close but not yet gone that the process tolerates beyond its
+/// cap: half the cap, at least 64. Under a flood that makes and loses connections faster than
+/// their tasks close them, the listeners stop accepting past this ([`ConnRegistry::backlogged`])
+/// until the tasks catch up, rather than the process running out of descriptors (the cap is
+/// half of them). Accepting and refusing instead would only feed the flood's churn.
+fn closing_allowance(max: usize) -> usize {
+    (max / 2).max(64)
+}
+
 impl Inner {
+    /// Adds `delta` units to `addr`'s count (its entry exists), keeping `by_load` in order.
+    fn add_units(&mut self, addr: IpAddr, delta: isize) {
+        let Some(per) = self.by_addr.get_mut(&addr) else { return };
+        if !per.exempt {
+            self.by_load.remove(&(per.units, addr));
+        }
+        per.units = per.units.checked_add_signed(delta).expect("units never go below zero");
+        self.units = self.units.checked_add_signed(delta).expect("units never go below zero");
+        if !per.exempt && per.units > 0 {
+            self.by_load.insert((per.units, addr));
+        }
+    }
+
     fn remove(&mut self, id: u64) -> Option<Slot> {
         let slot = self.slots.remove(&id)?;
-        self.units -= slot.units();
+        if let Some(t) = slot.tier {
+            self.tiers[t as usize].remove(&id);
+        }
+        self.add_units(slot.addr, -(slot.units() as isize));
         if let Some(per) = self.by_addr.get_mut(&slot.addr) {
             per.ids.remove(&id);
-            per.units -= slot.units();
             if per.ids.is_empty() {
                 self.by_addr.remove(&slot.addr);
             }
@@ -235,41 +328,105 @@ impl Inner {
     }
 
     fn release(&mut self, id: u64) {
-        // An evicted connection's units left with its slot.
-        let Some(slot) = self.slots.get_mut(&id) else { return };
-        slot.held -= 1;
-        self.units -= 1;
-        if let Some(per) = self.by_addr.get_mut(&slot.addr) {
-            per.units -= 1;
+        match self.slots.get_mut(&id) {
+            Some(slot) => {
+                slot.held -= 1;
+                let addr = slot.addr;
+                self.add_units(addr, -1);
+            }
+            // Evicted: its units moved to the closing count, and leave it with the descriptor.
+            None => {
+                if let Some(units) = self.closing.get_mut(&id) {
+                    *units -= 1;
+                    self.closing_units -= 1;
+                }
+            }
         }
     }
 
-    /// The connection to spare among `ids` (oldest first), by the order in the module's
-    /// comment; never `keep`.
-    fn victim(&self, ids: impl Iterator<Item = u64>, keep: Option<u64>) -> Option<u64> {
-        let (mut sending, mut stuck) = (None, None);
+    /// Whether `addr` holds almost nothing ([`LIGHT_UNITS`]; trusted proxies never do).
+    fn light(&self, addr: IpAddr) -> bool {
+        self.by_addr.get(&addr).is_some_and(|p| !p.exempt && p.units < LIGHT_UNITS)
+    }
+
+    /// Units of the address with the most (trusted proxies aside), and its oldest connection
+    /// other than `keep`.
+    fn heaviest(&self, keep: Option<u64>) -> Option<(usize, u64)> {
+        let &(units, addr) = self.by_load.last()?;
+        let id = self.by_addr.get(&addr)?.ids.iter().copied().find(|id| Some(*id) != keep)?;
+        Some((units, id))
+    }
+
+    /// The candidates among `ids` (oldest first), by the tiers of the module's comment; never
+    /// `keep`. Scans `ids`: for one address's connections (at most its cap).
+    fn victims(&self, ids: impl Iterator<Item = u64>, keep: Option<u64>) -> Victims {
+        let mut v = Victims::default();
         for id in ids.take(SCAN_LIMIT) {
             if Some(id) == keep {
                 continue;
             }
             let Some(slot) = self.slots.get(&id) else { continue };
-            match slot.state.activity() {
-                Activity::None if slot.phase == Phase::Idle => return Some(id),
-                Activity::None | Activity::Body => {
-                    sending.get_or_insert(id);
+            if !self.spareable(slot) {
+                continue;
+            }
+            match slot.tier {
+                Some(Tier::Idle) => {
+                    v.idle = Some(id);
+                    return v;
                 }
-                Activity::Busy => {
-                    if slot.stuck {
-                        stuck.get_or_insert(id);
-                    }
+                Some(Tier::Lingering) if !self.light(slot.addr) => {
+                    v.lingering.get_or_insert(id);
+                }
+                Some(Tier::Stuck) if !self.light(slot.addr) => {
+                    v.stuck.get_or_insert(id);
+                }
+                _ => {
+                    v.young.get_or_insert(id);
                 }
             }
         }
-        sending.or(stuck)
+        v
+    }
+
+    /// Whether `slot` may be spared at all now: idle or sending, or answering but stuck.
+    fn spareable(&self, slot: &Slot) -> bool {
+        match slot.state.activity() {
+            // Idle as the reaper saw it, or sending: a connection whose answer has only just
+            // been handed to the socket is not idle yet (its client may still be reading it),
+            // but it is no longer answering either.
+            Activity::None | Activity::Body => slot.tier != Some(Tier::Stuck),
+            Activity::Busy => slot.tier == Some(Tier::Stuck),
+        }
+    }
+
+    /// The process-wide candidate of the first three tiers, from the tier sets: the oldest idle
+    /// connection, else the oldest lingering one, else the oldest stuck one, of addresses that
+    /// are not light; never `keep`.
+    fn tiered_victim(&self, keep: Option<u64>) -> Option<u64> {
+        for (tier, set) in self.tiers.iter().enumerate() {
+            for &id in set.iter().take(SCAN_LIMIT) {
+                let Some(slot) = self.slots.get(&id) else { continue };
+                if Some(id) == keep || !self.spareable(slot) || slot.tier.map(|t| t as usize) != Some(tier) {
+                    continue;
+                }
+                if tier == Tier::Idle as usize || !self.light(slot.addr) {
+                    return Some(id);
+                }
+            }
+        }
+        None
     }
 
     fn evict(&mut self, id: u64) {
+        debug_assert!(self.slots.contains_key(&id));
         if let Some(slot) = self.remove(id) {
+            self.closing.insert(id, slot.units());
+            self.closing_units += slot.units();
+            // An idle connection is closed, not reset: what the socket still holds of its last
+            // answer reaches the client.
+            if slot.tier == Some(Tier::Idle) {
+                slot.state.close_gracefully();
+            }
             if slot.state.tell_close(CloseReason::Evicted) {
                 slot.listener.closed(CloseReason::Evicted);
             }
@@ -284,19 +441,32 @@ impl Inner {
         addr: IpAddr,
         exempt: bool,
         keep: Option<u64>,
+        per_address: bool,
     ) -> Result<(), Refused> {
-        if !exempt {
+        if !exempt && per_address {
             let (units, ids) = self.by_addr.get(&addr).map_or((0, None), |p| (p.units, Some(&p.ids)));
             if units >= limits.max_per_address {
                 let ids = ids.into_iter().flatten().copied();
-                match self.victim(ids, keep) {
+                match self.victims(ids, keep).best(true) {
                     Some(id) => self.evict(id),
                     None => return Err(Refused::PerAddress),
                 }
             }
         }
         if self.units >= limits.max_connections {
-            match self.victim(self.slots.keys().copied(), keep) {
+            let victim = self.tiered_victim(keep).or_else(|| {
+                // Everyone is answering and moving, or has only just come: the address holding
+                // the most units gives one up for a lighter one (a flood from a few hundred
+                // addresses cannot starve every other client); else the oldest newcomer.
+                let mine = if exempt { 0 } else { self.by_addr.get(&addr).map_or(0, |p| p.units) };
+                // The last resort, a newcomer or a light address's connection, only for a light
+                // (or trusted) one: a busy address must not take a lone client's place.
+                let light = exempt || mine < LIGHT_UNITS;
+                self.heaviest(keep).filter(|(units, _)| *units > mine + 1).map(|(_, id)| id).or_else(|| {
+                    light.then(|| self.victims(self.slots.keys().copied(), keep).best(true)).flatten()
+                })
+            });
+            match victim {
                 Some(id) => self.evict(id),
                 None => return Err(Refused::Full),
             }
@@ -325,6 +495,26 @@ impl ConnRegistry {
         self.lock().units
     }
 
+    /// Whether connections told to close but not yet gone hold more than the allowance beyond
+    /// the cap: an accept loop then waits (see [`ConnRegistry::accept_pause`]), leaving new
+    /// connections in the kernel's queue, which costs no descriptor.
+    pub fn backlogged(&self) -> bool {
+        let inner = self.lock();
+        let max = self.limits.max_connections;
+        inner.units + inner.closing_units >= max + closing_allowance(max)
+    }
+
+    /// Waits while the registry is [backlogged](ConnRegistry::backlogged), a millisecond at a
+    /// time and at most 100 ms (a stuck close must not stop a listener).
+    pub async fn accept_pause(&self) {
+        for _ in 0..100 {
+            if !self.backlogged() {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
         // Every change to `Inner` is whole before the lock is released (no call out while
         // held), so a panic elsewhere leaves it consistent.
@@ -343,7 +533,7 @@ impl ConnRegistry {
         let exempt = !self.exempt.is_empty() && self.exempt.lookup(addr).is_some();
         let now = Instant::now();
         let mut inner = self.lock();
-        if let Err(why) = inner.make_room(self.limits, addr, exempt, None) {
+        if let Err(why) = inner.make_room(self.limits, addr, exempt, None, true) {
             listener.refused(match why {
                 Refused::Full => RefuseReason::Full,
                 Refused::PerAddress => RefuseReason::PerAddress,
@@ -365,30 +555,27 @@ impl ConnRegistry {
                 since: now,
                 moved_at: now,
                 seen_started: 0,
-                stuck: false,
+                tier: None,
                 held: 0,
             },
         );
-        inner.units += 1;
         let per = inner.by_addr.entry(addr).or_default();
         per.ids.insert(id);
-        per.units += 1;
+        per.exempt = exempt;
+        inner.add_units(addr, 1);
         listener.open.inc();
         Ok(Admitted { registry: self.clone(), id, state })
     }
 
-    fn hold(&self, id: u64) -> Result<(), Refused> {
+    fn hold(&self, id: u64, per_address: bool) -> Result<(), Refused> {
         let mut inner = self.lock();
         // Told to close already (evicted): nothing more for it.
         let Some(slot) = inner.slots.get(&id) else { return Err(Refused::Full) };
         let (addr, exempt) = (slot.addr, slot.exempt);
-        inner.make_room(self.limits, addr, exempt, Some(id))?;
+        inner.make_room(self.limits, addr, exempt, Some(id), per_address)?;
         let Some(slot) = inner.slots.get_mut(&id) else { return Err(Refused::Full) };
         slot.held += 1;
-        inner.units += 1;
-        if let Some(per) = inner.by_addr.get_mut(&addr) {
-            per.units += 1;
-        }
+        inner.add_units(addr, 1);
         Ok(())
     }
 
@@ -405,7 +592,8 @@ impl ConnRegistry {
     pub fn reap(&self, now: Instant) -> usize {
         let mut told = 0;
         let mut inner = self.lock();
-        for slot in inner.slots.values_mut() {
+        let Inner { slots, tiers, .. } = &mut *inner;
+        for (id, slot) in slots.iter_mut() {
             let (read, progressed) = slot.state.take_progress();
             let started = slot.state.started();
             let new_request = started != slot.seen_started;
@@ -429,7 +617,22 @@ impl ConnRegistry {
                 }
             }
             slot.phase = next;
-            slot.stuck = next == Phase::Busy && now.saturating_duration_since(slot.since) >= STUCK;
+            let age = now.saturating_duration_since(slot.since);
+            let tier = match next {
+                Phase::Idle => Some(Tier::Idle),
+                Phase::Fresh | Phase::Head | Phase::Body if age >= LINGERING => Some(Tier::Lingering),
+                Phase::Busy if age >= STUCK => Some(Tier::Stuck),
+                _ => None,
+            };
+            if tier != slot.tier {
+                if let Some(t) = slot.tier {
+                    tiers[t as usize].remove(id);
+                }
+                if let Some(t) = tier {
+                    tiers[t as usize].insert(*id);
+                }
+                slot.tier = tier;
+            }
             let t = &slot.timeouts;
             let over = |since: Instant, limit: Duration| now.saturating_duration_since(since) >= limit;
             let reason = match slot.phase {

@@ -32,6 +32,8 @@ pub struct ConnState {
     closing: AtomicU8,
     /// Its listener is shutting down: finish the request in progress, take no more.
     draining: AtomicBool,
+    /// When told to close, close with a FIN rather than a reset (an idle connection spared).
+    graceful: AtomicBool,
     /// The connection's task, woken when told to close or drain. One waker rather than a
     /// `Notify`: the task polls this on every wake-up (each request), and a `Notify` takes a
     /// lock on each poll.
@@ -153,6 +155,24 @@ impl ConnState {
     pub(crate) fn tell_drain(&self) {
         self.draining.store(true, Ordering::Release);
         self.waker.wake();
+    }
+
+    pub(crate) fn close_gracefully(&self) {
+        self.graceful.store(true, Ordering::Relaxed);
+    }
+
+    /// Whether a close should reset the connection (SO_LINGER 0): one that timed out, stalled
+    /// or was spared while in the middle of something; not an idle one.
+    pub fn reset_on_close(&self) -> bool {
+        matches!(
+            self.close_reason(),
+            Some(
+                CloseReason::HeaderTimeout
+                    | CloseReason::Stalled
+                    | CloseReason::Evicted
+                    | CloseReason::BodyTimeout
+            )
+        ) && !self.graceful.load(Ordering::Relaxed)
     }
 
     pub fn close_reason(&self) -> Option<CloseReason> {

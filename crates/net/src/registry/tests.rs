@@ -207,22 +207,113 @@ fn held_units_count_against_both_caps_and_a_stuck_reader_can_be_spared() {
     drop(h1);
     assert_eq!(reg.units(), 2);
     let _b = reg.admit(ip("10.0.0.1"), &m, t).unwrap();
-    // Others fill the process's units; all busy and moving: refused.
+    // Others fill the process's units, all busy and moving. 10.0.0.1 holds three units, the
+    // others one: a newcomer from a lighter address takes its place from the heaviest.
     let others: Vec<_> = (2..5).map(|i| reg.admit(ip(&format!("10.0.0.{i}")), &m, t).unwrap()).collect();
     let _busy: Vec<_> = others.iter().chain([&_b]).map(|c| c.state.begin()).collect();
     assert_eq!(reg.units(), 6);
-    assert_eq!(reg.admit(ip("10.0.0.9"), &m, t).unwrap_err(), Refused::Full);
-    // `a` has moved nothing for longer than STUCK: the next newcomer spares it, units and all.
-    let t0 = Instant::now();
-    reg.reap(t0);
-    for c in &others {
-        c.state.note_moved();
-    }
-    _b.state.note_moved();
-    reg.reap(t0 + STUCK);
     drop(reg.admit(ip("10.0.0.9"), &m, t).unwrap());
-    assert_eq!(a.state.close_reason(), Some(CloseReason::Evicted));
+    assert_eq!(a.state.close_reason(), Some(CloseReason::Evicted), "the heaviest address's oldest");
     assert_eq!(reg.units(), 4, "a's two units left with it; the newcomer's with its drop");
     drop(_h2);
     assert_eq!(reg.units(), 4, "a unit of an evicted connection is not released twice");
+}
+
+#[test]
+fn a_stuck_reader_is_spared_and_equal_busy_addresses_refuse_the_newcomer() {
+    let reg = ConnRegistry::new(ConnLimits { max_connections: 3, max_per_address: 3 }, Arc::default());
+    let m = metrics();
+    let t = Timeouts::default();
+    let conns: Vec<_> = (1..=3).map(|i| reg.admit(ip(&format!("10.0.0.{i}")), &m, t).unwrap()).collect();
+    let _busy: Vec<_> = conns.iter().map(|c| c.state.begin()).collect();
+    // One unit each, all answering: nobody is heavier than the newcomer would be.
+    assert_eq!(reg.admit(ip("10.0.0.9"), &m, t).unwrap_err(), Refused::Full);
+    // The first has moved nothing for longer than STUCK, the others have: it is spared.
+    let t0 = Instant::now();
+    reg.reap(t0);
+    conns[1].state.note_moved();
+    conns[2].state.note_moved();
+    reg.reap(t0 + STUCK);
+    let _new = reg.admit(ip("10.0.0.9"), &m, t).unwrap();
+    assert_eq!(conns[0].state.close_reason(), Some(CloseReason::Evicted));
+    assert_eq!(conns[1].state.close_reason(), None);
+}
+
+#[test]
+fn connections_told_to_close_count_until_they_are_gone() {
+    let reg = ConnRegistry::new(ConnLimits { max_connections: 64, max_per_address: 64 }, Arc::default());
+    let m = metrics();
+    let t = Timeouts::default();
+    // 64 silent connections from two addresses, then 64 more from 64 others, each sparing one:
+    // the spared ones are told to close but their tasks have not dropped them yet.
+    let first: Vec<_> =
+        (0..64).map(|i| reg.admit(ip(&format!("10.0.1.{}", i % 2)), &m, t).unwrap()).collect();
+    assert!(!reg.backlogged());
+    let second: Vec<_> = (0..64).map(|i| reg.admit(ip(&format!("10.0.2.{i}")), &m, t).unwrap()).collect();
+    assert!(first.iter().all(|c| c.state.close_reason() == Some(CloseReason::Evicted)));
+    // 64 open and 64 closing: the allowance (64) is used up, so accept loops wait.
+    assert!(reg.backlogged());
+    // Once the spared connections are really gone, they accept again.
+    drop(first);
+    assert!(!reg.backlogged());
+    drop(second);
+}
+
+#[test]
+fn a_client_that_just_connected_goes_after_lingering_and_stuck_ones() {
+    let reg = ConnRegistry::new(ConnLimits { max_connections: 3, max_per_address: 3 }, Arc::default());
+    let m = metrics();
+    let t = Timeouts::default();
+    let lingering = reg.admit(ip("10.0.0.1"), &m, t).unwrap();
+    let busy = reg.admit(ip("10.0.0.2"), &m, t).unwrap();
+    let _r = busy.state.begin();
+    let t0 = Instant::now();
+    reg.reap(t0);
+    reg.reap(t0 + LINGERING);
+    // A newcomer the server has not read yet, then the cap: the connection that has been
+    // sending for a second goes, not the newcomer.
+    let newcomer = reg.admit(ip("10.0.0.3"), &m, t).unwrap();
+    let _next = reg.admit(ip("10.0.0.4"), &m, t).unwrap();
+    assert_eq!(lingering.state.close_reason(), Some(CloseReason::Evicted));
+    assert_eq!(newcomer.state.close_reason(), None);
+}
+
+#[test]
+fn a_light_address_is_spared_after_a_heavy_one_in_the_same_tier() {
+    let reg = ConnRegistry::new(ConnLimits { max_connections: 6, max_per_address: 6 }, Arc::default());
+    let m = metrics();
+    let t = Timeouts::default();
+    // The oldest connection is a lone client's, slow to send on a loaded server; then a flood
+    // address's five, all sending for more than LINGERING at the reaper's look.
+    let lone = reg.admit(ip("10.0.0.1"), &m, t).unwrap();
+    let flood: Vec<_> = (0..5).map(|_| reg.admit(ip("10.0.0.9"), &m, t).unwrap()).collect();
+    let t0 = Instant::now();
+    reg.reap(t0);
+    reg.reap(t0 + LINGERING);
+    let _new = reg.admit(ip("10.0.0.2"), &m, t).unwrap();
+    assert_eq!(lone.state.close_reason(), None, "the lone client is spared last");
+    assert_eq!(flood[0].state.close_reason(), Some(CloseReason::Evicted));
+}
+
+#[test]
+fn a_busy_address_cannot_take_a_lone_clients_place() {
+    let reg = ConnRegistry::new(ConnLimits { max_connections: 10, max_per_address: 10 }, Arc::default());
+    let m = metrics();
+    let t = Timeouts::default();
+    // Two flood addresses with four answering connections each (one holding a file too), and a
+    // lone client that has just connected: the cap is reached.
+    let flood: Vec<_> =
+        (0..8).map(|i| reg.admit(ip(&format!("10.0.9.{}", 1 + i / 4)), &m, t).unwrap()).collect();
+    let _busy: Vec<_> = flood.iter().map(|c| c.state.begin()).collect();
+    let _h = flood[0].handle().hold().unwrap();
+    let lone = reg.admit(ip("10.0.0.1"), &m, t).unwrap();
+    assert_eq!(reg.units(), 10);
+    // A flood connection wants one more unit (a file to stream): nothing to spare but the lone
+    // client, whose place it may not take.
+    assert_eq!(flood[4].handle().hold().unwrap_err(), Refused::Full);
+    assert_eq!(lone.state.close_reason(), None);
+    // Another lone client may: the heaviest address (5 units) gives one up.
+    let _other = reg.admit(ip("10.0.0.2"), &m, t).unwrap();
+    assert_eq!(flood[0].state.close_reason(), Some(CloseReason::Evicted));
+    assert_eq!(lone.state.close_reason(), None);
 }

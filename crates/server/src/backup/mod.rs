@@ -90,6 +90,28 @@ fn public_key(seed_text: &str) -> Option<String> {
     httpdns_config::Signer::from_text(seed_text).ok().map(|s| s.public_key_base64())
 }
 
+/// The name prefix of an archive being written.
+const TEMP_PREFIX: &str = ".httpdns-backup-";
+
+/// Removes the archives killed backups left in `dir`: a running backup holds its archive
+/// locked (`flock`), and the kernel drops the lock with the process, so one whose lock can be
+/// taken has no writer. Returns how many were removed; what cannot be read is left alone.
+pub fn clear_abandoned(dir: &Path) -> usize {
+    let Ok(entries) = std::fs::read_dir(dir) else { return 0 };
+    let mut removed = 0;
+    for e in entries.flatten() {
+        if !e.file_name().to_string_lossy().starts_with(TEMP_PREFIX) {
+            continue;
+        }
+        let Ok(f) = std::fs::File::open(e.path()) else { continue };
+        let free = rustix::fs::flock(&f, rustix::fs::FlockOperation::NonBlockingLockExclusive).is_ok();
+        if free && std::fs::remove_file(e.path()).is_ok() {
+            removed += 1;
+        }
+    }
+    removed
+}
+
 /// Writes a backup of everything `config` points at to `out`, and returns its manifest.
 pub async fn backup(config: &Config, out: &Location) -> anyhow::Result<Manifest> {
     let spool_dir = match out {
@@ -134,11 +156,19 @@ pub async fn backup(config: &Config, out: &Location) -> anyhow::Result<Manifest>
 
     match out {
         Location::File(path) => {
-            // Owner-only from the start (tempfile creates 0600), renamed into place when whole.
+            let cleared = clear_abandoned(&spool_dir);
+            if cleared > 0 {
+                tracing::info!(files = cleared, dir = %spool_dir.display(), "Removed archives of interrupted backups.");
+            }
+            // Owner-only from the start (tempfile creates 0600), renamed into place when whole,
+            // and locked while written: a backup killed mid-way leaves it unlocked, and the
+            // next one removes it.
             let tmp = tempfile::Builder::new()
-                .prefix(".httpdns-backup-")
+                .prefix(TEMP_PREFIX)
                 .tempfile_in(&spool_dir)
                 .with_context(|| format!("a temp file in {}", spool_dir.display()))?;
+            rustix::fs::flock(tmp.as_file(), rustix::fs::FlockOperation::LockExclusive)
+                .with_context(|| format!("locking {}", tmp.path().display()))?;
             let mut w = archive::Writer::new(std::io::BufWriter::new(tmp));
             manifest.mirror = entries(&mut w, &secrets, &target, &spool_dir, &mut db, db_size).await?;
             let (buf, m) = w.finish(manifest)?;
