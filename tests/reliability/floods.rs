@@ -221,38 +221,15 @@ async fn an_idle_keep_alive_flood_never_resets_a_newcomer() {
 async fn clients_that_never_read_cannot_exhaust_descriptors() {
     let _one = ONE_AT_A_TIME.lock().await;
     let Some(f) = flooded(&[]).await else { return };
-    let floods = [
-        flood(
-            f.mirror,
-            1050,
-            24,
-            &[
-                "--mode",
-                "noread",
-                "--path",
-                "/static/large.bin",
-                "--sources",
-                "127.0.30.1-127.0.30.100",
-                "--rate",
-                "500",
-            ],
-        ),
-        flood(
-            f.mirror,
-            1050,
-            24,
-            &[
-                "--mode",
-                "noread",
-                "--path",
-                "/static/large.bin",
-                "--sources",
-                "127.0.31.1-127.0.31.100",
-                "--rate",
-                "500",
-            ],
-        ),
-    ];
+    // Two floods of 1,050 from 100 addresses each.
+    let floods: Vec<_> = (30..32)
+        .map(|net| {
+            let sources = format!("127.0.{net}.1-127.0.{net}.100");
+            let args =
+                ["--mode", "noread", "--path", "/static/large.bin", "--sources", &sources, "--rate", "500"];
+            flood(f.mirror, 1050, 24, &args)
+        })
+        .collect();
     tokio::time::sleep(Duration::from_secs(4)).await;
     let seen = probe_for(&f, 18).await;
     let stats: Vec<_> = floods.into_iter().map(flood_stats).collect();
