@@ -60,6 +60,24 @@ pub(super) fn query_pairs(query: Option<&str>) -> Vec<(String, String)> {
     form_urlencoded::parse(query.unwrap_or("").as_bytes()).into_owned().collect()
 }
 
+/// Writes this replica's own minutes before a read of the store (`what` names the reader in
+/// the log). On a task of its own: a flush is shared work that must not be cut off half-way by
+/// this request's bound or its client hanging up (taken minutes would be lost); past the bound
+/// the read answers from the rows stored.
+pub(super) async fn flush_own(app: &AppState, what: &str) -> Result<(), ApiError> {
+    let (hub, store) = (app.events.clone(), app.catalog.store().clone());
+    let flush = tokio::spawn(async move { hub.flush(&store).await });
+    match tokio::time::timeout(OWN_FLUSH_WAIT, flush).await {
+        Ok(Ok(Ok(_))) => Ok(()),
+        Ok(Ok(Err(e))) => Err(ApiError::unavailable(&e)),
+        Ok(Err(e)) => Err(ApiError::internal(&e)),
+        Err(_) => {
+            tracing::warn!(what, "This replica's own flush timed out; answering from the rows stored.");
+            Ok(())
+        }
+    }
+}
+
 /// Rows of the window, every replica summed, after this replica's own flush.
 async fn rows(
     app: &AppState,
@@ -67,16 +85,7 @@ async fn rows(
     event: Option<&str>,
 ) -> Result<(Vec<(EventKey, EventCounts)>, i64, i64, i64), ApiError> {
     let store = app.catalog.store();
-    // On a task of its own: a flush is shared work that must not be cut off half-way by this
-    // request's bound or its client hanging up (taken minutes would be lost).
-    let (hub, flush_store) = (app.events.clone(), store.clone());
-    let flush = tokio::spawn(async move { hub.flush(&flush_store).await });
-    match tokio::time::timeout(OWN_FLUSH_WAIT, flush).await {
-        Ok(Ok(Ok(_))) => {}
-        Ok(Ok(Err(e))) => return Err(ApiError::unavailable(&e)),
-        Ok(Err(e)) => return Err(ApiError::internal(&e)),
-        Err(_) => tracing::warn!("The summary's own flush timed out; answering from the rows stored."),
-    }
+    flush_own(app, "summary").await?;
     let to = now_minute();
     let from = to - minutes + 1;
     let (rows, replicas) =

@@ -6,7 +6,6 @@
 //! [`MAX_TOP`] places with the most events; the rest are summed into `others`.
 
 use std::collections::BTreeMap;
-use std::time::Duration;
 
 use axum::extract::{RawQuery, State};
 use axum::response::{IntoResponse, Response};
@@ -27,8 +26,6 @@ const STEPS: [i64; 7] = [1, 5, 15, 60, 180, 360, 1440];
 /// Places drawn on their own, at most (`top`), and by default.
 pub(crate) const MAX_TOP: usize = 20;
 const DEFAULT_TOP: usize = 5;
-/// How long the answer waits for this replica's own flush (as the summary does).
-const OWN_FLUSH_WAIT: Duration = Duration::from_secs(2);
 
 /// One place's figures: totals and one value per bucket.
 #[derive(Clone)]
@@ -119,14 +116,7 @@ pub(crate) async fn series(
 
     // This replica's own minutes first, as the summary does (admin::rows).
     let store = app.catalog.store();
-    let (hub, flush_store) = (app.events.clone(), store.clone());
-    let flush = tokio::spawn(async move { hub.flush(&flush_store).await });
-    match tokio::time::timeout(OWN_FLUSH_WAIT, flush).await {
-        Ok(Ok(Ok(_))) => {}
-        Ok(Ok(Err(e))) => return Err(ApiError::unavailable(&e)),
-        Ok(Err(e)) => return Err(ApiError::internal(&e)),
-        Err(_) => tracing::warn!("The series' own flush timed out; answering from the rows stored."),
-    }
+    super::admin::flush_own(&app, "series").await?;
     // Whole buckets ending with the current minute: the first may reach before the window.
     let to = now_minute();
     let from = to - (n as i64) * step + 1;
