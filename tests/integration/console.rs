@@ -46,6 +46,7 @@ async fn seed_history(url: &str) {
             reason: reason.into(),
             host: if event == "request" { "cdn.example.com".into() } else { String::new() },
             group: "on".into(),
+            cohort: "unknown".into(),
         },
         counts: EventCounts { count, duration_ms_sum: 0.0, duration_count: 0.0 },
     };

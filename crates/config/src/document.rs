@@ -14,6 +14,7 @@ use httpdns_core::model::FieldError;
 use serde::{Deserialize, Serialize};
 
 use crate::host::Host;
+use crate::policy::{Resolution, ResolutionPolicy};
 use crate::rollout;
 
 /// Bounds of `reviveProbeInterval` and `configRequestInterval`, in milliseconds: below 10 s a
@@ -29,6 +30,11 @@ pub const MAX_PREFIX_LEN: usize = 256;
 pub struct Rate(f64);
 
 impl Rate {
+    /// `v` clamped into `[0, 1]` (NaN as 0).
+    pub fn new(v: f64) -> Self {
+        Self(if v.is_nan() { 0.0 } else { v.clamp(0.0, 1.0) })
+    }
+
     pub fn get(self) -> f64 {
         self.0
     }
@@ -89,6 +95,10 @@ pub struct ConfigDocument {
     /// and are served as they were (per-device answers add `convergenceEnabled`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub convergence_rate: Option<Rate>,
+    /// How devices resolve, per place and segment (docs/policy.md). Absent: every device on
+    /// HTTPDNS with LocalDNS as its fallback, as before the policy existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resolution_policy: Option<ResolutionPolicy>,
 }
 
 impl ConfigDocument {
@@ -152,6 +162,9 @@ impl ConfigDocument {
                 ));
             }
         }
+        if let Some(p) = &self.resolution_policy {
+            p.validate()?;
+        }
         Ok(())
     }
 
@@ -164,6 +177,12 @@ impl ConfigDocument {
     /// The body served to apps for `version`, in the seed's field order. With a device id,
     /// each entry also carries `"enabled"` computed by [`rollout::enabled`].
     pub fn render(&self, version: u64, device_id: Option<&str>) -> Vec<u8> {
+        self.render_for(version, device_id, None)
+    }
+
+    /// [`Self::render`] with the device's `resolution` decision (a POST with a device id of a
+    /// module that has a `resolutionPolicy`).
+    pub fn render_for(&self, version: u64, device_id: Option<&str>, resolution: Option<&Resolution>) -> Vec<u8> {
         #[derive(Serialize)]
         #[serde(rename_all = "camelCase")]
         struct Merge<'a> {
@@ -193,6 +212,10 @@ impl ConfigDocument {
             convergence_rate: Option<Rate>,
             #[serde(skip_serializing_if = "Option::is_none")]
             convergence_enabled: Option<bool>,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            resolution_policy: Option<&'a ResolutionPolicy>,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            resolution: Option<&'a Resolution>,
         }
         // An entry is on for the device when the global switch and the entry's own rate both
         // include it: thin clients that read only `enabled` honour the switch too.
@@ -222,6 +245,8 @@ impl ConfigDocument {
             public_ip_list: &self.public_ip_list,
             convergence_rate: self.convergence_rate,
             convergence_enabled: switch,
+            resolution_policy: self.resolution_policy.as_ref(),
+            resolution,
         };
         serde_json::to_vec(&out).expect("document serialises")
     }

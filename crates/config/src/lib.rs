@@ -5,12 +5,14 @@
 //!
 //! * [`document`]: [`ConfigDocument`] and how it is rendered for apps.
 //! * [`host`]: [`Host`], a domain name or IP literal with an optional port.
+//! * [`policy`]: `resolutionPolicy` and the per-device `resolution` decision.
 //! * [`rollout`]: the documented `sha256(host + "." + deviceId)` bucketing.
 //! * [`summary`]: a one-line description of what a publish changes.
 //! * [`signing`]: signing served bodies and verifying them.
 
 pub mod document;
 pub mod host;
+pub mod policy;
 pub mod rollout;
 pub mod signing;
 pub mod summary;

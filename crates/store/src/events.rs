@@ -4,9 +4,70 @@
 //! replica rewrites its own rows (the key names it), so a retried flush is idempotent; readers
 //! sum over replicas.
 
+use std::collections::BTreeMap;
+
 use sqlx::Row;
 
 use crate::{Store, StoreError};
+
+/// What the policy controller reads of one minute, carrier, region and cohort.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct PolicyCounts {
+    pub requests: f64,
+    pub errors: f64,
+    pub fallbacks: f64,
+    pub latency_ms_sum: f64,
+    pub latency_count: f64,
+}
+
+impl PolicyCounts {
+    /// What an event row adds: `request` events are requests (errors unless `ok` or `4xx`: a
+    /// 4xx is the app asking for what is not there, not the delivery failing), `dns_fallback`
+    /// events are fallbacks; the rest add nothing.
+    pub fn of(key: &EventKey, c: &EventCounts) -> Self {
+        match key.event.as_str() {
+            "request" => Self {
+                requests: c.count,
+                errors: if key.reason != "ok" && key.reason != "4xx" { c.count } else { 0.0 },
+                fallbacks: 0.0,
+                latency_ms_sum: c.duration_ms_sum,
+                latency_count: c.duration_count,
+            },
+            "dns_fallback" => Self { fallbacks: c.count, ..Self::default() },
+            _ => Self::default(),
+        }
+    }
+
+    pub fn add(&mut self, o: &PolicyCounts) {
+        self.requests += o.requests;
+        self.errors += o.errors;
+        self.fallbacks += o.fallbacks;
+        self.latency_ms_sum += o.latency_ms_sum;
+        self.latency_count += o.latency_count;
+    }
+
+    /// Less `o` (what an earlier reading already counted), never below zero.
+    pub fn minus(&self, o: &PolicyCounts) -> Self {
+        let d = |a: f64, b: f64| (a - b).max(0.0);
+        Self {
+            requests: d(self.requests, o.requests),
+            errors: d(self.errors, o.errors),
+            fallbacks: d(self.fallbacks, o.fallbacks),
+            latency_ms_sum: d(self.latency_ms_sum, o.latency_ms_sum),
+            latency_count: d(self.latency_count, o.latency_count),
+        }
+    }
+}
+
+/// One row of [`Store::policy_minutes`]: every replica summed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PolicyRow {
+    pub minute: i64,
+    pub isp: String,
+    pub region: String,
+    pub cohort: String,
+    pub counts: PolicyCounts,
+}
 
 /// The aggregation key of one row, without the minute and the replica.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -19,6 +80,9 @@ pub struct EventKey {
     pub host: String,
     /// `on`, `off` or `unknown`: the device's side of the convergence switch.
     pub group: String,
+    /// `on`, `off` or `unknown`: the device's side of its place's `httpdnsRate` (the policy
+    /// controller's cohorts). Kept in `policy_minutes`, not in `event_minutes`' key.
+    pub cohort: String,
 }
 
 /// What was counted under one key.
@@ -61,10 +125,23 @@ pub struct EventBucket {
 
 impl Store {
     /// Writes `replica`'s rows, each replacing the replica's earlier value of its key, in one
-    /// transaction (a flush is all or nothing).
+    /// transaction (a flush is all or nothing): `event_minutes` without the cohort, and the
+    /// controller's `policy_minutes` by carrier, region and cohort. `rows` must hold whole
+    /// minutes (each replaces what the replica wrote of its minute).
     pub async fn save_event_minutes(&self, replica: &str, rows: &[EventRow]) -> Result<(), StoreError> {
-        let mut tx = self.pool.begin().await?;
+        let mut events: BTreeMap<(i64, EventKey), EventCounts> = BTreeMap::new();
+        let mut policy: BTreeMap<(i64, &str, &str, &str), PolicyCounts> = BTreeMap::new();
         for r in rows {
+            let key = EventKey { cohort: String::new(), ..r.key.clone() };
+            events.entry((r.minute, key)).or_default().add(&r.counts);
+            policy
+                .entry((r.minute, &r.key.isp, &r.key.region, &r.key.cohort))
+                .or_default()
+                .add(&PolicyCounts::of(&r.key, &r.counts));
+        }
+        let mut tx = self.pool.begin().await?;
+        for ((minute, key), counts) in &events {
+            let r = EventRow { minute: *minute, key: key.clone(), counts: *counts };
             sqlx::query(
                 "INSERT INTO event_minutes (minute, replica, event, isp, region, reason, host, grp, count, \
                  duration_ms_sum, duration_count) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) \
@@ -86,8 +163,60 @@ impl Store {
             .execute(&mut *tx)
             .await?;
         }
+        for ((minute, isp, region, cohort), c) in &policy {
+            sqlx::query(
+                "INSERT INTO policy_minutes (minute, replica, isp, region, cohort, requests, errors, \
+                 fallbacks, latency_ms_sum, latency_count) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) \
+                 ON CONFLICT (minute, replica, isp, region, cohort) DO UPDATE SET \
+                 requests = excluded.requests, errors = excluded.errors, fallbacks = excluded.fallbacks, \
+                 latency_ms_sum = excluded.latency_ms_sum, latency_count = excluded.latency_count",
+            )
+            .bind(minute)
+            .bind(replica)
+            .bind(isp)
+            .bind(region)
+            .bind(cohort)
+            .bind(c.requests)
+            .bind(c.errors)
+            .bind(c.fallbacks)
+            .bind(c.latency_ms_sum)
+            .bind(c.latency_count)
+            .execute(&mut *tx)
+            .await?;
+        }
         tx.commit().await?;
         Ok(())
+    }
+
+    /// Every replica's `policy_minutes` summed per minute, carrier, region and cohort over
+    /// `from..=to`.
+    pub async fn policy_minutes(&self, from: i64, to: i64) -> Result<Vec<PolicyRow>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT minute, isp, region, cohort, SUM(requests), SUM(errors), SUM(fallbacks), \
+             SUM(latency_ms_sum), SUM(latency_count) FROM policy_minutes WHERE minute >= $1 AND minute <= $2 \
+             GROUP BY minute, isp, region, cohort ORDER BY minute, isp, region, cohort",
+        )
+        .bind(from)
+        .bind(to)
+        .fetch_all(&self.pool)
+        .await?;
+        let mut out = Vec::with_capacity(rows.len());
+        for r in &rows {
+            out.push(PolicyRow {
+                minute: r.try_get(0)?,
+                isp: r.try_get(1)?,
+                region: r.try_get(2)?,
+                cohort: r.try_get(3)?,
+                counts: PolicyCounts {
+                    requests: r.try_get(4)?,
+                    errors: r.try_get(5)?,
+                    fallbacks: r.try_get(6)?,
+                    latency_ms_sum: r.try_get(7)?,
+                    latency_count: r.try_get(8)?,
+                },
+            });
+        }
+        Ok(out)
     }
 
     /// Every replica's counts summed per key over the minutes `from..=to`, optionally of one
@@ -121,6 +250,7 @@ impl Store {
                     reason: r.try_get(3)?,
                     host: r.try_get(4)?,
                     group: r.try_get(5)?,
+                    cohort: String::new(),
                 },
                 EventCounts {
                     count: r.try_get(6)?,
@@ -185,6 +315,7 @@ impl Store {
             .bind(minute)
             .execute(&self.pool)
             .await?;
+        sqlx::query("DELETE FROM policy_minutes WHERE minute < $1").bind(minute).execute(&self.pool).await?;
         Ok(done.rows_affected())
     }
 }

@@ -23,6 +23,7 @@ pub mod config;
 mod error;
 pub mod events;
 pub mod live;
+pub mod policy;
 pub mod replicas;
 mod resources;
 

@@ -160,6 +160,8 @@ async fn event_minutes_replace_per_replica_and_sum_across() {
             reason: reason.into(),
             host: String::new(),
             group: "on".into(),
+            // Read back without it: the cohort is policy_minutes' key, not event_minutes'.
+            cohort: String::new(),
         };
         let row = |minute: i64, key: EventKey, count: f64| EventRow {
             minute,
@@ -194,6 +196,98 @@ async fn event_minutes_replace_per_replica_and_sum_across() {
         assert_eq!(s.prune_event_minutes(100).await.unwrap(), 1, "only minute 90 is past the retention");
         let (left, _) = s.event_totals(0, 200, Some("dns_fallback")).await.unwrap();
         assert_eq!(left[0].1.count, 5.0);
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn policy_minutes_split_events_by_cohort_and_event_minutes_do_not() {
+    use httpdns_store::events::{EventCounts, EventKey, EventRow, PolicyCounts};
+    on_each_backend("policy_minutes", |s| async move {
+        let key = |event: &str, reason: &str, cohort: &str| EventKey {
+            event: event.into(),
+            isp: "unicom".into(),
+            region: "shanghai".into(),
+            reason: reason.into(),
+            host: String::new(),
+            group: "on".into(),
+            cohort: cohort.into(),
+        };
+        let row = |key: EventKey, count: f64| EventRow {
+            minute: 100,
+            key,
+            counts: EventCounts { count, duration_ms_sum: count * 10.0, duration_count: count },
+        };
+        let rows = [
+            row(key("request", "ok", "on"), 90.0),
+            row(key("request", "timeout", "on"), 10.0),
+            row(key("request", "4xx", "off"), 5.0),
+            row(key("dns_fallback", "HTTPDNS_TIMEOUT", "on"), 4.0),
+            row(key("request", "ok", "off"), 20.0),
+        ];
+        s.save_event_minutes("a", &rows).await.unwrap();
+        // The same key of two cohorts is one event_minutes row, summed.
+        let (all, _) = s.event_totals(100, 100, Some("request")).await.unwrap();
+        let ok: f64 = all.iter().filter(|(k, _)| k.reason == "ok").map(|(_, c)| c.count).sum();
+        assert_eq!((all.iter().filter(|(k, _)| k.reason == "ok").count(), ok), (1, 110.0));
+        let split = s.policy_minutes(100, 100).await.unwrap();
+        let of = |cohort: &str| split.iter().find(|r| r.cohort == cohort).unwrap().counts;
+        assert_eq!(
+            of("on"),
+            PolicyCounts { requests: 100.0, errors: 10.0, fallbacks: 4.0, latency_ms_sum: 1000.0, latency_count: 100.0 }
+        );
+        assert_eq!((of("off").requests, of("off").errors), (25.0, 0.0), "a 4xx is not a delivery error");
+        // A rewrite of the minute replaces, a second replica adds.
+        s.save_event_minutes("a", &rows).await.unwrap();
+        s.save_event_minutes("b", &rows[..1]).await.unwrap();
+        let split = s.policy_minutes(100, 100).await.unwrap();
+        assert_eq!(split.iter().find(|r| r.cohort == "on").unwrap().counts.requests, 190.0);
+        s.prune_event_minutes(101).await.unwrap();
+        assert!(s.policy_minutes(0, 200).await.unwrap().is_empty(), "pruned with the events");
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn policy_places_steps_and_one_lease_holder() {
+    use httpdns_store::policy::{PlaceRow, StepRow};
+    on_each_backend("policy_places", |s| async move {
+        let place = |state: &str, share: f64| PlaceRow {
+            isp: "unicom".into(),
+            region: "shanghai".into(),
+            state: state.into(),
+            step: 0,
+            share,
+            since: 1,
+            threshold: 0.02,
+            rates: "{}".into(),
+            updated_at: 2,
+        };
+        let step = StepRow {
+            at: 5,
+            isp: "unicom".into(),
+            region: "shanghai".into(),
+            from_state: "healthy".into(),
+            to_state: "degraded".into(),
+            from_share: 1.0,
+            to_share: 0.01,
+            reason: "fallback rate 0.4 > 0.02".into(),
+            versions: String::new(),
+        };
+        s.policy_save(&[place("healthy", 1.0)], &[]).await.unwrap();
+        s.policy_save(&[place("degraded", 0.01)], std::slice::from_ref(&step)).await.unwrap();
+        s.policy_step_versions(5, "unicom", "shanghai", "cdn:7").await.unwrap();
+        assert_eq!(s.policy_places().await.unwrap(), vec![place("degraded", 0.01)]);
+        let steps = s.policy_steps(Some(("unicom", "shanghai")), 10).await.unwrap();
+        assert_eq!(steps, vec![StepRow { versions: "cdn:7".into(), ..step }]);
+        assert!(s.policy_steps(Some(("telecom", "beijing")), 10).await.unwrap().is_empty());
+
+        assert!(s.lease("policy", "a", 1_000, 100).await.unwrap());
+        assert!(!s.lease("policy", "b", 1_050, 100).await.unwrap(), "held by a until 1100");
+        assert!(s.lease("policy", "a", 1_090, 100).await.unwrap(), "renewed");
+        assert!(!s.lease("policy", "b", 1_150, 100).await.unwrap(), "renewed to 1190");
+        assert!(s.lease("policy", "b", 1_200, 100).await.unwrap(), "expired: taken over");
+        assert!(!s.lease("policy", "a", 1_210, 100).await.unwrap());
     })
     .await;
 }

@@ -117,6 +117,7 @@ mod tests {
             reason: "ok".into(),
             host: String::new(),
             group: "on".into(),
+            cohort: "unknown".into(),
         }
     }
     const ONE: EventCounts = EventCounts { count: 1.0, duration_ms_sum: 10.0, duration_count: 1.0 };

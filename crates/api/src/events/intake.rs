@@ -102,6 +102,12 @@ async fn accept(
                 reason: reason.to_owned(),
                 host,
                 group: e.side.as_str().to_owned(),
+                cohort: match e.httpdns_enabled {
+                    Some(true) => "on",
+                    Some(false) => "off",
+                    None => "unknown",
+                }
+                .to_owned(),
             },
             counts: EventCounts {
                 count: w,
