@@ -27,6 +27,7 @@ mod mirror_images;
 mod openapi;
 mod origin;
 mod persistence;
+mod policy;
 mod promtool;
 mod proxy;
 mod sendfile;

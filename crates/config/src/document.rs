@@ -182,7 +182,12 @@ impl ConfigDocument {
 
     /// [`Self::render`] with the device's `resolution` decision (a POST with a device id of a
     /// module that has a `resolutionPolicy`).
-    pub fn render_for(&self, version: u64, device_id: Option<&str>, resolution: Option<&Resolution>) -> Vec<u8> {
+    pub fn render_for(
+        &self,
+        version: u64,
+        device_id: Option<&str>,
+        resolution: Option<&Resolution>,
+    ) -> Vec<u8> {
         #[derive(Serialize)]
         #[serde(rename_all = "camelCase")]
         struct Merge<'a> {

@@ -175,12 +175,24 @@ impl ResolutionPolicy {
     /// a pinned place).
     pub fn decide(&self, device: Device<'_>, control: Option<Control>) -> Resolution {
         let place = self.pinned(&device.place.isp, &device.place.region);
-        let segment = device
-            .segment
-            .and_then(|s| self.segments.iter().find(|e| e.segment.as_str() == s));
+        let segment = device.segment.and_then(|s| self.segments.iter().find(|e| e.segment.as_str() == s));
         let layers: [(&'static str, Option<Fields>); 3] = [
-            ("place", place.map(|p| Fields { httpdns_rate: p.httpdns_rate, local_dns_fallback: p.local_dns_fallback, timeout_ms: p.timeout_ms })),
-            ("segment", segment.map(|s| Fields { httpdns_rate: s.httpdns_rate, local_dns_fallback: s.local_dns_fallback, timeout_ms: s.timeout_ms })),
+            (
+                "place",
+                place.map(|p| Fields {
+                    httpdns_rate: p.httpdns_rate,
+                    local_dns_fallback: p.local_dns_fallback,
+                    timeout_ms: p.timeout_ms,
+                }),
+            ),
+            (
+                "segment",
+                segment.map(|s| Fields {
+                    httpdns_rate: s.httpdns_rate,
+                    local_dns_fallback: s.local_dns_fallback,
+                    timeout_ms: s.timeout_ms,
+                }),
+            ),
             ("default", Some(self.default.clone())),
         ];
         let decided_by = layers
@@ -325,12 +337,13 @@ mod tests {
     fn bad_entries_name_their_field() {
         let p = policy(r#"{"default": {"timeoutMs": 5}}"#);
         assert_eq!(p.validate().unwrap_err().field, "resolutionPolicy.default.timeoutMs");
-        let p = policy(
-            r#"{"places": [{"isp": "unicom", "region": "x"}, {"isp": "unicom", "region": "x"}]}"#,
-        );
+        let p = policy(r#"{"places": [{"isp": "unicom", "region": "x"}, {"isp": "unicom", "region": "x"}]}"#);
         assert_eq!(p.validate().unwrap_err().field, "resolutionPolicy.places[1]");
         assert!(serde_json::from_str::<ResolutionPolicy>(r#"{"default": {"httpdnsRate": 2}}"#).is_err());
-        assert!(serde_json::from_str::<ResolutionPolicy>(r#"{"places": [{"isp": "Unicom", "region": "x"}]}"#).is_err());
+        assert!(serde_json::from_str::<ResolutionPolicy>(
+            r#"{"places": [{"isp": "Unicom", "region": "x"}]}"#
+        )
+        .is_err());
         assert!(serde_json::from_str::<ResolutionPolicy>(r#"{"preResolveHosts": ["not a name"]}"#).is_err());
     }
 }

@@ -40,6 +40,11 @@ pub const ENV_VARS: &[(&str, &str)] = &[
     ("HTTPDNS_BODY_TIMEOUT_MS", "the longest gap between two reads of a request body, in ms"),
     ("HTTPDNS_BODY_DEADLINE_MS", "the longest a whole request body may take to arrive, in ms"),
     ("HTTPDNS_LOG_FORMAT", "text or json"),
+    ("HTTPDNS_POLICY_AUTO", "the policy controller changes places by itself (true/false, default true)"),
+    ("HTTPDNS_POLICY_RAMP", "the recovery's shares of httpdnsRate, comma-separated (default 0.01,0.05,0.25,1)"),
+    ("HTTPDNS_POLICY_STEP_SECONDS", "how long each recovery step holds, in seconds (default 300)"),
+    ("HTTPDNS_POLICY_MIN_REQUESTS", "request events a policy decision needs (default 100)"),
+    ("HTTPDNS_CONTROL_TICK_MS", "how often the policy controller and rollouts decide, in ms (default 60000)"),
     (
         "HTTPDNS_CLIENT_RATE_LIMIT_QPS",
         "requests per second per client address on the unauthenticated endpoints (`off`: none, the default)",
@@ -163,6 +168,8 @@ pub struct Config {
     pub live: LiveSettings,
     /// The client event intake (`[events]`).
     pub events: EventSettings,
+    /// The policy controller (`HTTPDNS_POLICY_*`, `HTTPDNS_CONTROL_TICK_MS`: policy_env.rs).
+    pub policy_controller: httpdns_policy::Settings,
     /// Only authenticated requests are answered (DNSPod `id=`, Alibaba signed endpoints).
     pub auth_required: bool,
     /// Proxies whose forwarding headers are believed.
@@ -220,7 +227,7 @@ pub struct ConfigError {
     pub message: String,
 }
 
-fn err(setting: impl Into<String>, message: impl Into<String>) -> ConfigError {
+pub(crate) fn err(setting: impl Into<String>, message: impl Into<String>) -> ConfigError {
     ConfigError { setting: setting.into(), message: message.into() }
 }
 
@@ -406,7 +413,7 @@ fn parse_listen(setting: &str, value: &str) -> Result<Listen, ConfigError> {
         .map_err(|_| err(setting, format!("{value:?} is not ip:port or off")))
 }
 
-fn parse_bool(setting: &str, value: &str) -> Result<bool, ConfigError> {
+pub(crate) fn parse_bool(setting: &str, value: &str) -> Result<bool, ConfigError> {
     match value.to_ascii_lowercase().as_str() {
         "1" | "true" | "yes" | "on" => Ok(true),
         "0" | "false" | "no" | "off" | "" => Ok(false),
@@ -625,6 +632,7 @@ impl Config {
                 .map(|c| parse_cidr("trusted_proxies", c))
                 .collect::<Result<Vec<_>, _>>()?,
         };
+        let policy_controller = crate::policy_env::load(&env)?;
         let auth_required = match env("HTTPDNS_AUTH_REQUIRED") {
             Some(v) => parse_bool("HTTPDNS_AUTH_REQUIRED", &v)?,
             None => file.auth_required.unwrap_or(false),
@@ -831,6 +839,7 @@ impl Config {
             shutdown_grace: Duration::from_millis(file.shutdown_grace_ms.unwrap_or(10_000)),
             live,
             events,
+            policy_controller,
             auth_required,
             trusted_proxies,
             upstream_timeout: Duration::from_millis(match file.upstream.timeout_ms {

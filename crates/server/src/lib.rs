@@ -10,6 +10,7 @@ pub mod demo_secrets;
 mod dns;
 mod follow;
 mod listeners;
+mod policy_env;
 mod reload;
 mod secrets;
 
@@ -132,11 +133,13 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
         registry.clone(),
     ));
     catalog.sync().await.context("loading data from the database")?;
+    let policy_view = Arc::new(httpdns_policy::PolicyView::new(config.policy_controller.clone()));
     let config_cache = Arc::new(ConfigCache::new(
         store.clone(),
         signer,
         metrics.clone(),
         catalog.metrics().store_corrupt_rows.clone(),
+        policy_view.clone(),
     ));
     config_cache.refresh().await.context("loading config documents")?;
     let servers = dns::upstream_servers(&config.upstreams);
@@ -333,6 +336,28 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
     ));
     tasks.spawn(follow::follow_live(live, catalog.clone(), shutdown.clone()));
     tasks.spawn(events.run(store.clone(), shutdown.clone()));
+    let checks_catalog = catalog.clone();
+    // The controller recovers a place only when the server's own checks agree: some node of
+    // the place's own (its carrier and region) is up, or it has none.
+    let checks: httpdns_policy::run::Checks = Arc::new(move |isp: &str, region: &str| {
+        let p = checks_catalog.snapshot();
+        let mut own = p
+            .nodes()
+            .iter()
+            .enumerate()
+            .filter(|(_, n)| n.usable && n.spec.isp.as_str() == isp && n.spec.region.as_str() == region)
+            .peekable();
+        own.peek().is_none() || own.any(|(i, _)| p.health.get(i).is_none_or(|s| s.is_up()))
+    });
+    let controller = Arc::new(httpdns_policy::run::Controller::new(
+        config.policy_controller.clone(),
+        store.clone(),
+        policy_view,
+        httpdns_policy::PolicyMetrics::new(&prometheus),
+        checks,
+        None,
+    ));
+    tasks.spawn(controller.run(shutdown.clone()));
     tasks.spawn(service_ips.run(store.clone(), shutdown.clone()));
     tasks.spawn(follow_geo(geo, metrics, config.geo.reload_interval, shutdown.clone()));
 

@@ -115,7 +115,13 @@ impl Store {
     }
 
     /// Records the config versions a step published (written after the publish).
-    pub async fn policy_step_versions(&self, at: i64, isp: &str, region: &str, versions: &str) -> Result<(), StoreError> {
+    pub async fn policy_step_versions(
+        &self,
+        at: i64,
+        isp: &str,
+        region: &str,
+        versions: &str,
+    ) -> Result<(), StoreError> {
         sqlx::query("UPDATE policy_steps SET versions = $1 WHERE at = $2 AND isp = $3 AND region = $4")
             .bind(versions)
             .bind(at)
@@ -127,7 +133,11 @@ impl Store {
     }
 
     /// The latest `limit` steps, newest first; of one place when given.
-    pub async fn policy_steps(&self, place: Option<(&str, &str)>, limit: i64) -> Result<Vec<StepRow>, StoreError> {
+    pub async fn policy_steps(
+        &self,
+        place: Option<(&str, &str)>,
+        limit: i64,
+    ) -> Result<Vec<StepRow>, StoreError> {
         let (isp, region) = place.unwrap_or(("", ""));
         let rows = sqlx::query(
             "SELECT at, isp, region, from_state, to_state, from_share, to_share, reason, versions FROM policy_steps \
@@ -157,7 +167,13 @@ impl Store {
 
     /// Takes or renews the lease `name` for `holder` until `now_ms + ttl_ms`; true when
     /// `holder` has it. A lease another holder let expire is taken over.
-    pub async fn lease(&self, name: &str, holder: &str, now_ms: i64, ttl_ms: i64) -> Result<bool, StoreError> {
+    pub async fn lease(
+        &self,
+        name: &str,
+        holder: &str,
+        now_ms: i64,
+        ttl_ms: i64,
+    ) -> Result<bool, StoreError> {
         let mut tx = self.pool.begin().await?;
         let current = sqlx::query("SELECT holder, expires_at FROM leases WHERE name = $1")
             .bind(name)
@@ -198,5 +214,47 @@ impl Store {
         };
         tx.commit().await?;
         Ok(mine)
+    }
+}
+
+/// One place's per-minute failure rates over a span: how many minutes, their sum and the sum
+/// of their squares (the moments a threshold is derived from).
+#[derive(Debug, Clone, PartialEq)]
+pub struct RateMoments {
+    pub isp: String,
+    pub region: String,
+    pub minutes: i64,
+    pub sum: f64,
+    pub sum_sq: f64,
+}
+
+impl Store {
+    /// The moments of each place's per-minute failure rate (`(errors + fallbacks) / requests`,
+    /// at most 1) over minutes from `from` with at least `min_requests` requests, devices held
+    /// back by the policy (`cohort = 'off'`) excluded. One row per place, computed in the
+    /// database: days of minutes never cross the wire.
+    pub async fn policy_history(&self, from: i64, min_requests: f64) -> Result<Vec<RateMoments>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT isp, region, COUNT(*), SUM(r), SUM(r * r) FROM (\
+             SELECT isp, region, minute, CASE WHEN SUM(errors + fallbacks) >= SUM(requests) THEN 1.0 \
+             ELSE SUM(errors + fallbacks) / SUM(requests) END AS r FROM policy_minutes \
+             WHERE minute >= $1 AND cohort <> 'off' GROUP BY isp, region, minute \
+             HAVING SUM(requests) >= $2) AS m GROUP BY isp, region",
+        )
+        .bind(from)
+        .bind(min_requests)
+        .fetch_all(&self.pool)
+        .await?;
+        let mut out = Vec::with_capacity(rows.len());
+        for r in &rows {
+            out.push(RateMoments {
+                isp: r.try_get(0)?,
+                region: r.try_get(1)?,
+                minutes: r.try_get(2)?,
+                sum: r.try_get(3)?,
+                sum_sq: r.try_get(4)?,
+            });
+        }
+        Ok(out)
     }
 }

@@ -234,7 +234,13 @@ async fn policy_minutes_split_events_by_cohort_and_event_minutes_do_not() {
         let of = |cohort: &str| split.iter().find(|r| r.cohort == cohort).unwrap().counts;
         assert_eq!(
             of("on"),
-            PolicyCounts { requests: 100.0, errors: 10.0, fallbacks: 4.0, latency_ms_sum: 1000.0, latency_count: 100.0 }
+            PolicyCounts {
+                requests: 100.0,
+                errors: 10.0,
+                fallbacks: 4.0,
+                latency_ms_sum: 1000.0,
+                latency_count: 100.0
+            }
         );
         assert_eq!((of("off").requests, of("off").errors), (25.0, 0.0), "a 4xx is not a delivery error");
         // A rewrite of the minute replaces, a second replica adds.

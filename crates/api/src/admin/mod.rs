@@ -11,6 +11,7 @@
 mod auth;
 mod body;
 mod mirror;
+mod policy;
 mod resources;
 
 use axum::routing::get;
@@ -36,6 +37,7 @@ pub fn routes() -> Router<AppState> {
         .route("/admin/v1/events/summary", get(crate::events::admin::summary))
         .route("/admin/v1/localdns/map", get(crate::events::admin::localdns_map))
         .route("/admin/v1/events/series", get(crate::events::series::series))
+        .route("/admin/v1/policy/places", get(policy::places))
         .route("/admin/v1/mirror/purge", axum::routing::post(mirror::purge))
         .route("/admin/v1/mirror/report", get(mirror::report))
         .route(

@@ -1,14 +1,18 @@
 //! What apps call: `POST|GET /app/config-center/module-config` and the public key.
 
+use std::net::IpAddr;
+
 use axum::body::Bytes;
 use axum::extract::{Request, State};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 
+use httpdns_config::policy::{Device, Place};
+
 use super::cache::Published;
 use crate::error::ApiError;
 use crate::metrics::ConfigMethod;
-use crate::state::AppState;
+use crate::state::{AppState, PeerAddr};
 
 /// Header carrying the base64 Ed25519 signature of the exact response body.
 pub const SIGNATURE_HEADER: &str = "x-config-signature";
@@ -92,8 +96,8 @@ pub(crate) fn answer_get(app: &AppState, query: Option<&str>, headers: &HeaderMa
     resp
 }
 
-pub(crate) async fn post(State(app): State<AppState>, body: Bytes) -> Response {
-    let resp = match post_inner(&app, &body).await {
+pub(crate) async fn post(State(app): State<AppState>, PeerAddr(peer): PeerAddr, body: Bytes) -> Response {
+    let resp = match post_inner(&app, peer, &body).await {
         Ok(r) => r,
         Err(e) => e.into_whole(),
     };
@@ -101,7 +105,7 @@ pub(crate) async fn post(State(app): State<AppState>, body: Bytes) -> Response {
     resp.map(axum::body::Body::from)
 }
 
-async fn post_inner(app: &AppState, body: &[u8]) -> Result<Whole, ApiError> {
+async fn post_inner(app: &AppState, peer: IpAddr, body: &[u8]) -> Result<Whole, ApiError> {
     // Apps send more context than this reads (platform, app version, ...): unknown fields are
     // ignored here, unlike the admin API.
     let v: serde_json::Value = serde_json::from_slice(body)
@@ -132,13 +136,35 @@ async fn post_inner(app: &AppState, body: &[u8]) -> Result<Whole, ApiError> {
             ApiError::bad_request("InvalidArgument", "configVersion", "configVersion must be an integer >= 0")
         })?,
     };
+    let segment = match obj.get("segment") {
+        None | Some(serde_json::Value::Null) => None,
+        Some(serde_json::Value::String(s)) => Some(
+            httpdns_core::Token::parse(s)
+                .map_err(|e| ApiError::bad_request("InvalidArgument", "segment", format!("segment {e}")))?,
+        ),
+        Some(_) => {
+            return Err(ApiError::bad_request("InvalidArgument", "segment", "segment must be a string"))
+        }
+    };
     let p = app.config.at_least(module, known).await.ok_or_else(|| not_found(module))?;
     // A per-device body differs by its enabled flags, so it is rendered and signed per request;
     // either way the answer is personal and must not be cached by intermediaries.
     Ok(match device {
         None => respond(&p, p.body.clone(), p.signature.clone(), "no-store"),
         Some(d) => {
-            let body = Bytes::from(p.document.render(p.version as u64, Some(d)));
+            let resolution = p.document.resolution_policy.as_ref().map(|policy| {
+                let view = httpdns_geo::classify(&app.catalog.snapshot(), &app.geo, peer);
+                let name = |t: Option<httpdns_core::Token>| {
+                    t.map_or_else(|| "unknown".to_owned(), |t| t.as_str().to_owned())
+                };
+                let place = Place { isp: name(view.isp), region: name(view.region) };
+                let control = app.config.policy().control(&place.isp, &place.region);
+                policy.decide(
+                    Device { id: d, place: &place, segment: segment.as_ref().map(|s| s.as_str()) },
+                    control,
+                )
+            });
+            let body = Bytes::from(p.document.render_for(p.version as u64, Some(d), resolution.as_ref()));
             let sig = HeaderValue::from_str(&app.config.signer().sign(&body)).expect("base64 is header-safe");
             respond(&p, body, sig, "no-store")
         }

@@ -43,6 +43,8 @@ pub struct ConfigCache {
     last_client_refresh: std::sync::Mutex<Option<Instant>>,
     metrics: Arc<Metrics>,
     corrupt_rows: prometheus::IntCounter,
+    /// The policy controller's places, rendered into devices' `resolution`.
+    policy: Arc<httpdns_policy::PolicyView>,
 }
 
 /// How often clients can make a replica reload config documents from the database (a client
@@ -70,6 +72,7 @@ impl ConfigCache {
         signer: Signer,
         metrics: Arc<Metrics>,
         corrupt_rows: prometheus::IntCounter,
+        policy: Arc<httpdns_policy::PolicyView>,
     ) -> Self {
         Self {
             store,
@@ -80,7 +83,13 @@ impl ConfigCache {
             last_client_refresh: std::sync::Mutex::new(None),
             metrics,
             corrupt_rows,
+            policy,
         }
+    }
+
+    /// The policy controller's places in force.
+    pub fn policy(&self) -> &httpdns_policy::PolicyView {
+        &self.policy
     }
 
     pub fn signer(&self) -> &Signer {
@@ -94,6 +103,11 @@ impl ConfigCache {
     /// The served document of `module`.
     pub fn get(&self, module: &str) -> Option<Arc<Published>> {
         self.modules.load().get(module).cloned()
+    }
+
+    /// Every served document.
+    pub fn modules(&self) -> Vec<Arc<Published>> {
+        self.modules.load().values().cloned().collect()
     }
 
     /// Whether `host` is in the `hostListConfig` of a served document: only those hosts become
@@ -111,6 +125,11 @@ impl ConfigCache {
         for (module, version, _) in stored {
             if current.get(&module).is_some_and(|p| p.version >= version) {
                 continue;
+            }
+            if next.is_none() {
+                // The controller writes its places before it publishes the version that
+                // carries them: loaded first, a new version is never served with older places.
+                self.policy.reload(&self.store).await?;
             }
             let Some(row) = self.store.config_version(&module, version).await? else { continue };
             let document: ConfigDocument = match serde_json::from_str(&row.document) {

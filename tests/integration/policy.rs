@@ -1,0 +1,276 @@
+//! The policy controller on the real binary (docs/policy.md), time-compressed (ticks of
+//! 200 ms, steps held 1 s) but through the same code paths: events posted per place and per
+//! cohort degrade one place only, the per-device answers follow, and the recovery ramps step
+//! by step, steps back on a regression at 25% and ends healthy. Every change is a config
+//! version by `controller` with its reason, listed by `/admin/v1/policy/places`, exported on
+//! `/metrics`, and kept across a restart.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use reqwest::{Method, StatusCode};
+use serde_json::{json, Value};
+
+use crate::support::{backends, env, eventually, Server};
+
+/// A device in unicom/shanghai and one in telecom/beijing, as the trusted proxy says.
+const SHANGHAI: &str = "10.1.0.7";
+const BEIJING: &str = "10.2.0.7";
+/// A place the document pins.
+const GUANGZHOU: &str = "10.3.0.7";
+
+fn now_s() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs()
+}
+
+fn settings(tmp: &std::path::Path, db: &crate::support::Db) -> HashMap<String, String> {
+    let mut e = env(tmp, db);
+    for (k, v) in [
+        ("HTTPDNS_TRUSTED_PROXIES", "127.0.0.1/32"),
+        ("HTTPDNS_CONTROL_TICK_MS", "200"),
+        ("HTTPDNS_POLICY_STEP_SECONDS", "1"),
+        ("HTTPDNS_POLICY_MIN_REQUESTS", "40"),
+    ] {
+        e.insert(k.into(), v.into());
+    }
+    e
+}
+
+const FILE: &str = "[events]\nflush_ms = 100\n";
+
+async fn start(e: &HashMap<String, String>) -> Server {
+    Server::start_with(e.clone(), Some(FILE)).await
+}
+
+/// `n` request events from `from` on the `enabled` side, `failed` of them failed.
+async fn report(s: &Server, from: &str, enabled: Option<bool>, n: usize, failed: usize, latency: u64) {
+    let events: Vec<Value> = (0..n)
+        .map(|i| {
+            let mut e = json!({"event": "request", "timestamp": now_s(), "host": "cdn.example.com",
+                "outcome": if i < failed { "timeout" } else { "ok" }, "latency_ms": latency});
+            if let Some(b) = enabled {
+                e["httpdns_enabled"] = json!(b);
+            }
+            e
+        })
+        .collect();
+    let resp = s
+        .http
+        .post(s.url("/app/events"))
+        .header("x-forwarded-for", from)
+        .json(&json!({ "events": events }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), StatusCode::ACCEPTED);
+}
+
+async fn places(s: &Server) -> Value {
+    let (status, v) = s.admin(Method::GET, "/admin/v1/policy/places", None).await;
+    assert_eq!(status, StatusCode::OK, "{v}");
+    v
+}
+
+fn place<'a>(v: &'a Value, isp: &str) -> Option<&'a Value> {
+    v["places"].as_array().unwrap().iter().find(|p| p["isp"] == isp)
+}
+
+async fn state_of(s: &Server, isp: &str) -> (String, f64) {
+    let v = places(s).await;
+    place(&v, isp).map_or(("unknown".into(), 1.0), |p| {
+        (p["state"].as_str().unwrap().to_owned(), p["share"].as_f64().unwrap())
+    })
+}
+
+/// The per-device answer from `from`.
+async fn resolution(s: &Server, from: &str, device: &str) -> Value {
+    let resp = s
+        .http
+        .post(s.url("/app/config-center/module-config"))
+        .header("x-forwarded-for", from)
+        .json(&json!({"module": "cdn", "deviceId": device, "configVersion": 0}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), StatusCode::OK);
+    let v: Value = resp.json().await.unwrap();
+    v["resolution"].clone()
+}
+
+async fn publish(s: &Server) {
+    let doc = json!({
+        "mergeHostConfigs": [], "hostListConfig": [{"host": "cdn.example.com", "rate": 1}],
+        "reviveProbeInterval": 600000, "configRequestInterval": 600000, "publicIpList": [],
+        "resolutionPolicy": {"default": {"httpdnsRate": 1, "timeoutMs": 1500},
+            "places": [{"isp": "mobile", "region": "guangzhou", "httpdnsRate": 0.5}],
+            "preResolveHosts": ["img.example.com"]}
+    });
+    let (status, v) = s.admin(Method::PUT, "/admin/v1/config/cdn", Some(doc)).await;
+    assert!(status.is_success(), "{v}");
+}
+
+/// Waits (bounded) until `isp` is in `state` at `share`; feeds `feed` between looks.
+async fn until<F, Fut>(s: &Server, isp: &str, state: &str, share: f64, mut feed: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = ()>,
+{
+    let mut last = (String::new(), 0.0);
+    for _ in 0..60 {
+        last = state_of(s, isp).await;
+        if last.0 == state && (last.1 - share).abs() < 1e-9 {
+            return;
+        }
+        feed().await;
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    panic!("{isp} never reached {state} at {share}; last {last:?}: {}", places(s).await);
+}
+
+#[tokio::test]
+async fn one_place_degrades_recovers_by_steps_and_steps_back_on_a_regression() {
+    for (db, _guard) in backends("policy_controller").await {
+        let tmp = tempfile::tempdir().unwrap();
+        let e = settings(tmp.path(), &db);
+        let s = start(&e).await;
+        s.put_ok("/admin/v1/networks/10.1.0.0%2F16", json!({"isp": "unicom", "region": "shanghai"})).await;
+        s.put_ok("/admin/v1/networks/10.2.0.0%2F16", json!({"isp": "telecom", "region": "beijing"})).await;
+        s.put_ok("/admin/v1/networks/10.3.0.0%2F16", json!({"isp": "mobile", "region": "guangzhou"})).await;
+        publish(&s).await;
+
+        // Healthy: every device on HTTPDNS, with the document's timeout and pre-resolve list.
+        let r = resolution(&s, SHANGHAI, "device-1").await;
+        assert_eq!(r["httpdns"], true, "{r}");
+        assert_eq!(r["timeoutMs"], 1500);
+        assert_eq!(r["place"], json!({"isp": "unicom", "region": "shanghai"}));
+        assert_eq!(r["state"], "healthy");
+        assert_eq!(r["preResolveHosts"], json!(["img.example.com"]));
+
+        // Shanghai's devices fail half their requests; Beijing's do not.
+        report(&s, BEIJING, Some(true), 60, 0, 40).await;
+        report(&s, SHANGHAI, None, 60, 30, 900).await;
+        until(&s, "unicom", "degraded", 0.01, || async {}).await;
+        assert_eq!(state_of(&s, "telecom").await.0, "healthy");
+        let v = places(&s).await;
+        let sh = place(&v, "unicom").unwrap();
+        assert_eq!(sh["httpdns_rate"]["cdn"], json!(0.01), "{sh}");
+        let step = &sh["steps"][0];
+        assert_eq!((step["from"].as_str(), step["to"].as_str()), (Some("healthy"), Some("degraded")));
+        assert!(step["why"].as_str().unwrap().contains("50.00%"), "{step}");
+        assert_eq!(step["versions"], json!(["cdn:2"]), "the change is config version 2");
+        let (_, history) = s.admin(Method::GET, "/admin/v1/config/cdn/versions", None).await;
+        assert!(history.to_string().contains("controller"), "{history}");
+        assert!(history.to_string().contains("unicom/shanghai healthy -> degraded"), "{history}");
+
+        // Devices there: 1% on HTTPDNS (by the bucket), the rest told LocalDNS at once.
+        let mut on = 0;
+        for i in 0..400 {
+            let r = resolution(&s, SHANGHAI, &format!("d{i}")).await;
+            assert_eq!(r["state"], "degraded");
+            let bucket = httpdns_config::rollout::bucket("httpdnsRate", &format!("d{i}"));
+            assert_eq!(r["httpdns"], json!(bucket < 100), "device d{i}, bucket {bucket}");
+            on += usize::from(r["httpdns"] == true);
+        }
+        assert!(on < 20, "{on} of 400 at 1%");
+        assert_eq!(resolution(&s, BEIJING, "d1").await["state"], "healthy");
+        assert_eq!(
+            s.text("/metrics").await.lines().find(|l| l.starts_with(
+                "httpdns_policy_place_state{isp=\"unicom\",region=\"shanghai\",state=\"degraded\"}"
+            )),
+            Some("httpdns_policy_place_state{isp=\"unicom\",region=\"shanghai\",state=\"degraded\"} 1")
+        );
+
+        // A pinned place is the operator's: however its devices fare, its answer is the
+        // document's.
+        report(&s, GUANGZHOU, None, 60, 60, 900).await;
+        until(&s, "mobile", "degraded", 0.01, || async {}).await;
+        let r = resolution(&s, GUANGZHOU, "d1").await;
+        assert_eq!(
+            (r["state"].as_str(), r["httpdnsRate"].as_f64(), r["decidedBy"].as_str()),
+            (Some("healthy"), Some(0.5), Some("place"))
+        );
+
+        // The probe share succeeds again: recovering at 5%, then 25%.
+        until(&s, "unicom", "recovering", 0.05, || report(&s, SHANGHAI, Some(true), 50, 0, 40)).await;
+        let good = || async {
+            report(&s, SHANGHAI, Some(true), 50, 0, 40).await;
+            report(&s, SHANGHAI, Some(false), 50, 0, 40).await;
+        };
+        until(&s, "unicom", "recovering", 0.25, good).await;
+        // A regression at 25%: the ramped cohort fails where the held-back one does not.
+        let bad = || async {
+            report(&s, SHANGHAI, Some(true), 50, 25, 40).await;
+            report(&s, SHANGHAI, Some(false), 50, 0, 40).await;
+        };
+        until(&s, "unicom", "recovering", 0.05, bad).await;
+        let v = places(&s).await;
+        let why = v["places"].as_array().unwrap().iter().find(|p| p["isp"] == "unicom").unwrap()["steps"][0]
+            ["why"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        assert!(why.contains("regression at the 25.00% step"), "{why}");
+        // It holds: within the step's hold, good events do not move it up again.
+        report(&s, SHANGHAI, Some(true), 50, 0, 40).await;
+        tokio::time::sleep(Duration::from_millis(400)).await;
+        assert_eq!(state_of(&s, "unicom").await, ("recovering".into(), 0.05));
+        until(&s, "unicom", "healthy", 1.0, good).await;
+        let v = places(&s).await;
+        let steps: Vec<(String, f64)> = place(&v, "unicom").unwrap()["steps"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .rev()
+            .map(|s| (s["to"].as_str().unwrap().to_owned(), s["to_share"].as_f64().unwrap()))
+            .collect();
+        let expect: Vec<(String, f64)> = [
+            ("degraded", 0.01),
+            ("recovering", 0.05),
+            ("recovering", 0.25),
+            ("recovering", 0.05),
+            ("recovering", 0.25),
+            ("healthy", 1.0),
+        ]
+        .iter()
+        .map(|(s, f)| ((*s).to_owned(), *f))
+        .collect();
+        assert_eq!(steps, expect);
+        assert_eq!(state_of(&s, "telecom").await.0, "healthy", "no other place moved");
+        drop(s);
+    }
+}
+
+#[tokio::test]
+async fn the_state_survives_a_restart_and_auto_false_turns_the_controller_off() {
+    for (db, _guard) in backends("policy_restart").await {
+        let tmp = tempfile::tempdir().unwrap();
+        let e = settings(tmp.path(), &db);
+        let s = start(&e).await;
+        s.put_ok("/admin/v1/networks/10.1.0.0%2F16", json!({"isp": "unicom", "region": "shanghai"})).await;
+        publish(&s).await;
+        report(&s, SHANGHAI, None, 60, 60, 900).await;
+        until(&s, "unicom", "degraded", 0.01, || async {}).await;
+        drop(s);
+
+        let again = start(&e).await;
+        assert_eq!(state_of(&again, "unicom").await, ("degraded".into(), 0.01), "kept in the store");
+        assert_eq!(resolution(&again, SHANGHAI, "d1").await["state"], "degraded");
+        drop(again);
+
+        // Off: devices follow the document alone, and nothing changes by itself.
+        let mut off = e.clone();
+        off.insert("HTTPDNS_POLICY_AUTO".into(), "false".into());
+        let manual = start(&off).await;
+        let v = places(&manual).await;
+        assert_eq!(v["auto"], false);
+        assert_eq!(resolution(&manual, SHANGHAI, "d1").await["state"], "healthy");
+        report(&manual, SHANGHAI, Some(true), 60, 0, 40).await;
+        assert!(
+            !eventually(Duration::from_millis(1500), || async {
+                state_of(&manual, "unicom").await.0 != "degraded"
+            })
+            .await,
+            "the controller is off: the stored state stays"
+        );
+    }
+}
