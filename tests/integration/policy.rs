@@ -274,3 +274,104 @@ async fn the_state_survives_a_restart_and_auto_false_turns_the_controller_off() 
         );
     }
 }
+
+/// A service address that takes connections and never answers, counting them.
+async fn black_hole() -> (String, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let seen = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let count = seen.clone();
+    tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((conn, _)) = listener.accept().await {
+            count.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            held.push(conn);
+        }
+    });
+    (url, seen)
+}
+
+/// A device id whose `httpdnsRate` bucket is below 100 (`inside`) or not.
+fn device(inside: bool) -> String {
+    (0..)
+        .map(|i| format!("rust-device-{i}"))
+        .find(|d| (httpdns_config::rollout::bucket("httpdnsRate", d) < 100) == inside)
+        .unwrap()
+}
+
+async fn client(s: &Server, service: &str, id: &str) -> httpdns_client::CdnClient {
+    let key: Value = s.get("/app/config-center/public-key").await.json().await.unwrap();
+    let mut o = httpdns_client::ClientOptions {
+        device_id: id.into(),
+        events: None,
+        feedback: None,
+        ..Default::default()
+    };
+    o.resolver.service.servers = vec![service.parse().unwrap()];
+    o.resolver.local_dns = httpdns_client::LocalDns::System;
+    o.resolver.allow_private = true;
+    o.config.url = Some(s.url("/app/config-center/module-config?module=cdn").parse().unwrap());
+    o.config.public_key = Some(key["public_key"].as_str().unwrap().to_owned());
+    httpdns_client::CdnClient::new(o).unwrap()
+}
+
+/// The Rust client obeys its place's policy: in a degraded place a device outside the probe
+/// share goes to LocalDNS without asking the service (the black hole sees no connection); one
+/// inside asks it; `localDnsFallback: false` answers no LocalDNS when the service fails.
+#[tokio::test]
+async fn the_rust_client_obeys_the_policy_of_its_place() {
+    let tmp = tempfile::tempdir().unwrap();
+    let e = settings(tmp.path(), &crate::support::Db::Sqlite);
+    let s = start(&e).await;
+    // The client's own address (loopback) is in unicom/shanghai.
+    s.put_ok("/admin/v1/networks/127.0.0.0%2F8", json!({"isp": "unicom", "region": "shanghai"})).await;
+    let mut doc = json!({
+        "mergeHostConfigs": [], "hostListConfig": [{"host": "cdn.example.com", "rate": 1}],
+        "reviveProbeInterval": 600000, "configRequestInterval": 600000, "publicIpList": [],
+        "resolutionPolicy": {"default": {"httpdnsRate": 1, "timeoutMs": 300}}
+    });
+    let (status, v) = s.admin(Method::PUT, "/admin/v1/config/cdn", Some(doc.clone())).await;
+    assert!(status.is_success(), "{v}");
+    report(&s, "127.0.0.1", None, 60, 60, 900).await;
+    until(&s, "unicom", "degraded", 0.01, || async {}).await;
+
+    let (hole, seen) = black_hole().await;
+    let out = client(&s, &hole, &device(false)).await;
+    let _bg = out.start().await;
+    let policy = out.resolver().policy();
+    assert_eq!((policy.httpdns, policy.state.as_deref()), (false, Some("degraded")));
+    assert_eq!(policy.timeout, Some(Duration::from_millis(300)));
+    let r = out.resolver().resolve("localhost").await.unwrap();
+    assert_eq!(r.path, httpdns_client::Path::LocalDns);
+    assert!(r.service_error.unwrap().contains("resolution policy"));
+    assert_eq!(seen.load(std::sync::atomic::Ordering::SeqCst), 0, "the service was not asked");
+
+    let probe = client(&s, &hole, &device(true)).await;
+    let _bg2 = probe.start().await;
+    assert!(probe.resolver().policy().httpdns, "inside the 1% probe share");
+    assert_eq!(probe.resolver().resolve("localhost").await.unwrap().path, httpdns_client::Path::LocalDns);
+    assert!(seen.load(std::sync::atomic::Ordering::SeqCst) >= 1, "the probe asked the service first");
+
+    // The operator pins the place, LocalDNS not allowed (it lies there): no LocalDNS answer.
+    doc["resolutionPolicy"]["places"] =
+        json!([{"isp": "unicom", "region": "shanghai", "httpdnsRate": 1, "localDnsFallback": false}]);
+    let (status, v) = s.admin(Method::GET, "/admin/v1/config/cdn", None).await;
+    assert_eq!(status, StatusCode::OK);
+    let current = v["configVersion"].as_i64().unwrap();
+    let resp = s
+        .http
+        .put(s.url("/admin/v1/config/cdn"))
+        .bearer_auth(crate::support::TOKEN)
+        .header("if-match", format!("\"{current}\""))
+        .json(&doc)
+        .send()
+        .await
+        .unwrap();
+    assert!(resp.status().is_success(), "{}", resp.text().await.unwrap());
+    let pinned = client(&s, &hole, &device(false)).await;
+    let _bg3 = pinned.start().await;
+    let p = pinned.resolver().policy();
+    assert_eq!((p.httpdns, p.local_dns_fallback), (true, false));
+    let err = pinned.resolver().resolve("localhost").await.unwrap_err().to_string();
+    assert!(err.contains("no LocalDNS fallback"), "{err}");
+}

@@ -22,6 +22,7 @@ use crate::error::{Error, Result};
 use crate::events::{self, ClientEvent, EventOptions, Failure, Reporter, RequestOutcome};
 use crate::failover::{EjectionPolicy, FailureEffect, HostPool};
 use crate::netcheck::NetworkCheck;
+use crate::policy::Decision;
 use crate::resolver::{Path, Resolver, ResolverOptions};
 
 /// Retries of a request whose reused connection failed, before it counts as a host failure:
@@ -32,6 +33,8 @@ const STALE_CONNECTION_RETRIES: usize = 2;
 pub struct ClientOptions {
     /// The stable id the config center buckets this device by.
     pub device_id: String,
+    /// The device's segment (`premium`), matched by the document's `resolutionPolicy`.
+    pub segment: Option<String>,
     pub resolver: ResolverOptions,
     pub config: ConfigOptions,
     pub ejection: EjectionPolicy,
@@ -57,6 +60,7 @@ impl Default for ClientOptions {
     fn default() -> Self {
         Self {
             device_id: String::new(),
+            segment: None,
             resolver: ResolverOptions::default(),
             config: ConfigOptions::default(),
             ejection: EjectionPolicy::SEED,
@@ -253,6 +257,7 @@ impl CdnClient {
                 tracing::warn!(error = %e, "First config fetch failed; using the kept or default document.");
             }
         }
+        self.apply_policy().await;
         let reviver = {
             let this = self.clone();
             tokio::spawn(async move {
@@ -279,7 +284,12 @@ impl CdnClient {
                 loop {
                     tokio::time::sleep(this.config_interval()).await;
                     match this.inner.config.refresh().await {
-                        Ok(r) => tracing::debug!(result = ?r, "Config polled."),
+                        Ok(r) => {
+                            tracing::debug!(result = ?r, "Config polled.");
+                            if matches!(r, crate::config_source::Refresh::Updated(_)) {
+                                this.apply_policy().await;
+                            }
+                        }
                         Err(e) => {
                             tracing::warn!(error = %e, "Config poll failed; keeping the document in force.")
                         }
@@ -288,6 +298,36 @@ impl CdnClient {
             }));
         }
         Background { tasks }
+    }
+
+    /// Puts the resolution policy of the document in force into effect: the server's decision
+    /// for this device (a `POST` of the config center), or, when that fails, the device's own
+    /// from the document's `default` and `segments` ([`Decision::from_policy`]).
+    pub async fn apply_policy(&self) {
+        let Some(cfg) = self.inner.config.current() else { return };
+        let opts = &self.inner.opts;
+        let decision = match &cfg.doc.resolution_policy {
+            None => Decision::default(),
+            Some(policy) => {
+                let own = || Decision::from_policy(policy, opts.segment.as_deref(), &opts.device_id);
+                if opts.device_id.is_empty() || opts.config.url.is_none() {
+                    own()
+                } else {
+                    match self.inner.config.device_answer(&opts.device_id, opts.segment.as_deref()).await {
+                        Ok(v) => Decision::from_answer(&v).unwrap_or_else(own),
+                        Err(e) => {
+                            tracing::warn!(error = %e, "No per-device policy from the config center; deciding from the document.");
+                            own()
+                        }
+                    }
+                }
+            }
+        };
+        if let Some(r) = &self.inner.events {
+            let side = cfg.doc.resolution_policy.as_ref().map(|_| decision.httpdns);
+            r.set_policy(side, cfg.version);
+        }
+        self.inner.resolver.set_policy(decision);
     }
 
     fn revive_interval(&self) -> Duration {

@@ -174,6 +174,45 @@ impl ConfigStore {
         }
     }
 
+    /// The config center's answer rendered for this device (`POST` with `deviceId`): the
+    /// signed body as JSON, with the `resolution` the server decided for the device's place,
+    /// segment and bucket. Not installed: the document in force comes from the conditional
+    /// GET; this is for the per-device fields.
+    pub async fn device_answer(&self, device_id: &str, segment: Option<&str>) -> Result<serde_json::Value> {
+        let url = self.opts.url.clone().ok_or_else(|| Error::Config("no config URL configured".into()))?;
+        let module = url
+            .query_pairs()
+            .find(|(k, _)| k == "module")
+            .map(|(_, v)| v.into_owned())
+            .ok_or_else(|| Error::Config("the config URL names no module".into()))?;
+        let mut body = serde_json::json!({
+            "module": module, "deviceId": device_id, "platform": "rust",
+            "configVersion": self.current().map_or(0, |c| c.version),
+        });
+        if let Some(s) = segment {
+            body["segment"] = serde_json::Value::from(s);
+        }
+        let resp = self
+            .http
+            .post(url)
+            .json(&body)
+            .send()
+            .await
+            .map_err(|e| Error::Config(crate::service::error_chain(&e)))?;
+        if !resp.status().is_success() {
+            return Err(Error::Config(format!("config center answered {}", resp.status())));
+        }
+        let signature = resp
+            .headers()
+            .get("x-config-signature")
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned)
+            .ok_or_else(|| Error::Config("unsigned config answer".into()))?;
+        let bytes = resp.bytes().await.map_err(|e| Error::Config(crate::service::error_chain(&e)))?;
+        self.verify(&bytes, &signature).await?;
+        serde_json::from_slice(&bytes).map_err(|e| Error::Config(format!("malformed answer: {e}")))
+    }
+
     async fn verify(&self, body: &[u8], signature: &str) -> Result<()> {
         let pinned = self.key.lock().expect("lock").clone();
         let key = match pinned {

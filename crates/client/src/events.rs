@@ -12,7 +12,7 @@
 use std::collections::VecDeque;
 use std::net::IpAddr;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -229,6 +229,10 @@ struct Inner {
     notify: Notify,
     /// 0: unknown, 1: off, 2: on.
     side: AtomicU8,
+    /// The device's side of its place's `httpdnsRate`, the same encoding.
+    policy_side: AtomicU8,
+    /// The config version the device runs; 0: none said.
+    config_version: AtomicU64,
     // One send at a time (the loop, and `flush`).
     sending: tokio::sync::Mutex<()>,
     /// `events` (`/app/events`) or `reports` (`/feedback`): the body's list.
@@ -341,6 +345,8 @@ impl Reporter {
                 state: Mutex::new(state),
                 notify: Notify::new(),
                 side: AtomicU8::new(0),
+                policy_side: AtomicU8::new(0),
+                config_version: AtomicU64::new(0),
                 sending: tokio::sync::Mutex::new(()),
                 list_key,
                 opts,
@@ -364,6 +370,21 @@ impl Reporter {
         );
     }
 
+    /// The device's side of its place's `httpdnsRate` (`httpdns_enabled`, which the policy
+    /// controller compares the cohorts by) and the config version it runs (`config_version`),
+    /// attached to every event from now on.
+    pub fn set_policy(&self, httpdns_enabled: Option<bool>, config_version: u64) {
+        self.inner.policy_side.store(
+            match httpdns_enabled {
+                None => 0,
+                Some(false) => 1,
+                Some(true) => 2,
+            },
+            Ordering::Relaxed,
+        );
+        self.inner.config_version.store(config_version, Ordering::Relaxed);
+    }
+
     fn side(&self) -> Option<bool> {
         match self.inner.side.load(Ordering::Relaxed) {
             1 => Some(false),
@@ -374,7 +395,16 @@ impl Reporter {
 
     /// Queues an event; never waits.
     pub fn record(&self, event: ClientEvent) {
-        let v = event.to_json(httpdns_core::clock::unix_s(), self.side());
+        let mut v = event.to_json(httpdns_core::clock::unix_s(), self.side());
+        match self.inner.policy_side.load(Ordering::Relaxed) {
+            1 => v["httpdns_enabled"] = Value::Bool(false),
+            2 => v["httpdns_enabled"] = Value::Bool(true),
+            _ => {}
+        }
+        match self.inner.config_version.load(Ordering::Relaxed) {
+            0 => {}
+            n => v["config_version"] = Value::from(n),
+        }
         let kind = v["event"].as_str().unwrap_or("?").to_owned();
         self.push(v, kind);
     }

@@ -41,6 +41,7 @@ mod fsutil;
 mod http;
 pub mod localdns;
 pub mod netcheck;
+pub mod policy;
 pub mod resolver;
 pub mod service;
 pub mod stack;

@@ -34,6 +34,7 @@ use crate::cache::{Cache, Lookup};
 use crate::error::{Error, Result};
 use crate::events::{ClientEvent, FallbackReason, Reporter};
 use crate::localdns::LocalDns;
+use crate::policy::Decision;
 use crate::service::{Fault, Service, ServiceOptions, Unavailable, MAX_BATCH};
 use crate::stack::{IpStack, IpStackDetector, RouteProbe};
 
@@ -167,6 +168,8 @@ struct Inner {
     stack: RwLock<Option<IpStack>>,
     /// A `/ss` refresh is running (one at a time).
     refreshing_ips: AtomicBool,
+    /// The resolution policy in force ([`Resolver::set_policy`]).
+    policy: RwLock<Decision>,
 }
 
 /// Names per request after a network change (ten requests): the names in use, not the whole
@@ -210,6 +213,7 @@ impl Resolver {
                 events: OnceLock::new(),
                 stack: RwLock::new(None),
                 refreshing_ips: AtomicBool::new(false),
+                policy: RwLock::new(Decision::default()),
             }),
         }
     }
@@ -286,6 +290,31 @@ impl Resolver {
         let list = self.inner.service.refresh_service_ips().await;
         self.inner.refreshing_ips.store(false, Ordering::Release);
         list
+    }
+
+    /// Puts a resolution policy in force (the config center's decision for this device):
+    /// `httpdns: false` answers every name from LocalDNS without asking the service,
+    /// `local_dns_fallback: false` answers a failed lookup with a stale answer instead of
+    /// LocalDNS, `timeout` bounds each service request, and `pre_resolve_hosts` are resolved
+    /// now (on a task of its own, inside a tokio runtime).
+    pub fn set_policy(&self, decision: Decision) {
+        self.inner.service.set_timeout(decision.timeout);
+        let hosts = decision.pre_resolve_hosts.clone();
+        let httpdns = decision.httpdns;
+        *self.inner.policy.write().expect("lock") = decision;
+        if httpdns && !hosts.is_empty() {
+            if let Ok(rt) = tokio::runtime::Handle::try_current() {
+                let this = self.clone();
+                rt.spawn(async move {
+                    this.pre_resolve(&hosts).await;
+                });
+            }
+        }
+    }
+
+    /// The resolution policy in force.
+    pub fn policy(&self) -> Decision {
+        self.inner.policy.read().expect("lock").clone()
     }
 
     /// Whether `name` (normalised) goes through HTTPDNS at all: not on `deny_hosts`, and on
@@ -367,7 +396,11 @@ impl Resolver {
     /// A valid, normalised name: the lists, the cache, one lookup per name at a time.
     async fn resolve_name(&self, name: String) -> Result<Resolution> {
         if !self.uses_httpdns(&name) {
-            return self.local_only(&name).await;
+            return self.local_only(&name, "the name does not use HTTPDNS (allow/deny lists)").await;
+        }
+        if !self.inner.policy.read().expect("lock").httpdns {
+            // The place is degraded (or held back): LocalDNS at once, no service timeout paid.
+            return self.local_only(&name, "the resolution policy sends this device to LocalDNS").await;
         }
         let network = self.network();
         if let Some(r) = self.cached(&network, &name) {
@@ -394,9 +427,8 @@ impl Resolver {
 
     /// A name that never uses HTTPDNS: LocalDNS, filtered, not cached (nothing to refresh), no
     /// fallback reported (nothing fell back).
-    async fn local_only(&self, name: &str) -> Result<Resolution> {
+    async fn local_only(&self, name: &str, why: &str) -> Result<Resolution> {
         let opts = &self.inner.opts;
-        let why = "the name does not use HTTPDNS (allow/deny lists)";
         let ips = opts.local_dns.lookup(name, opts.local_timeout).await.map_err(|e| Error::NoAddress {
             name: name.to_owned(),
             detail: format!("{why}; LocalDNS: {e}"),
@@ -421,7 +453,7 @@ impl Resolver {
     /// The longest a lookup can take: every service address, then LocalDNS.
     fn lookup_bound(&self) -> Duration {
         let opts = &self.inner.opts;
-        opts.service.timeout * self.inner.service.servers().len().max(1) as u32
+        self.inner.service.timeout() * self.inner.service.servers().len().max(1) as u32
             + opts.local_timeout
             + Duration::from_secs(1)
     }
@@ -475,7 +507,12 @@ impl Resolver {
 
     async fn fall_back(&self, network: &str, name: &str, service_error: String) -> Result<Resolution> {
         let opts = &self.inner.opts;
-        let local = opts.local_dns.lookup(name, opts.local_timeout).await;
+        let local = if self.inner.policy.read().expect("lock").local_dns_fallback {
+            opts.local_dns.lookup(name, opts.local_timeout).await
+        } else {
+            // Where LocalDNS lies (the hijack map), a stale answer is the better last resort.
+            Err("the resolution policy allows no LocalDNS fallback here".to_owned())
+        };
         if let Ok(ips) = &local {
             let (kept, dropped) = filter(ips, opts.allow_private, None, &HashMap::new());
             if !kept.is_empty() {

@@ -15,7 +15,7 @@
 
 use std::collections::HashMap;
 use std::net::IpAddr;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -108,6 +108,8 @@ pub struct Service {
     preferred: AtomicUsize,
     /// When every address last failed, and how the last one did; `None` while the service works.
     all_failed_at: Mutex<Option<(Instant, Fault)>>,
+    /// The resolution policy's per-request timeout in milliseconds; 0: `opts.timeout`.
+    timeout_ms: AtomicU64,
 }
 
 #[derive(Deserialize)]
@@ -158,7 +160,27 @@ impl Service {
             .build()
             .expect("a reqwest client with static settings");
         let servers = RwLock::new(Arc::new(opts.servers.clone()));
-        Self { opts, http, servers, preferred: AtomicUsize::new(0), all_failed_at: Mutex::new(None) }
+        Self {
+            opts,
+            http,
+            servers,
+            preferred: AtomicUsize::new(0),
+            all_failed_at: Mutex::new(None),
+            timeout_ms: AtomicU64::new(0),
+        }
+    }
+
+    /// The per-request timeout in force: the policy's, else the options'.
+    pub fn timeout(&self) -> Duration {
+        match self.timeout_ms.load(Ordering::Relaxed) {
+            0 => self.opts.timeout,
+            ms => Duration::from_millis(ms),
+        }
+    }
+
+    /// Sets (or, with `None`, clears) the resolution policy's timeout.
+    pub fn set_timeout(&self, timeout: Option<Duration>) {
+        self.timeout_ms.store(timeout.map_or(0, |t| (t.as_millis() as u64).max(1)), Ordering::Relaxed);
     }
 
     pub fn is_configured(&self) -> bool {
@@ -237,8 +259,13 @@ impl Service {
         stack: IpStack,
     ) -> Result<Vec<(String, ServiceAnswer)>, Attempt> {
         let url = self.url(base, &names.join(","), stack).map_err(|e| Attempt::Refused(e.to_string()))?;
-        let resp =
-            self.http.get(url).send().await.map_err(|e| Attempt::Retry(fault_of(&e), error_chain(&e)))?;
+        let resp = self
+            .http
+            .get(url)
+            .timeout(self.timeout())
+            .send()
+            .await
+            .map_err(|e| Attempt::Retry(fault_of(&e), error_chain(&e)))?;
         let status = resp.status();
         if status.as_u16() == 502 {
             // httpdns answers 502 with its JSON error when the upstream resolution of this one
