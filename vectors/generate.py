@@ -275,4 +275,58 @@ write("convergence.json", {
          if enabled("convergenceRate", d, 0.2) else []}
         for d in ["device-0001", "device-0002", "a1b2c3d4e5f6"]]},
 })
+# 7. The resolution policy (resolutionPolicy): the per-device decision (docs/policy.md).
+policy = {
+    "default": {"httpdnsRate": 0.8, "localDnsFallback": True, "timeoutMs": 2000},
+    "places": [{"isp": "unicom", "region": "shanghai", "httpdnsRate": 0.25, "localDnsFallback": False}],
+    "segments": [{"segment": "premium", "httpdnsRate": 1, "timeoutMs": 3000},
+                 {"segment": "lite", "localDnsFallback": False}],
+    "preResolveHosts": ["image.xxx.com", "cdn.xxx.com"],
+}
+FIELDS = ("httpdnsRate", "localDnsFallback", "timeoutMs")
+
+
+def decide(dev, isp, region, segment, share):
+    place = next((p for p in policy["places"] if p["isp"] == isp and p["region"] == region), None)
+    seg = next((x for x in policy["segments"] if x["segment"] == segment), None) if segment else None
+    layers = [("place", place), ("segment", seg), ("default", policy["default"])]
+
+    def pick(k, d):
+        for _, layer in layers:
+            if layer is not None and k in layer:
+                return layer[k]
+        return d
+    decided = next(n for n, layer in layers if layer is not None and any(f in layer for f in FIELDS))
+    rate = float(pick("httpdnsRate", 1))
+    state = "healthy"
+    if place is None and share is not None:
+        rate = rate * share
+        state = "degraded" if share == 0.01 else "recovering"
+    return {"httpdns": enabled("httpdnsRate", dev, rate), "localDnsFallback": pick("localDnsFallback", True),
+            "timeoutMs": pick("timeoutMs", 2000), "httpdnsRate": rate, "decidedBy": decided, "state": state,
+            "bucket": bucket("httpdnsRate", dev)}
+
+
+res_cases = []
+for dev in ["device-0001", "device-0002", "a1b2c3d4e5f6", "设备-42", "android-7f3a9c", "ffffffff"]:
+    for isp, region in [("unicom", "shanghai"), ("telecom", "beijing"), ("unknown", "unknown")]:
+        for segment in [None, "premium", "lite", "nobody"]:
+            for share in [None, 0.01, 0.25]:
+                if share is not None and segment not in (None, "premium"):
+                    continue
+                c = {"deviceId": dev, "place": {"isp": isp, "region": region}, "segment": segment,
+                     "controllerShare": share}
+                c.update(decide(dev, isp, region, segment, share))
+                # A client deciding alone (no server answer) knows no place and no controller.
+                c["clientDecides"] = share is None and not any(
+                    p["isp"] == isp and p["region"] == region for p in policy["places"])
+                res_cases.append(c)
+write("resolution.json", {
+    "about": "resolution = decide(policy, device): each field from the device's place entry (pinned: the controller "
+             "never scales it), else its segment entry, else default; in an unpinned place the controller's share "
+             "scales httpdnsRate; httpdns = bucket('httpdnsRate', deviceId) < round(httpdnsRate * 10000). "
+             "clientDecides: a client without the server's answer computes the same from default and segments.",
+    "policy": policy,
+    "cases": res_cases,
+})
 print("vectors written to", HERE)

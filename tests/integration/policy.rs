@@ -375,3 +375,61 @@ async fn the_rust_client_obeys_the_policy_of_its_place() {
     let err = pinned.resolver().resolve("localhost").await.unwrap_err().to_string();
     assert!(err.contains("no LocalDNS fallback"), "{err}");
 }
+
+/// The bar: a published policy changes the per-device answers exactly as `vectors/` says
+/// (every case the controller has no word in, from an address of the case's place).
+#[tokio::test]
+async fn per_device_answers_match_the_shared_vectors() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("vectors/resolution.json");
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let s = start(&settings(tmp.path(), &crate::support::Db::Sqlite)).await;
+    s.put_ok("/admin/v1/networks/10.1.0.0%2F16", json!({"isp": "unicom", "region": "shanghai"})).await;
+    s.put_ok("/admin/v1/networks/10.2.0.0%2F16", json!({"isp": "telecom", "region": "beijing"})).await;
+    let doc = json!({
+        "mergeHostConfigs": [], "hostListConfig": [{"host": "cdn.example.com", "rate": 1}],
+        "reviveProbeInterval": 600000, "configRequestInterval": 600000, "publicIpList": [],
+        "resolutionPolicy": v["policy"],
+    });
+    let (status, body) = s.admin(Method::PUT, "/admin/v1/config/cdn", Some(doc)).await;
+    assert!(status.is_success(), "{body}");
+    let mut checked = 0;
+    for c in v["cases"].as_array().unwrap().iter().filter(|c| c["controllerShare"].is_null()) {
+        let from = match c["place"]["isp"].as_str().unwrap() {
+            "unicom" => SHANGHAI,
+            "telecom" => BEIJING,
+            _ => "10.9.0.1",
+        };
+        let mut req = json!({"module": "cdn", "deviceId": c["deviceId"]});
+        if !c["segment"].is_null() {
+            req["segment"] = c["segment"].clone();
+        }
+        let resp = s
+            .http
+            .post(s.url("/app/config-center/module-config"))
+            .header("x-forwarded-for", from)
+            .json(&req)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), StatusCode::OK);
+        let r = resp.json::<Value>().await.unwrap()["resolution"].clone();
+        for k in ["httpdns", "localDnsFallback", "timeoutMs", "decidedBy", "state"] {
+            assert_eq!(r[k], c[k], "{k} of {c}: {r}");
+        }
+        assert_eq!(r["place"], c["place"]);
+        assert_eq!(r["preResolveHosts"], v["policy"]["preResolveHosts"]);
+        checked += 1;
+    }
+    assert_eq!(checked, 72);
+    // A segment that is not a token is named.
+    let resp = s
+        .http
+        .post(s.url("/app/config-center/module-config"))
+        .json(&json!({"module": "cdn", "deviceId": "d", "segment": "Premium Users"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), StatusCode::BAD_REQUEST);
+    assert_eq!(resp.json::<Value>().await.unwrap()["field"], "segment");
+}

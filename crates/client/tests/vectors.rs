@@ -212,6 +212,7 @@ fn every_section_is_covered() {
         ("buckets.json", &["about", "buckets", "thresholds", "enabled"]),
         ("config_signatures.json", &["about", "vectors"]),
         ("convergence.json", &["about", "document", "deviceId", "host_list", "cases", "switch"]),
+        ("resolution.json", &["about", "policy", "cases"]),
         ("sign_resolve.json", &["about", "vectors"]),
         ("v2.json", &["about", "hmac", "aes"]),
     ];
@@ -235,6 +236,40 @@ fn every_section_is_covered() {
         }
         for section in *sections {
             assert!(v.get(*section).is_some(), "{file}: {section} is gone");
+        }
+    }
+}
+
+/// `resolution.json`: the server's per-device decision (`httpdns_config::policy`, which the
+/// server renders into `resolution`), and the client's own decision from `default` and
+/// `segments` where it must decide alone.
+#[test]
+fn resolution_policy_decisions() {
+    use httpdns_client::policy::Decision;
+    use httpdns_config::policy::{Control, Device, Place, PlaceState, ResolutionPolicy};
+    let v = vectors("resolution.json");
+    let policy: ResolutionPolicy = serde_json::from_value(v["policy"].clone()).unwrap();
+    policy.validate().unwrap();
+    for c in list(&v, "cases") {
+        let place = Place { isp: s(&c["place"]["isp"]).into(), region: s(&c["place"]["region"]).into() };
+        let id = s(&c["deviceId"]);
+        let segment = c["segment"].as_str();
+        let control = c["controllerShare"].as_f64().map(|share| Control {
+            state: if share == 0.01 { PlaceState::Degraded } else { PlaceState::Recovering },
+            share,
+        });
+        let d = policy.decide(Device { id, place: &place, segment }, control);
+        let got = serde_json::to_value(&d).unwrap();
+        for k in ["httpdns", "localDnsFallback", "timeoutMs", "decidedBy", "state"] {
+            assert_eq!(got[k], c[k], "{k} of {c}");
+        }
+        assert!((d.httpdns_rate.get() - c["httpdnsRate"].as_f64().unwrap()).abs() < 1e-12, "{c}");
+        assert_eq!(rollout::bucket("httpdnsRate", id), c["bucket"].as_u64().unwrap());
+        if c["clientDecides"] == true {
+            let own = Decision::from_policy(&policy, segment, id);
+            assert_eq!(own.httpdns, d.httpdns, "{c}");
+            assert_eq!(own.local_dns_fallback, d.local_dns_fallback, "{c}");
+            assert_eq!(own.timeout.map(|t| t.as_millis() as u64), c["timeoutMs"].as_u64(), "{c}");
         }
     }
 }

@@ -116,6 +116,32 @@ class VectorsTest {
             assertEquals(d.strings("host_list"), Convergence.hostList(swDoc, id), id)
         }
     }
+
+    /**
+     * `resolution.json`: the server's per-device decision as the SDK reads it, and the SDK's own
+     * decision from `default` and `segments` where it decides alone (no server answer).
+     */
+    @Test
+    fun resolutionPolicy() {
+        val v = TestKit.vectors("resolution.json")
+        val policy = v.obj("policy")
+        var alone = 0
+        for (c in objs(v, "cases")) {
+            val server = ResolutionDecision.parse(c)!!
+            assertEquals(c.bool("httpdns"), server.httpdns, c.toString())
+            assertEquals(c.bool("localDnsFallback"), server.localDnsFallback, c.toString())
+            assertEquals(c.long("timeoutMs"), server.timeoutMs, c.toString())
+            assertEquals(c.long("bucket"), Buckets.bucket(Buckets.HTTPDNS_RATE_KEY, c.str("deviceId")!!))
+            if (c.bool("clientDecides") == true) {
+                val own = ResolutionDecision.fromPolicy(policy, c.str("segment"), c.str("deviceId")!!)!!
+                assertEquals(c.bool("httpdns"), own.httpdns, c.toString())
+                assertEquals(c.bool("localDnsFallback"), own.localDnsFallback, c.toString())
+                assertEquals(c.long("timeoutMs"), own.timeoutMs, c.toString())
+                alone++
+            }
+        }
+        assertEquals(48, alone)
+    }
 }
 
 class CarriersTest {
