@@ -9,6 +9,7 @@
 #[allow(dead_code)]
 #[path = "../integration/origin.rs"]
 mod origin;
+mod places;
 #[allow(dead_code)]
 #[path = "../integration/promtool.rs"]
 mod promtool;

@@ -38,6 +38,10 @@ pub(crate) async fn run_all() -> Vec<Row> {
     run!(config_publish_mid_run);
     run!(offline_device);
     run!(fleet_view);
+    for row in crate::places::run(&t).await {
+        crate::print_row(&row);
+        rows.push(row);
+    }
     rows
 }
 

@@ -32,11 +32,20 @@ pub(crate) struct Proc {
 }
 
 impl Proc {
-    #[allow(clippy::zombie_processes)] // reaped in Drop
     fn spawn(env: &[(&str, String)], roles: &[&str], log: &Path) -> Self {
+        Self::spawn_args(env, &["serve"], roles, log)
+    }
+
+    /// [`Self::spawn`] with a configuration file.
+    pub(crate) fn spawn_with_config(env: &[(&str, String)], file: &Path, roles: &[&str], log: &Path) -> Self {
+        Self::spawn_args(env, &["--config", file.to_str().unwrap(), "serve"], roles, log)
+    }
+
+    #[allow(clippy::zombie_processes)] // reaped in Drop
+    fn spawn_args(env: &[(&str, String)], args: &[&str], roles: &[&str], log: &Path) -> Self {
         let stderr = std::fs::File::create(log).unwrap();
         let mut child = Command::new(env!("CARGO_BIN_EXE_httpdns"))
-            .arg("serve")
+            .args(args)
             .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
             .env("RUST_LOG", "info")
             .stdout(Stdio::null())

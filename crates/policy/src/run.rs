@@ -197,11 +197,16 @@ impl Controller {
             let before = m.seen.get(&key).copied().unwrap_or_default();
             let delta = row.counts.minus(&before);
             m.seen.insert(key, row.counts);
+            // A place first seen has had no change to settle from (its `since` is the epoch).
             let place = m.places.entry((row.isp, row.region)).or_insert_with(|| Place {
-                status: Status::healthy(&s.ramp, now_ms),
+                status: Status::healthy(&s.ramp, 0),
                 evidence: Evidence::default(),
                 rates: serde_json::Value::Null,
             });
+            if now_ms - place.status.since_ms < s.settle().as_millis() as i64 {
+                // Settling after a change: what devices did under the old step is not evidence.
+                continue;
+            }
             let side = match row.cohort.as_str() {
                 "on" => &mut place.evidence.on,
                 "off" => &mut place.evidence.off,

@@ -31,6 +31,16 @@ impl Default for Settings {
     }
 }
 
+impl Settings {
+    /// Evidence that arrives this soon after a change is not counted: devices move to a new
+    /// step only at their next config poll (at once on a long poll), and what they did before
+    /// reaches the controller late (their event batches, the replicas' flushes, the tick). Half
+    /// the step's hold: the other half judges the step.
+    pub fn settle(&self) -> Duration {
+        self.step / 2
+    }
+}
+
 /// Parses `HTTPDNS_POLICY_RAMP`: two or more shares, each in `(0, 1]`, increasing, the last 1.
 pub fn parse_ramp(text: &str) -> Result<Vec<f64>, String> {
     let steps: Vec<f64> = text

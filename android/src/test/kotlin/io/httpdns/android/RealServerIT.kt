@@ -26,47 +26,19 @@ import java.util.concurrent.TimeUnit
  */
 @Timeout(120)
 class RealServerIT {
-    private val token = "android-sdk-harness-token"
+    private val token get() = server!!.token
     private val http = OkHttpClient.Builder().readTimeout(10, TimeUnit.SECONDS).build()
-    private var process: Process? = null
+    private var server: RealServer? = null
 
     @AfterEach
     fun stop() {
-        process?.destroy()
-        process?.waitFor(10, TimeUnit.SECONDS)
+        server?.close()
     }
 
-    private fun binary(): File {
-        val p = System.getProperty("httpdns.bin").orEmpty()
-        require(p.isNotEmpty()) { "-Dhttpdns.bin=<path to the httpdns binary> is required" }
-        val f = File(p)
-        return listOf(f, File("..", p)).firstOrNull { it.canExecute() } ?: error("no executable httpdns at $p")
-    }
+    private fun start(dir: File): String = RealServer(dir).also { server = it }.base
 
-    private fun start(dir: File): String {
-        val log = File(dir, "httpdns.log")
-        val pb = ProcessBuilder(binary().absolutePath, "serve").redirectErrorStream(true).redirectOutput(log)
-        pb.environment().putAll(mapOf(
-            "HTTPDNS_API_ADDR" to "127.0.0.1:0", "HTTPDNS_MIRROR_ADDR" to "off", "HTTPDNS_DNS_ADDR" to "off",
-            "HTTPDNS_DATA_DIR" to File(dir, "data").path, "HTTPDNS_ADMIN_TOKEN" to token,
-            "HTTPDNS_ALLOW_PRIVATE_NODE_IPS" to "true", "HTTPDNS_UPSTREAMS" to "off",
-            "HTTPDNS_SYNC_INTERVAL_MS" to "100", "RUST_LOG" to "info",
-        ))
-        process = pb.start()
-        val end = System.nanoTime() + 30_000_000_000
-        while (System.nanoTime() < end) {
-            val line = log.takeIf { it.isFile }?.readLines()?.firstOrNull { it.contains("Listening.") && it.contains("role=\"api\"") }
-            if (line != null) return "http://" + line.substringAfter("addr=").split(' ')[0]
-            Thread.sleep(50)
-        }
-        error("httpdns did not start: ${log.readText()}")
-    }
-
-    private fun admin(base: String, method: String, path: String, body: String? = null): Pair<Int, String> {
-        val req = Request.Builder().url(base + path).header("Authorization", "Bearer $token")
-            .method(method, body?.toRequestBody("application/json".toMediaType())).build()
-        return http.newCall(req).execute().use { it.code to it.body!!.string() }
-    }
+    private fun admin(@Suppress("UNUSED_PARAMETER") base: String, method: String, path: String, body: String? = null) =
+        server!!.admin(method, path, body)
 
     private fun get(c: OkHttpClient, url: String) = c.newCall(Request.Builder().url(url).build()).execute().use { it.body!!.string() }
 
