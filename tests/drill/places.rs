@@ -81,6 +81,8 @@ fn ids(prefix: &str, lo: u64, hi: u64, n: usize) -> Vec<String> {
 
 struct Setup {
     server: Proc,
+    /// The server's own database, read directly (opened before the traffic: no migration).
+    store: httpdns_store::Store,
     key: String,
     url: String,
 }
@@ -186,7 +188,13 @@ async fn setup(t: &Topology) -> Setup {
     )
     .await;
     let key = admin(http, &api, reqwest::Method::GET, "/app/config-center/public-key", None).await;
+    // Opened and warmed now, before the traffic: a first connection sets its pragmas, which can
+    // wait on the server's writers.
+    let store =
+        httpdns_store::Store::open(&format!("sqlite://{}", dir.join("httpdns.db").display())).await.unwrap();
+    store.policy_places().await.unwrap();
     Setup {
+        store,
         key: key["public_key"].as_str().unwrap().to_owned(),
         url: format!("http://{}/image/img/", v.host()),
         server,
@@ -238,19 +246,20 @@ pub(crate) async fn run(t: &Topology) -> Vec<Row> {
     }
 
     // Traffic: every device requests an object every 100 ms until the scenario ends.
-    let traffic = Instant::now();
-    let running = Arc::new(AtomicBool::new(true));
-    let mut devices = Vec::new();
-    for (proxy, id) in sh_ids
+    // The clients first (building one takes a while: its HTTP clients load the TLS roots).
+    let clients: Vec<CdnClient> = sh_ids
         .iter()
         .map(|i| (&shanghai, i.clone()))
         .chain(ids("bj", 0, 10_000, 10).into_iter().map(|i| (&beijing, i)))
-    {
-        let c = CdnClient::new(options(t, &s, proxy, &id)).unwrap();
-        let bg = c.start().await;
+        .map(|(proxy, id)| CdnClient::new(options(t, &s, proxy, &id)).unwrap())
+        .collect();
+    let traffic = Instant::now();
+    let running = Arc::new(AtomicBool::new(true));
+    let mut devices = Vec::new();
+    for c in clients {
         let (running, url) = (running.clone(), s.url.clone());
         devices.push(tokio::spawn(async move {
-            let _bg = bg;
+            let _bg = c.start().await;
             let mut i = 0usize;
             while running.load(Ordering::SeqCst) {
                 let _ = c.get(&format!("{url}{}.jpg", i % crate::topology::OBJECTS)).await;
@@ -261,19 +270,47 @@ pub(crate) async fn run(t: &Topology) -> Vec<Row> {
     }
 
     // Degraded within two ticks of enough evidence; Beijing untouched.
+    // Enough evidence: the rows the controller reads (the server's own store, read here
+    // directly) hold 40 Shanghai requests of devices on HTTPDNS; from then, it has them at its
+    // next tick.
     let mut degrade = row("unicom/shanghai: degraded by the controller");
-    degrade.what = "since traffic";
+    degrade.what = "since evidence";
     let deadline = traffic + Duration::from_secs(30);
-    while state(t, &s, "unicom").await.0 != "degraded" {
+    let mut evidence: Option<Instant> = None;
+    let get = reqwest::Method::GET;
+    let degraded = |rows: Vec<httpdns_store::policy::PlaceRow>| {
+        rows.iter().any(|r| r.isp == "unicom" && r.state == "degraded")
+    };
+    while !degraded(s.store.policy_places().await.unwrap()) {
         assert!(Instant::now() < deadline, "unicom/shanghai never degraded");
-        tokio::time::sleep(Duration::from_millis(50)).await;
+        if evidence.is_none() {
+            let minute = (httpdns_core::clock::unix_s() / 60) as i64;
+            let rows = s.store.policy_minutes(minute - 5, minute).await.unwrap();
+            let seen: f64 = rows
+                .iter()
+                .filter(|r| r.isp == "unicom" && r.cohort != "off")
+                .map(|r| r.counts.requests)
+                .sum();
+            if seen >= 40.0 {
+                evidence = Some(Instant::now());
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    degrade.times.push(traffic.elapsed());
+    let evidence = evidence.expect("the store held the evidence before the change");
+    degrade.times.push(evidence.elapsed());
     degrade.requests = 1;
+    assert!(
+        evidence.elapsed() < Duration::from_millis(2 * TICK_MS + 100 + 500),
+        "degraded {:?} after the evidence: more than two ticks (and a flush, and the polling): {}",
+        evidence.elapsed(),
+        admin(&t.http, &s.server.base(), get.clone(), "/admin/v1/policy/places", None).await
+    );
     assert_eq!(state(t, &s, "telecom").await.0, "healthy", "only the failing place changes");
     degrade.note = format!(
-        "from the first app request of 30 devices starting one by one; telecom/beijing stays healthy; tick {TICK_MS} ms, \
-         evidence 40 requests, events batched every 200 ms, flushed every 100 ms"
+        "{} ms after the first app request; telecom/beijing stays healthy; tick {TICK_MS} ms, evidence 40 requests \
+         (events batched every 200 ms by the devices, flushed every 100 ms by the server)",
+        traffic.elapsed().as_millis()
     );
 
     // After: new Shanghai devices go to LocalDNS at once (the 1% probe share still asks).

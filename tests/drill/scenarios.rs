@@ -230,7 +230,9 @@ async fn invalid_ips(t: &Topology) -> Row {
     for i in 0..N {
         c.resolver().set_network(&format!("net-invalid-{i}"));
         let res = c.resolver().resolve("cdn-a.drill.test").await.unwrap();
-        assert_eq!(res.path, Path::HttpDns);
+        // From the service: just now, or by the re-resolve a network change starts on a task
+        // of its own (which may win the race and fill the cache first).
+        assert!(matches!(res.path, Path::HttpDns | Path::Cache), "{res:?}");
         assert!(
             res.ips.iter().all(|ip| httpdns_core::ip::classify(*ip) != httpdns_core::ip::IpClass::Invalid),
             "{res:?}"
