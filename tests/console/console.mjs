@@ -254,6 +254,21 @@ try {
   await until('one carrier\'s map', async () => (await page.$$eval('#localdns-map g.tile.has-data', gs => gs.map(g => g.dataset.region).sort().join())) === 'guangdong,jiangsu,zhejiang');
   check(true, 'the map filters by carrier');
 
+  // The policy page: the place's state and steps, and its chart: a line per cohort with
+  // requests (the ramped side's outage in it), the threshold, and the share in force.
+  await page.goto(`${BASE}/console#/policy/unicom/shanghai/1h`);
+  await page.waitForSelector('#policy-chart svg.policy-chart');
+  check(await page.locator('table span.badge[data-state=recovering]').count() >= 1, 'the places table shows unicom/shanghai recovering');
+  const cohorts = await page.$$eval('#policy-chart path.line[data-cohort]', ps => ps.map(p => [p.dataset.cohort, (p.getAttribute('d') || '').split(/[ML]/).filter(Boolean).length]));
+  check(cohorts.length === 3 && cohorts.every(([, n]) => n >= 50), `a line per cohort through the hour: ${JSON.stringify(cohorts)}`);
+  check(await page.locator('#policy-chart line.threshold').count() === 1, 'the policy chart draws the threshold');
+  const shareSteps = await page.$eval('#policy-chart path.share', p => (p.getAttribute('d') || '').split('M').length - 1);
+  check(shareSteps === 1, 'the share is one step line');
+  const stepRows = await page.$$eval('#policy-place table tbody tr', rs => rs.map(r => r.textContent));
+  check(stepRows.length === 3 && stepRows[0].includes('25%') && stepRows[2].includes('threshold'), 'the steps, newest first, with their reasons: ' + JSON.stringify(stepRows));
+  await page.locator('#policy-chart').screenshot({ path: `${SHOTS}/policy-chart.png` });
+  await shot('policy');
+
   // The overview with traffic: answers flowing between two readings.
   await page.goto(`${BASE}/console#/overview`);
   await page.waitForSelector('text=Nodes up');

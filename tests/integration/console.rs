@@ -93,6 +93,63 @@ async fn seed_history(url: &str) {
         }
     }
     store.save_event_minutes("history", &rows).await.unwrap();
+
+    // The policy page's place: unicom/shanghai's devices split by cohort over the hour, an
+    // outage of the ramped side from 40 to 25 minutes ago, and the controller's steps.
+    let mut split = Vec::new();
+    for i in 1..60i64 {
+        let outage = (25..40).contains(&i);
+        for (cohort, requests, fallbacks) in
+            [("on", 300.0, if outage { 90.0 } else { 1.0 }), ("off", 200.0, 0.0)]
+        {
+            let mut r = row(now - i, "request", "unicom", "shanghai", "ok", requests);
+            r.key.cohort = cohort.into();
+            split.push(r);
+            if fallbacks > 0.0 {
+                let mut f = row(now - i, "dns_fallback", "unicom", "shanghai", "HTTPDNS_TIMEOUT", fallbacks);
+                f.key.cohort = cohort.into();
+                split.push(f);
+            }
+        }
+    }
+    store.save_event_minutes("history-split", &split).await.unwrap();
+    use httpdns_store::policy::{PlaceRow, StepRow};
+    let ms = |minutes_ago: i64| (now - minutes_ago) * 60_000;
+    let step = |ago: i64, from: &str, to: &str, from_share: f64, to_share: f64, why: &str| StepRow {
+        at: ms(ago),
+        isp: "unicom".into(),
+        region: "shanghai".into(),
+        from_state: from.into(),
+        to_state: to.into(),
+        from_share,
+        to_share,
+        reason: why.into(),
+        versions: "cdn:2".into(),
+    };
+    let steps = [
+        step(
+            38,
+            "healthy",
+            "degraded",
+            1.0,
+            0.01,
+            "failure rate 30.00% of 300 requests passed the place's threshold 5.00%",
+        ),
+        step(20, "degraded", "recovering", 0.01, 0.05, "the probe share succeeds again"),
+        step(10, "recovering", "recovering", 0.05, 0.25, "the 5.00% step held"),
+    ];
+    let place = PlaceRow {
+        isp: "unicom".into(),
+        region: "shanghai".into(),
+        state: "recovering".into(),
+        step: 2,
+        share: 0.25,
+        since: ms(10),
+        threshold: 0.05,
+        rates: "{}".into(),
+        updated_at: ms(0),
+    };
+    store.policy_save(&[place], &steps).await.unwrap();
 }
 
 #[tokio::test]

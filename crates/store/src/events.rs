@@ -200,23 +200,7 @@ impl Store {
         .bind(to)
         .fetch_all(&self.pool)
         .await?;
-        let mut out = Vec::with_capacity(rows.len());
-        for r in &rows {
-            out.push(PolicyRow {
-                minute: r.try_get(0)?,
-                isp: r.try_get(1)?,
-                region: r.try_get(2)?,
-                cohort: r.try_get(3)?,
-                counts: PolicyCounts {
-                    requests: r.try_get(4)?,
-                    errors: r.try_get(5)?,
-                    fallbacks: r.try_get(6)?,
-                    latency_ms_sum: r.try_get(7)?,
-                    latency_count: r.try_get(8)?,
-                },
-            });
-        }
-        Ok(out)
+        rows.iter().map(policy_row).collect()
     }
 
     /// Every replica's counts summed per key over the minutes `from..=to`, optionally of one
@@ -318,4 +302,44 @@ impl Store {
         sqlx::query("DELETE FROM policy_minutes WHERE minute < $1").bind(minute).execute(&self.pool).await?;
         Ok(done.rows_affected())
     }
+}
+
+impl Store {
+    /// [`Store::policy_minutes`] of one place.
+    pub async fn policy_place_minutes(
+        &self,
+        isp: &str,
+        region: &str,
+        from: i64,
+        to: i64,
+    ) -> Result<Vec<PolicyRow>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT minute, isp, region, cohort, SUM(requests), SUM(errors), SUM(fallbacks), \
+             SUM(latency_ms_sum), SUM(latency_count) FROM policy_minutes WHERE minute >= $1 AND minute <= $2 \
+             AND isp = $3 AND region = $4 GROUP BY minute, isp, region, cohort ORDER BY minute, cohort",
+        )
+        .bind(from)
+        .bind(to)
+        .bind(isp)
+        .bind(region)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter().map(policy_row).collect()
+    }
+}
+
+fn policy_row(r: &sqlx::any::AnyRow) -> Result<PolicyRow, StoreError> {
+    Ok(PolicyRow {
+        minute: r.try_get(0)?,
+        isp: r.try_get(1)?,
+        region: r.try_get(2)?,
+        cohort: r.try_get(3)?,
+        counts: PolicyCounts {
+            requests: r.try_get(4)?,
+            errors: r.try_get(5)?,
+            fallbacks: r.try_get(6)?,
+            latency_ms_sum: r.try_get(7)?,
+            latency_count: r.try_get(8)?,
+        },
+    })
 }

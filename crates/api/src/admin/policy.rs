@@ -85,3 +85,78 @@ pub(crate) async fn places(
         "places": places,
     })))
 }
+
+/// `GET /admin/v1/policy/series?isp=&region=&window=1h`: one place's per-minute figures by
+/// cohort (requests and failure rate: the console's chart of the ramped side against the
+/// held-back one), its threshold, and the shares it held over the window (from its steps).
+pub(crate) async fn series(
+    State(app): State<AppState>,
+    RawQuery(query): RawQuery,
+) -> Result<Json<Value>, ApiError> {
+    let pairs: Vec<(String, String)> =
+        form_urlencoded::parse(query.unwrap_or_default().as_bytes()).into_owned().collect();
+    let get = |k: &str| pairs.iter().find(|(n, _)| n == k).map(|(_, v)| v.as_str()).filter(|v| !v.is_empty());
+    let token = |field: &'static str| -> Result<String, ApiError> {
+        let v = get(field)
+            .ok_or_else(|| ApiError::bad_request("MissingArgument", field, format!("{field} is required")))?;
+        httpdns_core::Token::parse(v)
+            .map(|t| t.as_str().to_owned())
+            .map_err(|e| ApiError::bad_request("InvalidArgument", field, format!("{field} {e}")))
+    };
+    let (isp, region) = (token("isp")?, token("region")?);
+    let (window, minutes) =
+        crate::events::admin::parse_window(get("window"), "1h", app.events.settings().retention)?;
+    let store = app.catalog.store();
+    crate::events::admin::flush_own(&app, "policy series").await?;
+    let to = crate::events::now_minute();
+    let from = to - minutes + 1;
+    // At most 120 buckets: a day is charted in 12-minute buckets.
+    let step = (minutes + 119) / 120;
+    let buckets = ((to - from) / step + 1) as usize;
+    let rows =
+        store.policy_place_minutes(&isp, &region, from, to).await.map_err(|e| ApiError::unavailable(&e))?;
+    let mut sums: BTreeMap<&str, Vec<httpdns_store::events::PolicyCounts>> = BTreeMap::new();
+    for cohort in ["on", "off", "unknown"] {
+        sums.insert(cohort, vec![Default::default(); buckets]);
+    }
+    for r in &rows {
+        let b = ((r.minute - from) / step) as usize;
+        if let Some(slot) = sums.get_mut(r.cohort.as_str()).and_then(|v| v.get_mut(b)) {
+            slot.add(&r.counts);
+        }
+    }
+    let side = |cohort: &str| {
+        let v = &sums[cohort];
+        json!({
+            "requests": v.iter().map(|c| (c.requests * 1000.0).round() / 1000.0).collect::<Vec<_>>(),
+            "failure_rate": v.iter().map(|c| (c.requests > 0.0).then(|| ((c.errors + c.fallbacks) / c.requests).min(1.0))).collect::<Vec<_>>(),
+        })
+    };
+    let place = store
+        .policy_places()
+        .await
+        .map_err(|e| ApiError::unavailable(&e))?
+        .into_iter()
+        .find(|p| p.isp == isp && p.region == region);
+    let steps =
+        store.policy_steps(Some((&isp, &region)), 500).await.map_err(|e| ApiError::unavailable(&e))?;
+    // The share at the window's start (the last step before it), then every change inside it.
+    let start_ms = from * 60_000;
+    let before = steps.iter().find(|s| s.at < start_ms).map_or(1.0, |s| s.to_share);
+    let mut shares = vec![json!({"at_s": from * 60, "share": before})];
+    shares.extend(
+        steps
+            .iter()
+            .rev()
+            .filter(|s| s.at >= start_ms)
+            .map(|s| json!({"at_s": s.at / 1000, "share": s.to_share, "state": s.to_state})),
+    );
+    Ok(Json(json!({
+        "isp": isp, "region": region, "window": window, "step_s": step * 60,
+        "t": (0..buckets as i64).map(|b| (from + b * step) * 60).collect::<Vec<_>>(),
+        "on": side("on"), "off": side("off"), "unknown": side("unknown"),
+        "threshold": place.as_ref().map(|p| p.threshold),
+        "state": place.as_ref().map(|p| p.state.clone()),
+        "shares": shares,
+    })))
+}

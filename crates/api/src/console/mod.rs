@@ -44,6 +44,7 @@ const MAX_REVOKED: usize = 10_000;
 
 const INDEX: &str = include_str!("assets/index.html");
 const SCRIPT: &str = include_str!("assets/app.js");
+const POLICY_SCRIPT: &str = include_str!("assets/policy.js");
 const STYLE: &str = include_str!("assets/app.css");
 
 /// Only this origin's script, styles and fetches; nothing inline, nothing framed.
@@ -156,6 +157,7 @@ pub fn routes() -> Router<AppState> {
         .route("/console", get(page))
         .route("/console/", get(page))
         .route("/console/app.js", get(|| async { asset(SCRIPT, "text/javascript; charset=utf-8") }))
+        .route("/console/policy.js", get(|| async { asset(POLICY_SCRIPT, "text/javascript; charset=utf-8") }))
         .route("/console/app.css", get(|| async { asset(STYLE, "text/css; charset=utf-8") }))
         .route("/console/session", get(whoami).post(sign_in).delete(sign_out))
 }

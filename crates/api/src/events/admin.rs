@@ -23,7 +23,7 @@ use crate::state::AppState;
 const OWN_FLUSH_WAIT: Duration = Duration::from_secs(2);
 
 /// A window: `30s` is refused (minutes are the grain), `5m`, `1h`, `7d`.
-pub(super) fn parse_window(
+pub(crate) fn parse_window(
     raw: Option<&str>,
     default: &str,
     retention: Duration,
@@ -64,7 +64,7 @@ pub(super) fn query_pairs(query: Option<&str>) -> Vec<(String, String)> {
 /// the log). On a task of its own: a flush is shared work that must not be cut off half-way by
 /// this request's bound or its client hanging up (taken minutes would be lost); past the bound
 /// the read answers from the rows stored.
-pub(super) async fn flush_own(app: &AppState, what: &str) -> Result<(), ApiError> {
+pub(crate) async fn flush_own(app: &AppState, what: &str) -> Result<(), ApiError> {
     let (hub, store) = (app.events.clone(), app.catalog.store().clone());
     let flush = tokio::spawn(async move { hub.flush(&store).await });
     match tokio::time::timeout(OWN_FLUSH_WAIT, flush).await {

@@ -826,9 +826,9 @@ async function route() {
   if (location.hash && !location.hash.startsWith('#/')) return;
   clearPoll();
   const gen = ++S.gen;
-  let name, arg, arg2;
+  let name, arg, arg2, arg3;
   try {
-    [name, arg, arg2] = location.hash.replace(/^#\/?/, '').split('/').map(decodeURIComponent);
+    [name, arg, arg2, arg3] = location.hash.replace(/^#\/?/, '').split('/').map(decodeURIComponent);
   } catch (_) {
     name = 'overview';
   }
@@ -844,6 +844,7 @@ async function route() {
       case 'config': return await configPage(arg);
       case 'events': return await eventsPage(arg, arg2);
       case 'localdns': return await localdnsPage(arg);
+      case 'policy': return await policyPage(arg, arg2, arg3);
       default: return await overviewPage(gen);
     }
   } catch (e) {
