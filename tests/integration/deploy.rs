@@ -655,6 +655,8 @@ async fn every_metric_of_the_dashboard_and_alerts_is_exported() {
     e.insert("HTTPDNS_MIRROR_ADDR".into(), "127.0.0.1:0".into());
     let (cert, key) = crate::tls::TestCa::new(tmp.path()).leaf("leaf", "dns.test", "DNS:dns.test", 30);
     e.insert("HTTPDNS_API_TLS_ADDR".into(), "127.0.0.1:0".into());
+    // The policy controller ticks soon, so the places it knows are exported.
+    e.insert("HTTPDNS_CONTROL_TICK_MS".into(), "100".into());
     e.insert("HTTPDNS_TLS_CERT".into(), cert.display().to_string());
     e.insert("HTTPDNS_TLS_KEY".into(), key.display().to_string());
     let s = Server::start_with(e, None).await;
@@ -679,7 +681,17 @@ async fn every_metric_of_the_dashboard_and_alerts_is_exported() {
     ]});
     let posted = s.http.post(s.url("/app/events")).body(events.to_string()).send().await.unwrap();
     assert_eq!(posted.status(), reqwest::StatusCode::ACCEPTED);
-    let metrics = s.text("/metrics").await;
+    // The controller's next tick reads the flushed events and exports the place's gauges.
+    let metrics = {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        loop {
+            let m = s.text("/metrics").await;
+            if m.contains("httpdns_policy_place_share{") || std::time::Instant::now() > deadline {
+                break m;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
+    };
     let exported = exported(&metrics);
     let missing: Vec<&String> = used.iter().filter(|m| !exported.contains(*m)).collect();
     assert!(missing.is_empty(), "used by deploy/ but not exported: {missing:?}\nexported: {exported:?}");

@@ -71,6 +71,11 @@ impl PolicyMetrics {
         ] {
             registry.register(c).expect("policy metrics register once");
         }
+        // Every state a change can enter, at zero from the start: a dashboard's rate over the
+        // counter needs the series before the first change.
+        for s in PlaceState::ALL {
+            m.steps.with_label_values(&[s.as_str()]);
+        }
         m
     }
 
