@@ -1196,4 +1196,25 @@ mod issue40_tests {
         tokio::time::sleep(Duration::from_millis(100)).await;
         assert_eq!(g.count(|u| u.ends_with("/ss")), 0);
     }
+
+    /// The resolution policy's pre-resolve list is resolved when the policy arrives (one batch
+    /// request), and its timeout is what each service request gets.
+    #[tokio::test]
+    async fn a_policy_pre_resolves_its_hosts_and_sets_the_timeout() {
+        let f = fake().await;
+        let mut o = opts(&f, IpStack::Dual);
+        o.refresh_service_ips = false;
+        let r = Resolver::new(o);
+        let hosts = vec!["p1.example.com".to_owned(), "p2.example.com".to_owned()];
+        r.set_policy(Decision {
+            timeout: Some(Duration::from_millis(700)),
+            pre_resolve_hosts: hosts.clone(),
+            ..Decision::default()
+        });
+        until(|| r.cached_addresses("p2.example.com").is_some()).await;
+        assert_eq!(f.resolves().len(), 1, "one batch: {:?}", f.resolves());
+        assert_eq!(r.inner.service.timeout(), Duration::from_millis(700));
+        r.set_policy(Decision::default());
+        assert_eq!(r.inner.service.timeout(), ServiceOptions::default().timeout, "cleared with the policy");
+    }
 }
