@@ -245,6 +245,13 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
         },
     };
     tasks.spawn(net.registry.clone().run_reaper(std::time::Duration::from_millis(250), shutdown.clone()));
+    // Held long polls are answered at once on shutdown, so the drain does not wait out their
+    // deadlines (up to a minute).
+    let (closing, stop) = (config_cache.clone(), shutdown.clone());
+    tasks.spawn(async move {
+        stop.cancelled().await;
+        closing.close()
+    });
     if let (Some(certs), Some(files)) = (&net.certs, &config.tls) {
         tasks.spawn(listeners::follow_certificates(certs.clone(), files.reload_interval, shutdown.clone()));
     }

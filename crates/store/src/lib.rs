@@ -6,6 +6,7 @@
 //!   every admin resource (networks, nodes, pools, domains, and the resources of later
 //!   features) as a validated JSON body under `(kind, name)`.
 //! * [`Kind`]: the closed set of resource kinds.
+//! * [`teams`]: named admin tokens with roles, and the audit log of every change.
 //!
 //! # Revisions
 //!
@@ -25,6 +26,7 @@ pub mod events;
 pub mod live;
 pub mod replicas;
 mod resources;
+pub mod teams;
 
 pub use error::StoreError;
 pub use resources::{Change, Kind, Precondition, Resource, Store, Written, NOTIFY_CHANNEL};

@@ -22,7 +22,7 @@ const MAX_DEVICE_ID: usize = 256;
 /// version reaches apps behind a CDN within seconds.
 const GET_CACHE_CONTROL: &str = "public, max-age=10, must-revalidate";
 
-fn module_param(module: Option<&str>) -> Result<&str, ApiError> {
+pub(crate) fn module_param(module: Option<&str>) -> Result<&str, ApiError> {
     let m = module
         .filter(|m| !m.is_empty())
         .ok_or_else(|| ApiError::bad_request("MissingArgument", "module", "missing module"))?;
@@ -31,15 +31,20 @@ fn module_param(module: Option<&str>) -> Result<&str, ApiError> {
     Ok(m)
 }
 
-fn not_found(module: &str) -> ApiError {
+pub(crate) fn not_found(module: &str) -> ApiError {
     ApiError::new(StatusCode::NOT_FOUND, "ModuleNotFound", format!("no config module {module:?}"))
         .with_field("module")
 }
 
 /// A response as one buffer.
-type Whole = Response<Bytes>;
+pub(crate) type Whole = Response<Bytes>;
 
-fn respond(p: &Published, body: Bytes, signature: HeaderValue, cache_control: &'static str) -> Whole {
+pub(crate) fn respond(
+    p: &Published,
+    body: Bytes,
+    signature: HeaderValue,
+    cache_control: &'static str,
+) -> Whole {
     let mut resp = Whole::new(body);
     let h = resp.headers_mut();
     h.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
@@ -47,6 +52,19 @@ fn respond(p: &Published, body: Bytes, signature: HeaderValue, cache_control: &'
     h.insert(header::CACHE_CONTROL, HeaderValue::from_static(cache_control));
     h.insert(SIGNATURE_HEADER, signature);
     h.insert(VERSION_HEADER, HeaderValue::from(p.version));
+    h.insert(super::push::OFFER_HEADER, super::push::offer());
+    resp
+}
+
+/// `304 Not Modified` for the served version `p`.
+pub(crate) fn not_modified(p: &Published, cache_control: &'static str) -> Whole {
+    let mut resp = Whole::new(Bytes::new());
+    *resp.status_mut() = StatusCode::NOT_MODIFIED;
+    let h = resp.headers_mut();
+    h.insert(header::ETAG, p.etag.clone());
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static(cache_control));
+    h.insert(VERSION_HEADER, HeaderValue::from(p.version));
+    h.insert(super::push::OFFER_HEADER, super::push::offer());
     resp
 }
 
@@ -66,7 +84,11 @@ pub(crate) fn none_match(headers: &HeaderMap, etag: &HeaderValue) -> bool {
 // headers and the query. The listener's shortcut (`crate::shortcut`) answers a GET through
 // [`answer_get`] before the router; this handler serves HEAD, and GET without the shortcut.
 pub(crate) async fn get(State(app): State<AppState>, request: Request) -> Response {
-    answer_get(&app, request.uri().query(), request.headers()).map(axum::body::Body::from)
+    let resp = match super::push::answer(&app, request.uri().query(), request.headers()) {
+        httpdns_net::http::Answer::Ready(r) => r,
+        httpdns_net::http::Answer::Later(wait) => wait.await,
+    };
+    resp.map(axum::body::Body::from)
 }
 
 /// The answer to `GET /app/config-center/module-config?module=...`, counted.
@@ -76,15 +98,7 @@ pub(crate) fn answer_get(app: &AppState, query: Option<&str>, headers: &HeaderMa
         Err(e) => e.into_whole(),
         Ok(module) => match app.config.get(module) {
             None => not_found(module).into_whole(),
-            Some(p) if none_match(headers, &p.etag) => {
-                let mut resp = Whole::new(Bytes::new());
-                *resp.status_mut() = StatusCode::NOT_MODIFIED;
-                let h = resp.headers_mut();
-                h.insert(header::ETAG, p.etag.clone());
-                h.insert(header::CACHE_CONTROL, HeaderValue::from_static(GET_CACHE_CONTROL));
-                h.insert(VERSION_HEADER, HeaderValue::from(p.version));
-                resp
-            }
+            Some(p) if none_match(headers, &p.etag) => not_modified(&p, GET_CACHE_CONTROL),
             Some(p) => respond(&p, p.body.clone(), p.signature.clone(), GET_CACHE_CONTROL),
         },
     };

@@ -43,6 +43,12 @@ pub struct ConfigCache {
     last_client_refresh: std::sync::Mutex<Option<Instant>>,
     metrics: Arc<Metrics>,
     corrupt_rows: prometheus::IntCounter,
+    /// Bumped whenever a module's served version changes (and once at [`ConfigCache::close`]):
+    /// the long polls of `push` wait on it. One channel for every waiter, so a publish costs
+    /// one send, and a waiter costs a receiver, not a task or a timer of its own beyond its
+    /// deadline.
+    changed: tokio::sync::watch::Sender<u64>,
+    closing: std::sync::atomic::AtomicBool,
 }
 
 /// How often clients can make a replica reload config documents from the database (a client
@@ -80,7 +86,30 @@ impl ConfigCache {
             last_client_refresh: std::sync::Mutex::new(None),
             metrics,
             corrupt_rows,
+            changed: tokio::sync::watch::Sender::new(0),
+            closing: std::sync::atomic::AtomicBool::new(false),
         }
+    }
+
+    /// A receiver that sees every later change of a served version.
+    pub fn subscribe(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.changed.subscribe()
+    }
+
+    /// Long polls held right now (receivers of [`ConfigCache::subscribe`]).
+    pub fn waiters(&self) -> usize {
+        self.changed.receiver_count()
+    }
+
+    /// Answers every held long poll now (with what is served) and every later one at once: the
+    /// process is stopping, and a drain must not wait out their deadlines.
+    pub fn close(&self) {
+        self.closing.store(true, std::sync::atomic::Ordering::Relaxed);
+        self.changed.send_modify(|n| *n += 1);
+    }
+
+    pub fn is_closing(&self) -> bool {
+        self.closing.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     pub fn signer(&self) -> &Signer {
@@ -127,6 +156,7 @@ impl ConfigCache {
         }
         if let Some(map) = next {
             self.modules.store(Arc::new(map));
+            self.changed.send_modify(|n| *n += 1);
         }
         Ok(())
     }

@@ -3,10 +3,12 @@
 //! * [`cache`]: the documents this replica serves, replaced only by higher versions.
 //! * [`app`]: `POST|GET /app/config-center/module-config`, `GET /app/config-center/public-key`.
 //! * [`admin`]: `/admin/v1/config/...` for operators (publish, history, rollback).
+//! * [`push`]: the long poll (`wait=`) of the config GET.
 
 pub mod admin;
 pub mod app;
 pub mod cache;
+pub mod push;
 
 use axum::routing::{get, post};
 use axum::Router;

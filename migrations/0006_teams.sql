@@ -1,0 +1,40 @@
+-- The config center for a team (issue 42): named admin tokens with roles, and the audit log.
+--
+-- A token is stored as the SHA-256 of its secret only (hex): the secret is shown once when it is
+-- made. Deleting the row revokes it on every replica at once (the guard reads this table).
+CREATE TABLE admin_tokens (
+    name TEXT NOT NULL,
+    -- "viewer", "operator" or "admin".
+    role TEXT NOT NULL,
+    token_sha256 TEXT NOT NULL,
+    created_by TEXT NOT NULL,
+    -- Milliseconds since the Unix epoch.
+    created_at BIGINT NOT NULL,
+    CONSTRAINT admin_tokens_pkey PRIMARY KEY (name),
+    CONSTRAINT admin_tokens_hash_key UNIQUE (token_sha256)
+);
+
+-- One counter row numbers the audit entries: a sequence both backends write the same way
+-- (the row lock orders concurrent appenders on PostgreSQL; SQLite has one writer).
+CREATE TABLE audit_meta (
+    id INTEGER PRIMARY KEY CHECK (id = 1),
+    seq BIGINT NOT NULL
+);
+INSERT INTO audit_meta (id, seq) VALUES (1, 0);
+
+-- Every change: through the admin API and the console (actor: the token's name, or "admin"
+-- for HTTPDNS_ADMIN_TOKEN), and the automatic ones ("controller", "rollout"). Append-only.
+CREATE TABLE audit_log (
+    seq BIGINT NOT NULL,
+    -- Milliseconds since the Unix epoch, by the writing replica's clock.
+    at BIGINT NOT NULL,
+    actor TEXT NOT NULL,
+    method TEXT NOT NULL,
+    path TEXT NOT NULL,
+    -- The store revision (or, for a config module, its version) before and after the change.
+    revision_before BIGINT,
+    revision_after BIGINT,
+    status BIGINT NOT NULL,
+    detail TEXT NOT NULL,
+    CONSTRAINT audit_log_pkey PRIMARY KEY (seq)
+);
