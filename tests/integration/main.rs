@@ -34,6 +34,7 @@ mod sendfile;
 mod shortcut;
 mod shutdown;
 mod support;
+mod targeting;
 mod teams;
 mod tls;
 mod topology;

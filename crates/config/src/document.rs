@@ -15,6 +15,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::host::Host;
 use crate::rollout;
+use crate::target::{Device, Target};
 
 /// Bounds of `reviveProbeInterval` and `configRequestInterval`, in milliseconds: below 10 s a
 /// bad publish would turn every app into a load generator; above a day a fix takes too long.
@@ -89,9 +90,70 @@ pub struct ConfigDocument {
     /// and are served as they were (per-device answers add `convergenceEnabled`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub convergence_rate: Option<Rate>,
+    /// Overrides for the devices they match, the first match winning ([`crate::target`]).
+    /// Never served as such: a device's answer is the document with its target's override
+    /// applied, and says which target that was.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub targets: Vec<Target>,
 }
 
 impl ConfigDocument {
+    /// The document as target `i` makes it: the target's override fields replace the
+    /// document's own, and the targets are gone.
+    pub fn with_target(&self, i: usize) -> Self {
+        let mut out = Self { targets: Vec::new(), ..self.clone() };
+        let Some(t) = self.targets.get(i) else { return out };
+        let o = &t.with;
+        if let Some(v) = &o.merge_host_configs {
+            out.merge_host_configs = v.clone();
+        }
+        if let Some(v) = &o.host_list_config {
+            out.host_list_config = v.clone();
+        }
+        if let Some(v) = o.revive_probe_interval {
+            out.revive_probe_interval = v;
+        }
+        if let Some(v) = o.config_request_interval {
+            out.config_request_interval = v;
+        }
+        if let Some(v) = &o.public_ip_list {
+            out.public_ip_list = v.clone();
+        }
+        if let Some(v) = o.convergence_rate {
+            out.convergence_rate = Some(v);
+        }
+        out
+    }
+
+    /// The body a device gets: the document of the first target that matches it, with
+    /// `"target": i` added when one did (see [`ConfigDocument::render`]).
+    pub fn render_for(&self, version: u64, device_id: &str, device: &Device<'_>) -> (Vec<u8>, Option<usize>) {
+        match crate::target::first_match(&self.targets, device) {
+            None => (self.render(version, Some(device_id)), None),
+            Some(i) => {
+                let mut body = self.with_target(i).render(version, Some(device_id));
+                // The rendering is one JSON object: its closing brace makes room for the field.
+                if body.last() == Some(&b'}') {
+                    body.pop();
+                    body.extend_from_slice(format!(",\"target\":{i}}}").as_bytes());
+                }
+                (body, Some(i))
+            }
+        }
+    }
+
+    /// The document as operators read it (`GET /admin/v1/config/{module}`): what apps get
+    /// without a device, plus the `targets`.
+    pub fn render_admin(&self, version: u64) -> Vec<u8> {
+        let mut body = self.render(version, None);
+        if !self.targets.is_empty() && body.last() == Some(&b'}') {
+            body.pop();
+            body.extend_from_slice(b",\"targets\":");
+            body.extend(serde_json::to_vec(&self.targets).expect("targets serialise"));
+            body.push(b'}');
+        }
+        body
+    }
     /// Whether convergence is on for `device_id` under the global switch.
     pub fn convergence_enabled(&self, device_id: &str) -> bool {
         rollout::convergence_enabled(device_id, self.convergence_rate.map_or(1.0, Rate::get))
@@ -151,6 +213,13 @@ impl ConfigDocument {
                     format!("must be {MIN_INTERVAL_MS} to {MAX_INTERVAL_MS} milliseconds"),
                 ));
             }
+        }
+        crate::target::validate(&self.targets)?;
+        // Every device must get a valid document, whichever target applies to it.
+        for i in 0..self.targets.len() {
+            self.with_target(i)
+                .validate()
+                .map_err(|e| FieldError::new(format!("targets[{i}].override.{}", e.field), e.message))?;
         }
         Ok(())
     }

@@ -79,7 +79,7 @@ fn header_text(headers: &HeaderMap, name: &str, field: &str) -> Result<Option<St
 }
 
 fn doc_response(status: StatusCode, doc: &ConfigDocument, version: i64) -> Response {
-    let mut resp = (status, doc.render(version as u64, None)).into_response();
+    let mut resp = (status, doc.render_admin(version as u64)).into_response();
     let h = resp.headers_mut();
     h.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
     h.insert(header::ETAG, etag(version));
@@ -146,7 +146,7 @@ pub(crate) async fn put(
         let mut resp = axum::Json(serde_json::json!({
             "valid": true,
             "summary": summary,
-            "document": serde_json::from_slice::<serde_json::Value>(&content.render(0, None)).unwrap_or_default(),
+            "document": serde_json::from_slice::<serde_json::Value>(&content.render_admin(0)).unwrap_or_default(),
         }))
         .into_response();
         resp.extensions_mut().insert(AuditNote::Unchanged);

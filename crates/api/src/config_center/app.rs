@@ -8,15 +8,12 @@ use axum::response::{IntoResponse, Response};
 use super::cache::Published;
 use crate::error::ApiError;
 use crate::metrics::ConfigMethod;
-use crate::state::AppState;
+use crate::state::{AppState, PeerAddr};
 
 /// Header carrying the base64 Ed25519 signature of the exact response body.
 pub const SIGNATURE_HEADER: &str = "x-config-signature";
 /// Header carrying the served `configVersion`, so a client can compare without parsing.
 pub const VERSION_HEADER: &str = "x-config-version";
-
-/// Longest accepted device id.
-const MAX_DEVICE_ID: usize = 256;
 
 /// A CDN may keep a GET answer this long; past it, it revalidates with the ETag, so a new
 /// version reaches apps behind a CDN within seconds.
@@ -106,8 +103,8 @@ pub(crate) fn answer_get(app: &AppState, query: Option<&str>, headers: &HeaderMa
     resp
 }
 
-pub(crate) async fn post(State(app): State<AppState>, body: Bytes) -> Response {
-    let resp = match post_inner(&app, &body).await {
+pub(crate) async fn post(State(app): State<AppState>, PeerAddr(peer): PeerAddr, body: Bytes) -> Response {
+    let resp = match post_inner(&app, peer, &body).await {
         Ok(r) => r,
         Err(e) => e.into_whole(),
     };
@@ -115,48 +112,11 @@ pub(crate) async fn post(State(app): State<AppState>, body: Bytes) -> Response {
     resp.map(axum::body::Body::from)
 }
 
-async fn post_inner(app: &AppState, body: &[u8]) -> Result<Whole, ApiError> {
-    // Apps send more context than this reads (platform, app version, ...): unknown fields are
-    // ignored here, unlike the admin API.
-    let v: serde_json::Value = serde_json::from_slice(body)
-        .map_err(|e| ApiError::bad_request("InvalidBody", "body", format!("not JSON: {e}")))?;
-    let obj = v
-        .as_object()
-        .ok_or_else(|| ApiError::bad_request("InvalidBody", "body", "a JSON object is required"))?;
-    let module = match obj.get("module") {
-        None | Some(serde_json::Value::Null) => None,
-        Some(serde_json::Value::String(s)) => Some(s.as_str()),
-        Some(_) => return Err(ApiError::bad_request("InvalidArgument", "module", "module must be a string")),
-    };
-    let module = module_param(module)?;
-    let device = match obj.get("deviceId") {
-        None | Some(serde_json::Value::Null) => None,
-        Some(serde_json::Value::String(s)) if !s.is_empty() && s.len() <= MAX_DEVICE_ID => Some(s.as_str()),
-        Some(_) => {
-            return Err(ApiError::bad_request(
-                "InvalidArgument",
-                "deviceId",
-                format!("deviceId must be a string of 1 to {MAX_DEVICE_ID} bytes"),
-            ))
-        }
-    };
-    let known = match obj.get("configVersion") {
-        None | Some(serde_json::Value::Null) => 0,
-        Some(n) => n.as_i64().filter(|n| *n >= 0).ok_or_else(|| {
-            ApiError::bad_request("InvalidArgument", "configVersion", "configVersion must be an integer >= 0")
-        })?,
-    };
-    let p = app.config.at_least(module, known).await.ok_or_else(|| not_found(module))?;
-    // A per-device body differs by its enabled flags, so it is rendered and signed per request;
-    // either way the answer is personal and must not be cached by intermediaries.
-    Ok(match device {
-        None => respond(&p, p.body.clone(), p.signature.clone(), "no-store"),
-        Some(d) => {
-            let body = Bytes::from(p.document.render(p.version as u64, Some(d)));
-            let sig = HeaderValue::from_str(&app.config.signer().sign(&body)).expect("base64 is header-safe");
-            respond(&p, body, sig, "no-store")
-        }
-    })
+async fn post_inner(app: &AppState, peer: std::net::IpAddr, body: &[u8]) -> Result<Whole, ApiError> {
+    let req = super::device::parse(body)?;
+    let p =
+        app.config.at_least(&req.module, req.config_version).await.ok_or_else(|| not_found(&req.module))?;
+    Ok(super::device::answer(app, &p, &req, peer))
 }
 
 pub(crate) async fn public_key(State(app): State<AppState>) -> Response {

@@ -128,7 +128,17 @@ impl ConfigCache {
     /// Whether `host` is in the `hostListConfig` of a served document: only those hosts become
     /// labels of the event series (any other host a device names counts as `other`).
     pub fn is_unified_host(&self, host: &httpdns_config::Host) -> bool {
-        self.modules.load().values().any(|p| p.document.host_list_config.iter().any(|h| h.host == *host))
+        // A target's own host list counts too: its devices report those hosts.
+        self.modules.load().values().any(|p| {
+            let doc = &p.document;
+            doc.host_list_config.iter().any(|h| h.host == *host)
+                || doc
+                    .targets
+                    .iter()
+                    .filter_map(|t| t.with.host_list_config.as_ref())
+                    .flatten()
+                    .any(|h| h.host == *host)
+        })
     }
 
     /// Loads every module whose stored version is newer than the served one.

@@ -4,10 +4,12 @@
 //! * [`app`]: `POST|GET /app/config-center/module-config`, `GET /app/config-center/public-key`.
 //! * [`admin`]: `/admin/v1/config/...` for operators (publish, history, rollback).
 //! * [`push`]: the long poll (`wait=`) of the config GET.
+//! * `device`: the per-device POST, parsed, and its answer (flags, target).
 
 pub mod admin;
 pub mod app;
 pub mod cache;
+mod device;
 pub mod push;
 
 use axum::routing::{get, post};
