@@ -122,3 +122,58 @@ async fn a_long_poll_on_one_replica_is_answered_within_a_second_of_a_publish_on_
         assert!(slowest < Duration::from_secs(1), "the slowest was answered {slowest:?} after the publish");
     }
 }
+
+async fn client_version(c: &httpdns_client::CdnClient, want: u64, within: Duration) -> bool {
+    crate::support::eventually(within, || async { c.config().current().is_some_and(|a| a.version == want) })
+        .await
+}
+
+#[tokio::test]
+async fn the_rust_client_takes_a_publish_through_the_long_poll_and_polls_where_none_is_offered() {
+    let s = Server::start(&Db::Sqlite).await;
+    publish(&s, "a.example.com").await;
+    // configRequestInterval is ten minutes: only the long poll can bring version 2 at once.
+    let mut o = httpdns_client::ClientOptions { device_id: "device-0001".into(), ..Default::default() };
+    o.config.url = Some(s.url("/app/config-center/module-config?module=cdn").parse().unwrap());
+    o.resolver.local_dns = httpdns_client::LocalDns::Servers(vec![]);
+    let c = httpdns_client::CdnClient::new(o).unwrap();
+    let _bg = c.start().await;
+    assert!(client_version(&c, 1, Duration::from_secs(5)).await);
+    assert_eq!(c.config().long_poll(), Some(httpdns_client::config_source::LONG_POLL));
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let published = Instant::now();
+    publish(&s, "b.example.com").await;
+    assert!(client_version(&c, 2, Duration::from_secs(2)).await, "the long poll brought version 2");
+    assert!(published.elapsed() < Duration::from_secs(2));
+
+    // A server that does not offer the long poll (an older one, or a proxy that strips the
+    // header) is polled every interval.
+    let signer = httpdns_config::Signer::from_seed([9; 32]);
+    let version = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(1));
+    let (v, key) = (version.clone(), signer.public_key_base64());
+    let app = axum::Router::new().route(
+        "/config",
+        axum::routing::get(move || {
+            let v = v.load(std::sync::atomic::Ordering::SeqCst);
+            let body = format!(
+                r#"{{"mergeHostConfigs":[],"hostListConfig":[{{"host":"h{v}.example.com","rate":1}}],"reviveProbeInterval":600000,"configRequestInterval":600000,"configVersion":{v},"publicIpList":[]}}"#
+            );
+            let sig = signer.sign(body.as_bytes());
+            async move { ([("x-config-signature", sig)], body) }
+        }),
+    );
+    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = l.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(l, app).await.unwrap() });
+    let mut o = httpdns_client::ClientOptions { device_id: "device-0001".into(), ..Default::default() };
+    o.config.url = Some(format!("http://{addr}/config").parse().unwrap());
+    o.config.public_key = Some(key);
+    o.config_interval = Some(Duration::from_millis(200));
+    o.resolver.local_dns = httpdns_client::LocalDns::Servers(vec![]);
+    let plain = httpdns_client::CdnClient::new(o).unwrap();
+    let _bg2 = plain.start().await;
+    assert!(client_version(&plain, 1, Duration::from_secs(5)).await);
+    assert_eq!(plain.config().long_poll(), None, "not offered");
+    version.store(2, std::sync::atomic::Ordering::SeqCst);
+    assert!(client_version(&plain, 2, Duration::from_secs(3)).await, "polled");
+}
