@@ -38,3 +38,18 @@ CREATE TABLE audit_log (
     detail TEXT NOT NULL,
     CONSTRAINT audit_log_pkey PRIMARY KEY (seq)
 );
+
+-- Adoption: distinct devices per config version, as HyperLogLog sketches (4,096 one-byte
+-- registers, base64) per 5-minute bucket, module and version, one row per replica (a flush
+-- rewrites the replica's own rows, so a retried flush never counts twice). Readers merge every
+-- replica's and bucket's sketch of the window. Rows past a week are deleted.
+CREATE TABLE adoption_sketches (
+    -- Unix seconds / 300.
+    bucket BIGINT NOT NULL,
+    replica TEXT NOT NULL,
+    module TEXT NOT NULL,
+    version BIGINT NOT NULL,
+    registers TEXT NOT NULL,
+    CONSTRAINT adoption_sketches_pkey PRIMARY KEY (bucket, replica, module, version)
+);
+CREATE INDEX adoption_sketches_module ON adoption_sketches (module, bucket);

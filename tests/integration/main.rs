@@ -2,6 +2,7 @@
 //! (PostgreSQL when `HTTPDNS_TEST_POSTGRES_URL` is set), real HTTP clients.
 
 mod admin;
+mod adoption;
 mod answers;
 mod apply;
 mod auth;

@@ -8,12 +8,14 @@
 //! * [`rollout`]: the documented `sha256(host + "." + deviceId)` bucketing.
 //! * [`summary`]: a one-line description of what a publish changes.
 //! * [`signing`]: signing served bodies and verifying them.
+//! * [`sketch`]: distinct devices in bounded memory (HyperLogLog), for adoption.
 //! * [`target`]: targeting, overrides of the document by platform, app version, place, labels.
 
 pub mod document;
 pub mod host;
 pub mod rollout;
 pub mod signing;
+pub mod sketch;
 pub mod summary;
 pub mod target;
 

@@ -252,6 +252,7 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
         stop.cancelled().await;
         closing.close()
     });
+    tasks.spawn(config_cache.adoption().clone().run(store.clone(), shutdown.clone()));
     if let (Some(certs), Some(files)) = (&net.certs, &config.tls) {
         tasks.spawn(listeners::follow_certificates(certs.clone(), files.reload_interval, shutdown.clone()));
     }

@@ -19,6 +19,7 @@
 //!
 //! The answer path never calls this crate; only the sync loop and the admin API do.
 
+pub mod adoption;
 pub mod backup;
 pub mod config;
 mod error;

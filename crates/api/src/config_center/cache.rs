@@ -49,6 +49,8 @@ pub struct ConfigCache {
     /// deadline.
     changed: tokio::sync::watch::Sender<u64>,
     closing: std::sync::atomic::AtomicBool,
+    /// Which devices run which version (`super::adoption`).
+    adoption: Arc<super::adoption::Adoption>,
 }
 
 /// How often clients can make a replica reload config documents from the database (a client
@@ -88,7 +90,13 @@ impl ConfigCache {
             corrupt_rows,
             changed: tokio::sync::watch::Sender::new(0),
             closing: std::sync::atomic::AtomicBool::new(false),
+            adoption: Arc::default(),
         }
+    }
+
+    /// The adoption sketches of this replica.
+    pub fn adoption(&self) -> &Arc<super::adoption::Adoption> {
+        &self.adoption
     }
 
     /// A receiver that sees every later change of a served version.

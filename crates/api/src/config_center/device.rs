@@ -80,13 +80,15 @@ pub(crate) fn parse(body: &[u8]) -> Result<DeviceRequest, ApiError> {
                     Value::String(s) if !k.is_empty() && k.len() <= MAX_TEXT && s.len() <= MAX_TEXT => {
                         labels.insert(k.clone(), s.clone());
                     }
-                    _ => return Err(ApiError::bad_request(
-                        "InvalidArgument",
-                        format!("labels.{k}"),
-                        format!(
+                    _ => {
+                        return Err(ApiError::bad_request(
+                            "InvalidArgument",
+                            format!("labels.{k}"),
+                            format!(
                             "labels are strings of at most {MAX_TEXT} bytes under keys of 1 to {MAX_TEXT}"
                         ),
-                    )),
+                        ))
+                    }
                 }
             }
         }
@@ -116,6 +118,10 @@ pub(crate) fn answer(app: &AppState, p: &Published, req: &DeviceRequest, peer: I
     let Some(device_id) = req.device_id.as_deref() else {
         return respond(p, p.body.clone(), p.signature.clone(), "no-store");
     };
+    // Only versions that exist are counted: a made-up number must not take a sketch.
+    if (1..=p.version).contains(&req.config_version) {
+        app.config.adoption().note(&req.module, req.config_version, device_id);
+    }
     let body = if p.document.targets.is_empty() {
         p.document.render(p.version as u64, Some(device_id))
     } else {

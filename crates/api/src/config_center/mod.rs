@@ -4,9 +4,11 @@
 //! * [`app`]: `POST|GET /app/config-center/module-config`, `GET /app/config-center/public-key`.
 //! * [`admin`]: `/admin/v1/config/...` for operators (publish, history, rollback).
 //! * [`push`]: the long poll (`wait=`) of the config GET.
+//! * [`adoption`]: distinct devices per version, from the per-device POSTs.
 //! * `device`: the per-device POST, parsed, and its answer (flags, target).
 
 pub mod admin;
+pub mod adoption;
 pub mod app;
 pub mod cache;
 mod device;
@@ -35,4 +37,5 @@ pub fn admin_routes() -> Router<AppState> {
         .route("/admin/v1/config/{module}/versions", get(admin::history))
         .route("/admin/v1/config/{module}/versions/{version}", get(admin::version))
         .route("/admin/v1/config/{module}/rollback", post(admin::rollback))
+        .route("/admin/v1/config/{module}/adoption", get(adoption::handle))
 }

@@ -23,7 +23,7 @@ use crate::state::AppState;
 const OWN_FLUSH_WAIT: Duration = Duration::from_secs(2);
 
 /// A window: `30s` is refused (minutes are the grain), `5m`, `1h`, `7d`.
-pub(super) fn parse_window(
+pub(crate) fn parse_window(
     raw: Option<&str>,
     default: &str,
     retention: Duration,
@@ -56,7 +56,7 @@ pub(super) fn parse_window(
     Ok((raw.to_owned(), minutes))
 }
 
-pub(super) fn query_pairs(query: Option<&str>) -> Vec<(String, String)> {
+pub(crate) fn query_pairs(query: Option<&str>) -> Vec<(String, String)> {
     form_urlencoded::parse(query.unwrap_or("").as_bytes()).into_owned().collect()
 }
 
