@@ -53,3 +53,41 @@ CREATE TABLE adoption_sketches (
     CONSTRAINT adoption_sketches_pkey PRIMARY KEY (bucket, replica, module, version)
 );
 CREATE INDEX adoption_sketches_module ON adoption_sketches (module, bucket);
+
+-- Guarded rollouts: at most one per module. `previous` is the version the rest of the devices
+-- keep; the newest version (once published after it) goes to `share` of them by device hash.
+-- Every change of a row takes a store revision and is announced (NOTIFY), so every replica
+-- serves the same share; a tick's change is conditional on `updated_at`, so of replicas ticking
+-- together one decides.
+CREATE TABLE config_rollouts (
+    module TEXT NOT NULL,
+    previous BIGINT NOT NULL,
+    -- The version rolled out, once a decision was taken about it (NULL before).
+    version BIGINT,
+    -- The spec as given (JSON).
+    spec TEXT NOT NULL,
+    -- "running", "paused", "rolled_back", "done".
+    state TEXT NOT NULL,
+    step BIGINT NOT NULL,
+    share DOUBLE PRECISION NOT NULL,
+    -- Milliseconds since the Unix epoch.
+    step_started BIGINT NOT NULL,
+    reason TEXT NOT NULL,
+    updated_at BIGINT NOT NULL,
+    CONSTRAINT config_rollouts_pkey PRIMARY KEY (module)
+);
+
+-- Client events by the config version the device runs, per minute, carrier and region (what
+-- rollouts compare), one row per replica like event_minutes.
+CREATE TABLE config_version_minutes (
+    minute BIGINT NOT NULL,
+    replica TEXT NOT NULL,
+    version BIGINT NOT NULL,
+    isp TEXT NOT NULL,
+    region TEXT NOT NULL,
+    requests DOUBLE PRECISION NOT NULL,
+    errors DOUBLE PRECISION NOT NULL,
+    fallbacks DOUBLE PRECISION NOT NULL,
+    CONSTRAINT config_version_minutes_pkey PRIMARY KEY (minute, replica, version, isp, region)
+);
+CREATE INDEX config_version_minutes_minute ON config_version_minutes (minute);

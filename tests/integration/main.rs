@@ -31,6 +31,7 @@ mod persistence;
 mod promtool;
 mod proxy;
 mod push;
+mod rollout;
 mod sendfile;
 mod shortcut;
 mod shutdown;

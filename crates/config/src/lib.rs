@@ -4,6 +4,7 @@
 //! # Layout
 //!
 //! * [`document`]: [`ConfigDocument`] and how it is rendered for apps.
+//! * [`guard`]: guarded rollouts' spec and each tick's decision from both sides' rates.
 //! * [`host`]: [`Host`], a domain name or IP literal with an optional port.
 //! * [`rollout`]: the documented `sha256(host + "." + deviceId)` bucketing.
 //! * [`summary`]: a one-line description of what a publish changes.
@@ -12,6 +13,7 @@
 //! * [`target`]: targeting, overrides of the document by platform, app version, place, labels.
 
 pub mod document;
+pub mod guard;
 pub mod host;
 pub mod rollout;
 pub mod signing;

@@ -253,6 +253,11 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
         closing.close()
     });
     tasks.spawn(config_cache.adoption().clone().run(store.clone(), shutdown.clone()));
+    tasks.spawn(httpdns_api::config_center::rollout::run(
+        state.clone(),
+        config.control_tick,
+        shutdown.clone(),
+    ));
     if let (Some(certs), Some(files)) = (&net.certs, &config.tls) {
         tasks.spawn(listeners::follow_certificates(certs.clone(), files.reload_interval, shutdown.clone()));
     }

@@ -27,6 +27,7 @@ pub mod events;
 pub mod live;
 pub mod replicas;
 mod resources;
+pub mod rollouts;
 pub mod teams;
 
 pub use error::StoreError;

@@ -114,12 +114,20 @@ pub(crate) fn parse(body: &[u8]) -> Result<DeviceRequest, ApiError> {
 /// The answer for one device of the client at `peer`: without a device id the document as
 /// stored (no per-device part can be decided); with one, its flags and its target, rendered and
 /// signed for it. Either way personal: `no-store`.
-pub(crate) fn answer(app: &AppState, p: &Published, req: &DeviceRequest, peer: IpAddr) -> Whole {
+pub(crate) fn answer(
+    app: &AppState,
+    p: &std::sync::Arc<Published>,
+    req: &DeviceRequest,
+    peer: IpAddr,
+) -> Whole {
     let Some(device_id) = req.device_id.as_deref() else {
         return respond(p, p.body.clone(), p.signature.clone(), "no-store");
     };
+    // Inside a guarded rollout's share, the newest version; else what everyone gets.
+    let p = &app.config.for_device(p, device_id);
+    let newest = app.config.canary(&req.module).map_or(p.version, |c| c.published.version.max(p.version));
     // Only versions that exist are counted: a made-up number must not take a sketch.
-    if (1..=p.version).contains(&req.config_version) {
+    if (1..=newest).contains(&req.config_version) {
         app.config.adoption().note(&req.module, req.config_version, device_id);
     }
     let body = if p.document.targets.is_empty() {
