@@ -165,13 +165,11 @@ impl Version {
             None => (s, ""),
         };
         let mut numbers = [0u64; 3];
-        let mut n = 0;
-        for part in core.split('.') {
+        for (n, part) in core.split('.').enumerate() {
             if n == 3 || part.is_empty() || !part.bytes().all(|b| b.is_ascii_digit()) || part.len() > 18 {
                 return None;
             }
             numbers[n] = part.parse().ok()?;
-            n += 1;
         }
         Some(Self { numbers, release: pre.is_empty(), pre: pre.to_owned() })
     }
