@@ -41,7 +41,7 @@ async fn guarded(app: &AppState, mut req: Request, next: Next) -> Result<Respons
         .with_field("role"));
     }
     req.extensions_mut().insert(principal.clone());
-    if !access::is_change(req.method()) {
+    if !access::is_audited(req.method(), req.uri().path()) {
         return Ok(next.run(req).await);
     }
     Ok(super::audit::record(app, &principal, req, next).await)

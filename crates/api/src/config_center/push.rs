@@ -159,8 +159,8 @@ mod tests {
     fn the_held_version_is_the_newest_tag_named() {
         let mut h = HeaderMap::new();
         assert_eq!(held_version(&h), None);
-        h.append(axum::http::header::IF_NONE_MATCH, HeaderValue::from_static("\"3\", W/\"7\""));
-        h.append(axum::http::header::IF_NONE_MATCH, HeaderValue::from_static("\"5\", *, \"x\""));
+        h.append(http::header::IF_NONE_MATCH, HeaderValue::from_static("\"3\", W/\"7\""));
+        h.append(http::header::IF_NONE_MATCH, HeaderValue::from_static("\"5\", *, \"x\""));
         assert_eq!(held_version(&h), Some(7));
         assert_eq!(wait_param(Some("60")).unwrap(), 60);
         assert_eq!(wait_param(None).unwrap(), 0);
