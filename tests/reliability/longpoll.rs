@@ -63,25 +63,39 @@ async fn config_long_poll_cost_and_wake_delay() {
     let request = format!(
         "GET /app/config-center/module-config?module=cdn&wait=60 HTTP/1.1\r\nHost: {addr}\r\nIf-None-Match: \"1\"\r\n\r\n"
     );
+    // Connected first, the requests sent together after: the server's memory of the bare
+    // connections and of the held requests on them, apart.
+    let (go, ready) = tokio::sync::watch::channel(false);
+    let connected = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let mut held = Vec::with_capacity(WAITERS);
     for i in 0..WAITERS {
         let source = std::net::IpAddr::from([127, 0, 3, 1 + (i % 100) as u8]);
         let request = request.clone();
+        let (mut ready, connected) = (ready.clone(), connected.clone());
         held.push(tokio::spawn(async move {
             let socket = tokio::net::TcpSocket::new_v4().unwrap();
             socket.bind((source, 0).into()).unwrap();
             let mut s = socket.connect(addr).await.unwrap();
+            connected.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            ready.wait_for(|go| *go).await.unwrap();
             s.write_all(request.as_bytes()).await.unwrap();
             let mut buf = [0u8; 512];
             let n = s.read(&mut buf).await.unwrap();
             let at = Instant::now();
             (String::from_utf8_lossy(&buf[..n]).into_owned(), at)
         }));
-        if i % 500 == 499 {
+        if i % 1000 == 999 {
             // Let the server accept as it goes, as devices arrive over time.
-            tokio::time::sleep(Duration::from_millis(20)).await;
+            tokio::time::sleep(Duration::from_millis(10)).await;
         }
     }
+    // Within the header timeout (10 s), which closes connections that send nothing.
+    while connected.load(std::sync::atomic::Ordering::Relaxed) < WAITERS {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let rss_connected = rss_kib(&p);
+    go.send(true).unwrap();
     // Every request held: the server's gauge says so.
     let http = httpdns_test_support::http::client();
     let deadline = Instant::now() + Duration::from_secs(30);
@@ -124,9 +138,11 @@ async fn config_long_poll_cost_and_wake_delay() {
     let cpu_wake = cpu(&p) - cpu_wake_from;
     delays.sort();
     println!(
-        "long poll: {WAITERS} held; server RSS {rss_before} KiB -> {rss_held} KiB ({:.1} KiB per held request); \
+        "long poll: {WAITERS} held; server RSS {rss_before} KiB, {rss_connected} KiB connected, {rss_held} KiB held \
+         ({:.1} KiB per connection, {:.1} KiB more per held request); \
          CPU while held {:?} in 5 s; after a publish: p50 {:?}, p99 {:?}, max {:?}; CPU of the wake {:?} ({:.1} µs per request)",
-        (rss_held.saturating_sub(rss_before)) as f64 / WAITERS as f64,
+        (rss_connected.saturating_sub(rss_before)) as f64 / WAITERS as f64,
+        (rss_held.saturating_sub(rss_connected)) as f64 / WAITERS as f64,
         cpu_idle,
         percentile(&delays, 0.5),
         percentile(&delays, 0.99),

@@ -54,7 +54,9 @@ pub fn is_change(method: &Method) -> bool {
 /// reports (`POST /admin/v1/metrics`, `/admin/v1/nodes/{id}/metrics`), which arrive every few
 /// seconds per node and change live inputs, not what operators configure.
 pub fn is_audited(method: &Method, path: &str) -> bool {
-    is_change(method) && !(path == "/admin/v1/metrics" || (path.starts_with("/admin/v1/nodes/") && path.ends_with("/metrics")))
+    is_change(method)
+        && !(path == "/admin/v1/metrics"
+            || (path.starts_with("/admin/v1/nodes/") && path.ends_with("/metrics")))
 }
 
 fn under(path: &str, base: &str) -> bool {
@@ -135,7 +137,10 @@ mod tests {
         assert!(may(Role::Admin, &put, "/admin/v1/tokens/bob"));
         assert!(may(Role::Operator, &put, "/admin/v1/tokensmith"), "a prefix is not a route");
         assert!(is_audited(&put, "/admin/v1/nodes/n1") && !is_audited(&get, "/admin/v1/nodes/n1"));
-        assert!(!is_audited(&Method::POST, "/admin/v1/nodes/n1/metrics") && !is_audited(&Method::POST, "/admin/v1/metrics"));
+        assert!(
+            !is_audited(&Method::POST, "/admin/v1/nodes/n1/metrics")
+                && !is_audited(&Method::POST, "/admin/v1/metrics")
+        );
     }
 
     #[test]
