@@ -329,4 +329,106 @@ write("resolution.json", {
     "policy": policy,
     "cases": res_cases,
 })
+
+# 8. Targeting (docs/config-center.md): the first target whose match holds applies. Written
+# here from the documented rules (semver ranges included), independently of crates/config.
+def parse_version(s):
+    s = s.strip().lstrip("vV").split("+")[0]
+    core, _, pre = s.partition("-")
+    if "-" in s and not pre:
+        return None
+    parts = core.split(".")
+    if not 1 <= len(parts) <= 3 or not all(p.isdigit() for p in parts):
+        return None
+    nums = [int(p) for p in parts] + [0] * (3 - len(parts))
+    # (numbers, release?, pre): a release sorts after its pre-releases; "lowest" is (n, 0, "").
+    return (tuple(nums), 0 if pre else 1, pre)
+
+
+def lowest(nums):
+    return (tuple(nums), 0, "")
+
+
+def partial(s):
+    for suffix in (".*", ".x"):
+        if s.endswith(suffix):
+            s = s[: -len(suffix)]
+    if "-" in s or "*" in s:
+        return None
+    v = parse_version(s)
+    return (min(len(s.split(".")), 3), list(v[0])) if v else None
+
+
+def bump(n, nums):
+    out = nums[: n - 1] + [nums[n - 1] + 1] + [0] * (3 - n)
+    return out
+
+
+def comparators(c):
+    for prefix, op in ((">=", "ge"), ("<=", "le"), (">", "gt"), ("<", "lt"), ("==", "eq"), ("=", "eq")):
+        if c.startswith(prefix):
+            v = parse_version(c[len(prefix):])
+            if op == "lt" and v[1] == 1:
+                v = lowest(v[0])
+            return [(op, v)]
+    if c[0] in "^~":
+        n, nums = partial(c[1:])
+        if c[0] == "^":
+            nz = [i for i in range(n) if nums[i] != 0]
+            fixed = nz[0] + 1 if nz else n
+        else:
+            fixed = 2 if n >= 2 else 1
+        return [("ge", (tuple(nums), 1, "")), ("lt", lowest(bump(fixed, nums)))]
+    n, nums = partial(c)
+    if n == 3:
+        return [("eq", parse_version(c))]
+    return [("ge", (tuple(nums), 1, "")), ("lt", lowest(bump(n, nums)))]
+
+
+def in_range(rng, version):
+    v = parse_version(version)
+    if v is None:
+        return False
+    ops = {"ge": lambda a, b: a >= b, "gt": lambda a, b: a > b, "le": lambda a, b: a <= b,
+           "lt": lambda a, b: a < b, "eq": lambda a, b: a == b}
+    for alt in rng.split("||"):
+        cs = [c for part in alt.split(",") for c in part.split()]
+        if all(ops[op](v, w) for c in cs for op, w in comparators(c)):
+            return True
+    return False
+
+
+def target_holds(m, d):
+    def same(key):
+        return key not in m or (d.get(key) is not None and d[key].lower() == m[key].lower())
+    return (same("platform") and same("isp") and same("region")
+            and ("appVersion" not in m or (d.get("appVersion") is not None and in_range(m["appVersion"], d["appVersion"])))
+            and all(d.get("labels", {}).get(k) == v for k, v in m.get("labels", {}).items()))
+
+
+targets = [
+    {"match": {"platform": "ios", "appVersion": ">=5.2 <6"}, "override": {"configRequestInterval": 60000}},
+    {"match": {"isp": "unicom", "region": "shanghai"}, "override": {"hostListConfig": [{"host": "cdn-sh.xxx.com", "rate": 1}]}},
+    {"match": {"labels": {"channel": "beta", "tier": "gold"}}, "override": {"convergenceRate": 0}},
+    {"match": {"appVersion": "^4.1 || ~3.9"}, "override": {"reviveProbeInterval": 30000}},
+    {"match": {"platform": "android", "appVersion": "5.2.*"}, "override": {"publicIpList": ["180.76.76.76"]}},
+]
+devices = [
+    {"platform": "ios", "appVersion": "5.2.0"}, {"platform": "iOS", "appVersion": "5.10.3"},
+    {"platform": "ios", "appVersion": "6.0.0-rc1"}, {"platform": "ios", "appVersion": "5.1.9"},
+    {"platform": "ios", "appVersion": "5.3", "isp": "unicom", "region": "shanghai"},
+    {"platform": "android", "isp": "unicom", "region": "shanghai"}, {"platform": "android", "isp": "unicom", "region": "beijing"},
+    {"labels": {"channel": "beta", "tier": "gold", "x": "y"}}, {"labels": {"channel": "beta"}},
+    {"appVersion": "4.9.0"}, {"appVersion": "5.0.0"}, {"appVersion": "3.9.7"}, {"appVersion": "3.10.0"},
+    {"platform": "android", "appVersion": "5.2.7"}, {"platform": "android", "appVersion": "v5.2.1+build.9"},
+    {"platform": "android", "appVersion": "5.3.0"}, {"platform": "android", "appVersion": "not-a-version"}, {},
+]
+write("targeting.json", {
+    "about": "first_match(targets, device): the index of the first target whose every match field holds "
+             "(platform, isp, region without case; appVersion a semver range; every label equal), else null.",
+    "targets": targets,
+    "cases": [{"device": d, "target": next((i for i, t in enumerate(targets) if target_holds(t["match"], d)), None)}
+              for d in devices],
+})
+
 print("vectors written to", HERE)

@@ -299,6 +299,24 @@ try {
   const old = `httpdns_console=${cookie.value}`;
   const after = await api.get(`${BASE}/admin/v1/nodes`, { headers: { Cookie: old } });
   check(after.status() === 401, 'the signed-out session is refused: ' + after.status());
+
+  // A viewer's token: the role is shown, and what it may not do is not offered.
+  if (process.env.VIEWER) {
+    await page.fill('input[name=token]', process.env.VIEWER);
+    await page.keyboard.press('Enter');
+    await page.waitForSelector('#who:has-text("(viewer)")');
+    await page.goto(`${BASE}/console#/nodes`);
+    await page.waitForSelector('main table');
+    check(await page.locator('main button:has-text("Create")').count() === 0 && await page.locator('main button:has-text("Delete")').count() === 0,
+      'a viewer is offered no Create or Delete');
+    check(await page.isHidden('#nav-tokens'), 'a viewer sees no Tokens section');
+    await page.goto(`${BASE}/console#/audit`);
+    await page.waitForSelector('main table');
+    check((await page.textContent('main')).includes('/admin/v1/nodes/'), 'the audit page lists the changes made through the console');
+    await shot('audit');
+    await page.click('#signout');
+    await page.waitForSelector('#signin');
+  }
   check(errors.length === 0, 'no script errors: ' + JSON.stringify(errors));
 } finally {
   await browser.close();

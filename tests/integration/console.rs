@@ -245,6 +245,9 @@ async fn the_console_signs_in_changes_answers_configs_and_copies_and_refuses_for
     let shots = std::env::var("HTTPDNS_CONSOLE_SCREENSHOTS")
         .map(std::path::PathBuf::from)
         .unwrap_or_else(|_| tmp.path().join("shots"));
+    let (status, viewer) = s.put("/admin/v1/tokens/viewer-1", json!({"role": "viewer"})).await;
+    assert_eq!(status, StatusCode::CREATED);
+    let viewer = viewer["token"].as_str().unwrap().to_owned();
     let base = s.base.clone();
     let script = dir.join("console.mjs");
     let out = tokio::task::spawn_blocking(move || {
@@ -252,6 +255,7 @@ async fn the_console_signs_in_changes_answers_configs_and_copies_and_refuses_for
             .arg(script)
             .env("BASE", base)
             .env("TOKEN", TOKEN)
+            .env("VIEWER", viewer)
             .env("SHOTS", &shots)
             .output()
             .unwrap()

@@ -2,6 +2,7 @@
 //! (PostgreSQL when `HTTPDNS_TEST_POSTGRES_URL` is set), real HTTP clients.
 
 mod admin;
+mod adoption;
 mod answers;
 mod apply;
 mod auth;
@@ -30,10 +31,14 @@ mod persistence;
 mod policy;
 mod promtool;
 mod proxy;
+mod push;
+mod rollout;
 mod sendfile;
 mod shortcut;
 mod shutdown;
 mod support;
+mod targeting;
+mod teams;
 mod tls;
 mod topology;
 mod upstream;

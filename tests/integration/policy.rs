@@ -161,6 +161,21 @@ async fn one_place_degrades_recovers_by_steps_and_steps_back_on_a_regression() {
         let (_, history) = s.admin(Method::GET, "/admin/v1/config/cdn/versions", None).await;
         assert!(history.to_string().contains("controller"), "{history}");
         assert!(history.to_string().contains("unicom/shanghai healthy -> degraded"), "{history}");
+        // And in the audit log, by `controller`, with the config version before and after.
+        let (_, audit) = s.admin(Method::GET, "/admin/v1/audit?limit=100", None).await;
+        let entry = audit["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|e| e["actor"] == "controller")
+            .unwrap_or_else(|| panic!("no controller entry in {audit}"))
+            .clone();
+        assert_eq!(
+            (entry["path"].as_str(), entry["revision_before"].as_i64(), entry["revision_after"].as_i64()),
+            (Some("/admin/v1/config/cdn"), Some(1), Some(2)),
+            "{entry}"
+        );
+        assert!(entry["detail"].as_str().unwrap().contains("unicom/shanghai healthy -> degraded"), "{entry}");
 
         // Devices there: 1% on HTTPDNS (by the bucket), the rest told LocalDNS at once.
         let mut on = 0;

@@ -12,6 +12,7 @@ mod support;
 
 mod floods;
 mod images;
+mod longpoll;
 
 use std::time::{Duration, Instant};
 

@@ -205,6 +205,10 @@ pub struct Metrics {
     /// The served version per config module (modules are created by operators: bounded).
     pub config_version: IntGaugeVec,
     pub config_client_refreshes: IntCounter,
+    /// Config GETs held by a long poll (`wait=`) right now.
+    pub config_waiters: prometheus::IntGauge,
+    /// Changes made whose audit entry could not be written.
+    pub audit_write_errors: IntCounter,
     pub geoip_reload_errors: IntCounter,
     /// Upstream resolver cache results, copied from its counters at scrape time.
     upstream_cache: IntCounterVec,
@@ -287,6 +291,16 @@ impl Metrics {
             "Config reloads from the database asked for by apps that claimed a newer version (rate bounded).",
         )
         .unwrap();
+        let config_waiters = prometheus::IntGauge::new(
+            "config_waiters",
+            "Config GETs held by a long poll (wait=) on this replica, waiting for a newer version.",
+        )
+        .unwrap();
+        let audit_write_errors = IntCounter::new(
+            "audit_write_errors_total",
+            "Admin changes that were made but whose audit entry could not be written (logged at error level).",
+        )
+        .unwrap();
         let feedback_reports = IntCounterVec::new(
             Opts::new(
                 "feedback_reports_total",
@@ -343,6 +357,8 @@ impl Metrics {
             Box::new(config_version.clone()),
             Box::new(node_reports.clone()),
             Box::new(config_client_refreshes.clone()),
+            Box::new(config_waiters.clone()),
+            Box::new(audit_write_errors.clone()),
             Box::new(feedback_reports.clone()),
             Box::new(rate_limited.clone()),
             Box::new(health_probes.clone()),
@@ -374,6 +390,8 @@ impl Metrics {
             nodes_by_health,
             config_version,
             config_client_refreshes,
+            config_waiters,
+            audit_write_errors,
             upstream_cache,
             by_client,
             dns,

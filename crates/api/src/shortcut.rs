@@ -24,9 +24,9 @@ impl Shortcut for HotRoutes {
         let app = &self.0;
         match head.uri.path() {
             "/d" => Some(d(app, head)),
-            crate::config_center::MODULE_CONFIG_PATH => Some(Answer::Ready(
-                crate::config_center::app::answer_get(app, head.uri.query(), head.headers),
-            )),
+            crate::config_center::MODULE_CONFIG_PATH => {
+                Some(crate::config_center::push::answer(app, head.uri.query(), head.headers))
+            }
             _ => None,
         }
     }

@@ -29,8 +29,12 @@ impl AdminClient {
         // reqwest comes without a bundled TLS provider (the workspace uses ring, not aws-lc-rs):
         // ring becomes the process default unless the embedding program installed another.
         let _ = rustls::crypto::ring::default_provider().install_default();
-        let http =
-            reqwest::Client::builder().no_proxy().timeout(std::time::Duration::from_secs(30)).build()?;
+        // The user agent names `apply` in the server's audit log (beside the token's name).
+        let http = reqwest::Client::builder()
+            .no_proxy()
+            .user_agent(concat!("httpdns-apply/", env!("CARGO_PKG_VERSION")))
+            .timeout(std::time::Duration::from_secs(30))
+            .build()?;
         Ok(Self { http, base: base.trim_end_matches('/').to_owned(), token: token.to_owned() })
     }
 

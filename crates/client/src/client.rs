@@ -16,7 +16,7 @@ use reqwest::{Method, Url};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
-use crate::config_source::{ActiveConfig, ConfigOptions, ConfigStore};
+use crate::config_source::{ActiveConfig, ConfigOptions, ConfigStore, Refresh};
 use crate::convergence::{self, authority};
 use crate::error::{Error, Result};
 use crate::events::{self, ClientEvent, EventOptions, Failure, Reporter, RequestOutcome};
@@ -280,22 +280,7 @@ impl CdnClient {
         }
         if self.inner.opts.config.url.is_some() {
             let this = self.clone();
-            tasks.push(tokio::spawn(async move {
-                loop {
-                    tokio::time::sleep(this.config_interval()).await;
-                    match this.inner.config.refresh().await {
-                        Ok(r) => {
-                            tracing::debug!(result = ?r, "Config polled.");
-                            if matches!(r, crate::config_source::Refresh::Updated(_)) {
-                                this.apply_policy().await;
-                            }
-                        }
-                        Err(e) => {
-                            tracing::warn!(error = %e, "Config poll failed; keeping the document in force.")
-                        }
-                    }
-                }
-            }));
+            tasks.push(tokio::spawn(async move { this.follow_config().await }));
         }
         Background { tasks }
     }
@@ -335,6 +320,54 @@ impl CdnClient {
             let ms = self.inner.config.current().map_or(600_000, |c| c.doc.revive_probe_interval);
             Duration::from_millis(ms)
         })
+    }
+
+    /// Keeps the config current: a long poll held by the server where it offers one (a new
+    /// version arrives within a second of its publish), else a conditional GET every
+    /// `configRequestInterval`. A server that answers a long poll at once (a proxy in between
+    /// that does not hold requests) is polled from then on.
+    async fn follow_config(&self) {
+        let config = &self.inner.config;
+        let mut holds = true;
+        let mut failures = 0u32;
+        loop {
+            let wait = config.long_poll().filter(|_| holds);
+            let started = Instant::now();
+            let result = match wait {
+                Some(w) => config.wait_for_change(w).await,
+                None => {
+                    tokio::time::sleep(self.config_interval()).await;
+                    config.refresh().await
+                }
+            };
+            match result {
+                Ok(r) => {
+                    failures = 0;
+                    tracing::debug!(result = ?r, long_poll = wait.is_some(), "Config polled.");
+                    if matches!(r, Refresh::Updated(_)) {
+                        self.apply_policy().await;
+                    }
+                    if let (Some(w), Refresh::NotModified) = (wait, r) {
+                        if started.elapsed() < w / 2 {
+                            tracing::info!(
+                                "The config center answered a long poll at once; polling instead."
+                            );
+                            holds = false;
+                        }
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "Config poll failed; keeping the document in force.");
+                    if wait.is_some() {
+                        // Backs off (1 s doubling, at most the interval), so a server that is
+                        // down is not asked in a loop.
+                        failures = failures.saturating_add(1);
+                        let backoff = Duration::from_secs(1u64 << failures.min(9));
+                        tokio::time::sleep(backoff.min(self.config_interval())).await;
+                    }
+                }
+            }
+        }
     }
 
     fn config_interval(&self) -> Duration {

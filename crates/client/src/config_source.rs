@@ -31,7 +31,16 @@ pub struct ConfigOptions {
     /// The document shipped with the app.
     pub default: Option<ConfigDocument>,
     pub timeout: Option<Duration>,
+    /// Never hold a long poll, even where the server offers one: poll every
+    /// `configRequestInterval` only.
+    pub poll_only: bool,
 }
+
+/// The longest this client asks the server to hold a long poll: below common idle timeouts of
+/// carrier NATs and proxies (often 60 s or less), so a held request is not cut silently.
+pub const LONG_POLL: Duration = Duration::from_secs(30);
+/// The header by which the server offers long polls (the longest wait, in seconds).
+pub const LONG_POLL_HEADER: &str = "x-config-long-poll";
 
 /// Where the document in force came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -75,6 +84,8 @@ pub struct ConfigStore {
     http: reqwest::Client,
     key: Mutex<Option<String>>,
     current: RwLock<Option<Arc<ActiveConfig>>>,
+    /// The longest wait the server last offered, in seconds (0: it holds no requests).
+    offered: std::sync::atomic::AtomicU64,
 }
 
 impl ConfigStore {
@@ -89,8 +100,13 @@ impl ConfigStore {
             .default
             .clone()
             .map(|doc| Arc::new(ActiveConfig { version: doc.config_version, doc, origin: Origin::Default }));
-        let store =
-            Self { key: Mutex::new(opts.public_key.clone()), opts, http, current: RwLock::new(current) };
+        let store = Self {
+            key: Mutex::new(opts.public_key.clone()),
+            opts,
+            http,
+            current: RwLock::new(current),
+            offered: std::sync::atomic::AtomicU64::new(0),
+        };
         if let Some(path) = &store.opts.state_file {
             match std::fs::read(path).map(|b| serde_json::from_slice::<StateFile>(&b)) {
                 Ok(Ok(state)) => {
@@ -146,12 +162,44 @@ impl ConfigStore {
 
     /// One conditional GET of the config center.
     pub async fn refresh(&self) -> Result<Refresh> {
-        let url = self.opts.url.clone().ok_or_else(|| Error::Config("no config URL configured".into()))?;
-        let mut req = self.http.get(url);
+        self.get(None).await
+    }
+
+    /// How long the server offers to hold a long poll (its last answer's
+    /// [`LONG_POLL_HEADER`]), capped at [`LONG_POLL`]; `None` where it holds none, or the
+    /// options say poll only.
+    pub fn long_poll(&self) -> Option<Duration> {
+        let offered = self.offered.load(std::sync::atomic::Ordering::Relaxed);
+        (!self.opts.poll_only && offered > 0).then(|| Duration::from_secs(offered).min(LONG_POLL))
+    }
+
+    /// One long poll: the server answers when a version newer than ours is served, else `304`
+    /// after `wait`.
+    pub async fn wait_for_change(&self, wait: Duration) -> Result<Refresh> {
+        self.get(Some(wait)).await
+    }
+
+    async fn get(&self, wait: Option<Duration>) -> Result<Refresh> {
+        let mut url =
+            self.opts.url.clone().ok_or_else(|| Error::Config("no config URL configured".into()))?;
+        let mut req = match wait {
+            None => self.http.get(url),
+            Some(w) => {
+                url.query_pairs_mut().append_pair("wait", &w.as_secs().to_string());
+                // The request is held up to `w`: its own bound is that plus the usual one.
+                self.http.get(url).timeout(w + self.opts.timeout.unwrap_or(Duration::from_secs(10)))
+            }
+        };
         if let Some(cur) = self.current() {
             req = req.header("If-None-Match", format!("\"{}\"", cur.version));
         }
         let resp = req.send().await.map_err(|e| Error::Config(crate::service::error_chain(&e)))?;
+        let offered = resp
+            .headers()
+            .get(LONG_POLL_HEADER)
+            .and_then(|v| v.to_str().ok()?.trim().parse::<u64>().ok())
+            .unwrap_or(0);
+        self.offered.store(offered, std::sync::atomic::Ordering::Relaxed);
         match resp.status() {
             StatusCode::NOT_MODIFIED => return Ok(Refresh::NotModified),
             StatusCode::OK => {}

@@ -203,6 +203,31 @@ fn v2_signatures_and_sealing() {
     }
 }
 
+/// The server decides which target applies to a device (`httpdns_config::target`, which both
+/// the server and this test use); the vectors hold it to the documented rules.
+#[test]
+fn targeting_first_match() {
+    use httpdns_config::target::{first_match, Device, Target};
+    let v = vectors("targeting.json");
+    let targets: Vec<Target> = serde_json::from_value(v["targets"].clone()).expect("targets parse");
+    httpdns_config::target::validate(&targets).expect("targets are valid");
+    for case in list(&v, "cases") {
+        let d = &case["device"];
+        let labels: std::collections::BTreeMap<String, String> =
+            serde_json::from_value(d.get("labels").cloned().unwrap_or_else(|| serde_json::json!({})))
+                .unwrap();
+        let device = Device {
+            platform: d["platform"].as_str(),
+            app_version: d["appVersion"].as_str(),
+            isp: d["isp"].as_str(),
+            region: d["region"].as_str(),
+            labels: Some(&labels),
+        };
+        let want = case["target"].as_u64().map(|i| i as usize);
+        assert_eq!(first_match(&targets, &device), want, "{d}");
+    }
+}
+
 /// Every vector file and every section of it is either checked above or named as the Kotlin
 /// SDK's only: a new file or section fails here until it is one or the other.
 #[test]
@@ -214,6 +239,7 @@ fn every_section_is_covered() {
         ("convergence.json", &["about", "document", "deviceId", "host_list", "cases", "switch"]),
         ("resolution.json", &["about", "policy", "cases"]),
         ("sign_resolve.json", &["about", "vectors"]),
+        ("targeting.json", &["about", "targets", "cases"]),
         ("v2.json", &["about", "hmac", "aes"]),
     ];
     let kotlin_only: &[(&str, &str)] = &[("answers.json", "d"), ("answers.json", "v2")];

@@ -16,6 +16,7 @@ use serde::{Deserialize, Serialize};
 use crate::host::Host;
 use crate::policy::{Resolution, ResolutionPolicy};
 use crate::rollout;
+use crate::target::{Device, Target};
 
 /// Bounds of `reviveProbeInterval` and `configRequestInterval`, in milliseconds: below 10 s a
 /// bad publish would turn every app into a load generator; above a day a fix takes too long.
@@ -99,9 +100,77 @@ pub struct ConfigDocument {
     /// HTTPDNS with LocalDNS as its fallback, as before the policy existed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resolution_policy: Option<ResolutionPolicy>,
+    /// Overrides for the devices they match, the first match winning ([`crate::target`]).
+    /// Never served as such: a device's answer is the document with its target's override
+    /// applied, and says which target that was.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub targets: Vec<Target>,
 }
 
 impl ConfigDocument {
+    /// The document as target `i` makes it: the target's override fields replace the
+    /// document's own, and the targets are gone.
+    pub fn with_target(&self, i: usize) -> Self {
+        let mut out = Self { targets: Vec::new(), ..self.clone() };
+        let Some(t) = self.targets.get(i) else { return out };
+        let o = &t.with;
+        if let Some(v) = &o.merge_host_configs {
+            out.merge_host_configs = v.clone();
+        }
+        if let Some(v) = &o.host_list_config {
+            out.host_list_config = v.clone();
+        }
+        if let Some(v) = o.revive_probe_interval {
+            out.revive_probe_interval = v;
+        }
+        if let Some(v) = o.config_request_interval {
+            out.config_request_interval = v;
+        }
+        if let Some(v) = &o.public_ip_list {
+            out.public_ip_list = v.clone();
+        }
+        if let Some(v) = o.convergence_rate {
+            out.convergence_rate = Some(v);
+        }
+        out
+    }
+
+    /// The body a device gets: the document of the first target that matches it, with
+    /// `"target": i` added when one did, and the device's `resolution` when it has one (see
+    /// [`ConfigDocument::render_with`]).
+    pub fn render_for(
+        &self,
+        version: u64,
+        device_id: &str,
+        device: &Device<'_>,
+        resolution: Option<&Resolution>,
+    ) -> (Vec<u8>, Option<usize>) {
+        match crate::target::first_match(&self.targets, device) {
+            None => (self.render_with(version, Some(device_id), resolution), None),
+            Some(i) => {
+                let mut body = self.with_target(i).render_with(version, Some(device_id), resolution);
+                // The rendering is one JSON object: its closing brace makes room for the field.
+                if body.last() == Some(&b'}') {
+                    body.pop();
+                    body.extend_from_slice(format!(",\"target\":{i}}}").as_bytes());
+                }
+                (body, Some(i))
+            }
+        }
+    }
+
+    /// The document as operators read it (`GET /admin/v1/config/{module}`): what apps get
+    /// without a device, plus the `targets`.
+    pub fn render_admin(&self, version: u64) -> Vec<u8> {
+        let mut body = self.render(version, None);
+        if !self.targets.is_empty() && body.last() == Some(&b'}') {
+            body.pop();
+            body.extend_from_slice(b",\"targets\":");
+            body.extend(serde_json::to_vec(&self.targets).expect("targets serialise"));
+            body.push(b'}');
+        }
+        body
+    }
     /// Whether convergence is on for `device_id` under the global switch.
     pub fn convergence_enabled(&self, device_id: &str) -> bool {
         rollout::convergence_enabled(device_id, self.convergence_rate.map_or(1.0, Rate::get))
@@ -165,6 +234,13 @@ impl ConfigDocument {
         if let Some(p) = &self.resolution_policy {
             p.validate()?;
         }
+        crate::target::validate(&self.targets)?;
+        // Every device must get a valid document, whichever target applies to it.
+        for i in 0..self.targets.len() {
+            self.with_target(i)
+                .validate()
+                .map_err(|e| FieldError::new(format!("targets[{i}].override.{}", e.field), e.message))?;
+        }
         Ok(())
     }
 
@@ -177,12 +253,12 @@ impl ConfigDocument {
     /// The body served to apps for `version`, in the seed's field order. With a device id,
     /// each entry also carries `"enabled"` computed by [`rollout::enabled`].
     pub fn render(&self, version: u64, device_id: Option<&str>) -> Vec<u8> {
-        self.render_for(version, device_id, None)
+        self.render_with(version, device_id, None)
     }
 
     /// [`Self::render`] with the device's `resolution` decision (a POST with a device id of a
     /// module that has a `resolutionPolicy`).
-    pub fn render_for(
+    pub fn render_with(
         &self,
         version: u64,
         device_id: Option<&str>,

@@ -4,18 +4,24 @@
 //! # Layout
 //!
 //! * [`document`]: [`ConfigDocument`] and how it is rendered for apps.
+//! * [`guard`]: guarded rollouts' spec and each tick's decision from both sides' rates.
 //! * [`host`]: [`Host`], a domain name or IP literal with an optional port.
 //! * [`policy`]: `resolutionPolicy` and the per-device `resolution` decision.
 //! * [`rollout`]: the documented `sha256(host + "." + deviceId)` bucketing.
 //! * [`summary`]: a one-line description of what a publish changes.
 //! * [`signing`]: signing served bodies and verifying them.
+//! * [`sketch`]: distinct devices in bounded memory (HyperLogLog), for adoption.
+//! * [`target`]: targeting, overrides of the document by platform, app version, place, labels.
 
 pub mod document;
+pub mod guard;
 pub mod host;
 pub mod policy;
 pub mod rollout;
 pub mod signing;
+pub mod sketch;
 pub mod summary;
+pub mod target;
 
 pub use document::ConfigDocument;
 pub use host::Host;

@@ -87,6 +87,9 @@ pub fn summarize(old: Option<&ConfigDocument>, new: &ConfigDocument) -> String {
     if old.public_ip_list != new.public_ip_list {
         parts.push("publicIpList changed".to_owned());
     }
+    if old.targets != new.targets {
+        parts.push(format!("targets: {} -> {}", old.targets.len(), new.targets.len()));
+    }
     if parts.is_empty() {
         "no change".to_owned()
     } else {

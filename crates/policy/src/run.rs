@@ -15,6 +15,7 @@ use httpdns_config::policy::PlaceState;
 use httpdns_store::config::{Expect, Publish, PublishError};
 use httpdns_store::events::PolicyCounts;
 use httpdns_store::policy::{PlaceRow, StepRow};
+use httpdns_store::teams::AuditEntry;
 use httpdns_store::{Store, StoreError};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
@@ -34,22 +35,6 @@ const THRESHOLDS_EVERY: Duration = Duration::from_secs(3600);
 /// Whether the server's own health checks see a place's nodes up (or it has none).
 pub type Checks = Arc<dyn Fn(&str, &str) -> bool + Send + Sync>;
 
-/// A change the leader made, for the audit log.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Change {
-    pub step: StepRow,
-    /// `(module, version before, version after)` of every version it published.
-    pub published: Vec<(String, i64, i64)>,
-}
-
-/// Called with each tick's changes once they are published (the audit log).
-pub type OnChange = Arc<dyn Fn(Vec<Change>) -> futures_like::Boxed + Send + Sync>;
-
-/// A boxed future without pulling in a futures crate.
-pub mod futures_like {
-    pub type Boxed = std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>;
-}
-
 #[derive(Debug, Clone)]
 struct Place {
     status: Status,
@@ -65,7 +50,6 @@ pub struct Controller {
     view: Arc<PolicyView>,
     metrics: PolicyMetrics,
     checks: Checks,
-    on_change: Option<OnChange>,
     holder: String,
 }
 
@@ -93,12 +77,11 @@ impl Controller {
         view: Arc<PolicyView>,
         metrics: PolicyMetrics,
         checks: Checks,
-        on_change: Option<OnChange>,
     ) -> Self {
         let mut id = [0u8; 6];
         let _ = getrandom::fill(&mut id);
         let holder = format!("{}-{}", std::process::id(), httpdns_auth::hex(&id));
-        Self { settings, store, view, metrics, checks, on_change, holder }
+        Self { settings, store, view, metrics, checks, holder }
     }
 
     pub fn view(&self) -> &Arc<PolicyView> {
@@ -275,15 +258,43 @@ impl Controller {
             let published = self.publish(&m.unpublished).await?;
             let versions =
                 published.iter().map(|(module, _, v)| format!("{module}:{v}")).collect::<Vec<_>>().join(",");
-            let mut changes = Vec::new();
-            for mut step in std::mem::take(&mut m.unpublished) {
+            for step in std::mem::take(&mut m.unpublished) {
                 self.store.policy_step_versions(step.at, &step.isp, &step.region, &versions).await?;
-                step.versions = versions.clone();
-                changes.push(Change { step, published: published.clone() });
+                self.audit(&step, &published).await?;
             }
-            if let Some(f) = &self.on_change {
-                f(changes).await;
-            }
+        }
+        Ok(())
+    }
+
+    /// The audit log's entries of one change: one per config version it published (the module's
+    /// version before and after), or one naming the place when no module carries a policy.
+    async fn audit(&self, step: &StepRow, published: &[(String, i64, i64)]) -> Result<(), StoreError> {
+        let detail = format!(
+            "policy: {}/{} {} -> {} (share {} -> {}): {}",
+            step.isp,
+            step.region,
+            step.from_state,
+            step.to_state,
+            step.from_share,
+            step.to_share,
+            step.reason
+        );
+        let entry = |path: String, before: Option<i64>, after: Option<i64>| AuditEntry {
+            actor: ACTOR.to_owned(),
+            method: "PUT".to_owned(),
+            path,
+            revision_before: before,
+            revision_after: after,
+            status: 200,
+            detail: detail.clone(),
+        };
+        if published.is_empty() {
+            let path = format!("/admin/v1/policy/places?isp={}&region={}", step.isp, step.region);
+            self.store.audit_append(&entry(path, None, None)).await?;
+        }
+        for (module, before, after) in published {
+            let e = entry(format!("/admin/v1/config/{module}"), Some(*before), Some(*after));
+            self.store.audit_append(&e).await?;
         }
         Ok(())
     }

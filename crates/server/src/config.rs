@@ -36,6 +36,7 @@ pub const ENV_VARS: &[(&str, &str)] = &[
         "CIDRs whose X-Forwarded-For / X-Real-IP and PROXY protocol headers are believed, comma-separated",
     ),
     ("HTTPDNS_SYNC_INTERVAL_MS", "how often the snapshot follows the database, in ms"),
+    ("HTTPDNS_CONTROL_TICK_MS", "how often the policy controller and guarded rollouts decide, in ms (default 60000)"),
     ("HTTPDNS_STALLED_TIMEOUT_MS", "a request being answered that moves no body byte this long is closed, in ms"),
     ("HTTPDNS_BODY_TIMEOUT_MS", "the longest gap between two reads of a request body, in ms"),
     ("HTTPDNS_BODY_DEADLINE_MS", "the longest a whole request body may take to arrive, in ms"),
@@ -161,6 +162,8 @@ pub struct Config {
     pub policy: Policy,
     pub geo: GeoConfig,
     pub sync_interval: Duration,
+    /// How often guarded rollouts (and the policy controller) decide.
+    pub control_tick: Duration,
     pub dnspod: FormatOptions,
     pub log_format: LogFormat,
     /// How long in-flight requests may take to finish after a shutdown signal.
@@ -612,6 +615,14 @@ impl Config {
         if !(50..=600_000).contains(&sync_ms) {
             return Err(err("sync_interval_ms", "must be 50 to 600000"));
         }
+        let control_tick_ms = match env("HTTPDNS_CONTROL_TICK_MS") {
+            Some(v) => v
+                .parse::<u64>()
+                .ok()
+                .filter(|n| (10..=3_600_000).contains(n))
+                .ok_or_else(|| err("HTTPDNS_CONTROL_TICK_MS", "must be 10 to 3600000 milliseconds"))?,
+            None => 60_000,
+        };
         let log_format = match env("HTTPDNS_LOG_FORMAT").or(file.log_format).as_deref() {
             None | Some("text") => LogFormat::Text,
             Some("json") => LogFormat::Json,
@@ -831,6 +842,7 @@ impl Config {
             policy,
             geo,
             sync_interval: Duration::from_millis(sync_ms),
+            control_tick: Duration::from_millis(control_tick_ms),
             dnspod: FormatOptions {
                 document_form: file.dnspod.document_form.unwrap_or(false),
                 cip_every_line: file.dnspod.cip_every_line.unwrap_or(false),

@@ -248,6 +248,19 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
         },
     };
     tasks.spawn(net.registry.clone().run_reaper(std::time::Duration::from_millis(250), shutdown.clone()));
+    // Held long polls are answered at once on shutdown, so the drain does not wait out their
+    // deadlines (up to a minute).
+    let (closing, stop) = (config_cache.clone(), shutdown.clone());
+    tasks.spawn(async move {
+        stop.cancelled().await;
+        closing.close()
+    });
+    tasks.spawn(config_cache.adoption().clone().run(store.clone(), shutdown.clone()));
+    tasks.spawn(httpdns_api::config_center::rollout::run(
+        state.clone(),
+        config.control_tick,
+        shutdown.clone(),
+    ));
     if let (Some(certs), Some(files)) = (&net.certs, &config.tls) {
         tasks.spawn(listeners::follow_certificates(certs.clone(), files.reload_interval, shutdown.clone()));
     }
@@ -355,7 +368,6 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
         policy_view,
         httpdns_policy::PolicyMetrics::new(&prometheus),
         checks,
-        None,
     ));
     tasks.spawn(controller.run(shutdown.clone()));
     tasks.spawn(service_ips.run(store.clone(), shutdown.clone()));

@@ -272,7 +272,8 @@ impl Store {
     }
 
     /// Whether the database holds nothing but what migrating an empty one leaves: revision 0
-    /// and no rows in any table but `store_meta`. Returns the tables that have rows.
+    /// and no rows in any table but the counters (`store_meta`, `audit_meta`) at 0. Returns the
+    /// tables that have rows.
     pub async fn non_empty_tables(&self) -> Result<Vec<String>, StoreError> {
         let mut conn = self.pool.acquire().await?;
         self.non_empty_in(&mut conn).await
@@ -281,10 +282,11 @@ impl Store {
     async fn non_empty_in(&self, conn: &mut sqlx::AnyConnection) -> Result<Vec<String>, StoreError> {
         let mut found = Vec::new();
         for t in self.tables(&mut *conn).await? {
-            let sql = if t.name == "store_meta" {
-                "SELECT COUNT(*) FROM store_meta WHERE revision <> 0".to_owned()
-            } else {
-                format!("SELECT COUNT(*) FROM {}", quote(&t.name))
+            // The counter rows a migration inserts count only once they have counted.
+            let sql = match t.name.as_str() {
+                "store_meta" => "SELECT COUNT(*) FROM store_meta WHERE revision <> 0".to_owned(),
+                "audit_meta" => "SELECT COUNT(*) FROM audit_meta WHERE seq <> 0".to_owned(),
+                _ => format!("SELECT COUNT(*) FROM {}", quote(&t.name)),
             };
             let n: i64 = sqlx::query(sqlx::AssertSqlSafe(sql)).fetch_one(&mut *conn).await?.try_get(0)?;
             if n > 0 {

@@ -6,6 +6,7 @@
 //!   every admin resource (networks, nodes, pools, domains, and the resources of later
 //!   features) as a validated JSON body under `(kind, name)`.
 //! * [`Kind`]: the closed set of resource kinds.
+//! * [`teams`]: named admin tokens with roles, and the audit log of every change.
 //!
 //! # Revisions
 //!
@@ -18,6 +19,7 @@
 //!
 //! The answer path never calls this crate; only the sync loop and the admin API do.
 
+pub mod adoption;
 pub mod backup;
 pub mod config;
 mod error;
@@ -26,6 +28,8 @@ pub mod live;
 pub mod policy;
 pub mod replicas;
 mod resources;
+pub mod rollouts;
+pub mod teams;
 
 pub use error::StoreError;
 pub use resources::{Change, Kind, Precondition, Resource, Store, Written, NOTIFY_CHANNEL};

@@ -32,6 +32,18 @@ async fn databases(test: &str) -> Vec<(Vec<Store>, Vec<TestDatabase>, Option<tem
 }
 
 async fn fill(s: &Store) {
+    s.token_put("alice", "viewer", "ab12", "admin").await.unwrap();
+    s.audit_append(&httpdns_store::teams::AuditEntry {
+        actor: "alice".into(),
+        method: "PUT".into(),
+        path: "/admin/v1/nodes/n1".into(),
+        revision_before: None,
+        revision_after: Some(1),
+        status: 201,
+        detail: "ünïcode ✓".into(),
+    })
+    .await
+    .unwrap();
     s.put(Kind::Node, "n1", r#"{"ip":"1.1.1.1","名":"ünïcode ✓"}"#).await.unwrap();
     s.put(Kind::Domain, "www.example.com", r#"{"pool":"edge"}"#).await.unwrap();
     s.put(Kind::Node, "gone", "{}").await.unwrap();

@@ -3,21 +3,59 @@ use axum::http::{header, HeaderValue, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
+use super::access::{self, Principal};
 use crate::error::ApiError;
 use crate::state::AppState;
 
-/// Lets a request through only with `Authorization: Bearer <admin token>`, or with a console
-/// session cookie (and, for a change, its CSRF token: `crate::console::authorize`). Both carry
-/// the same authority today; a session's role is where a read-only one would be checked.
-/// Wrong bearer tokens spend the same per-address budget as the console's failed sign-ins.
+/// Lets a request through with `Authorization: Bearer <token>` (the bootstrap admin token or a
+/// named one) or with a console session cookie (and, for a change, its CSRF token:
+/// `crate::console::authorize`), if the principal's role allows the route
+/// ([`access::may`]); every change answered with success is then written to the audit log
+/// ([`super::audit::record`]). Wrong bearer tokens spend the same per-address budget as the
+/// console's failed sign-ins.
 pub async fn require_token(State(app): State<AppState>, req: Request, next: Next) -> Response {
-    let mut resp = guarded(&app, req, next).await;
+    let mut resp = match guarded(&app, req, next).await {
+        Ok(r) => r,
+        Err(e) => e.into_response(),
+    };
     // Admin answers (secrets, documents) are never for a browser's or a proxy's cache.
     resp.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
     resp
 }
 
-async fn guarded(app: &AppState, req: Request, next: Next) -> Response {
+async fn guarded(app: &AppState, mut req: Request, next: Next) -> Result<Response, ApiError> {
+    let presented = credentials(app, &req);
+    let principal = identify(app, presented).await?;
+    if !access::may(principal.role, req.method(), req.uri().path()) {
+        return Err(ApiError::new(
+            StatusCode::FORBIDDEN,
+            "Forbidden",
+            format!(
+                "the {} role of {:?} may not {} {}",
+                principal.role.as_str(),
+                principal.name,
+                req.method(),
+                req.uri().path()
+            ),
+        )
+        .with_field("role"));
+    }
+    req.extensions_mut().insert(principal.clone());
+    if !access::is_audited(req.method(), req.uri().path()) {
+        return Ok(next.run(req).await);
+    }
+    Ok(super::audit::record(app, &principal, req, next).await)
+}
+
+/// What a request presents, read before any wait (a request is not `Sync`, so it cannot be
+/// held across one).
+enum Credentials {
+    Bootstrap,
+    Bearer { token: String, peer: Option<std::net::IpAddr> },
+    Session(Result<crate::console::session::Session, ApiError>),
+}
+
+fn credentials(app: &AppState, req: &Request) -> Credentials {
     let presented = req
         .headers()
         .get(header::AUTHORIZATION)
@@ -29,24 +67,44 @@ async fn guarded(app: &AppState, req: Request, next: Next) -> Response {
         Some(token)
             if httpdns_auth::constant_time_eq(token.as_bytes(), app.settings.admin_token.as_bytes()) =>
         {
-            next.run(req).await
+            Credentials::Bootstrap
         }
-        Some(_) => {
-            let peer =
-                req.extensions().get::<ConnectInfo<std::net::SocketAddr>>().map(|c| c.0.ip().to_canonical());
+        Some(token) => Credentials::Bearer {
+            token: token.to_owned(),
+            peer: req
+                .extensions()
+                .get::<ConnectInfo<std::net::SocketAddr>>()
+                .map(|c| c.0.ip().to_canonical()),
+        },
+        None => Credentials::Session(crate::console::authorize(app, req)),
+    }
+}
+
+async fn identify(app: &AppState, presented: Credentials) -> Result<Principal, ApiError> {
+    match presented {
+        Credentials::Bootstrap => Ok(Principal::bootstrap(false)),
+        Credentials::Bearer { token, peer } => {
+            if let Some(p) = access::named_token(app, &token).await? {
+                return Ok(p);
+            }
             if peer.is_some_and(|p| !app.console.failed_attempt(p)) {
-                return ApiError::new(
+                return Err(ApiError::new(
                     StatusCode::TOO_MANY_REQUESTS,
                     "Throttled",
                     "too many failed attempts from this address; wait",
-                )
-                .into_response();
+                ));
             }
-            ApiError::unauthorized().into_response()
+            Err(ApiError::unauthorized())
         }
-        None => match crate::console::authorize(app, &req) {
-            Ok(crate::console::session::Role::Admin) => next.run(req).await,
-            Err(e) => e.into_response(),
-        },
+        Credentials::Session(session) => {
+            let session = session?;
+            access::session_holder(app, &session).await?.ok_or_else(|| {
+                ApiError::new(
+                    StatusCode::UNAUTHORIZED,
+                    "Unauthorized",
+                    "the token this session signed in with was revoked or replaced; sign in again",
+                )
+            })
+        }
     }
 }

@@ -8,11 +8,14 @@
 //! After a write the catalog is synced before the response, so the change is answered from
 //! the moment the `PUT` or `DELETE` returns.
 
+pub mod access;
+pub mod audit;
 mod auth;
 mod body;
 mod mirror;
 mod policy;
 mod resources;
+mod tokens;
 
 use axum::routing::get;
 use axum::Router;
@@ -34,6 +37,9 @@ pub fn routes() -> Router<AppState> {
         .route("/admin/v1/metrics", axum::routing::post(crate::live::reports::batch))
         .route("/admin/v1/explain", get(crate::live::explain::handle))
         .route("/admin/v1/overview", get(crate::console::overview::handle))
+        .route("/admin/v1/tokens", get(tokens::list))
+        .route("/admin/v1/tokens/{name}", get(tokens::get_one).put(tokens::put).delete(tokens::delete))
+        .route("/admin/v1/audit", get(audit::list))
         .route("/admin/v1/events/summary", get(crate::events::admin::summary))
         .route("/admin/v1/localdns/map", get(crate::events::admin::localdns_map))
         .route("/admin/v1/events/series", get(crate::events::series::series))

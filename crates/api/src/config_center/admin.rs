@@ -16,6 +16,7 @@ use httpdns_store::config::{Expect, Publish, PublishError};
 use serde::{Deserialize, Serialize};
 
 use super::cache::etag;
+use crate::admin::audit::AuditNote;
 use crate::admin::parse_body;
 use crate::error::ApiError;
 use crate::state::AppState;
@@ -78,7 +79,7 @@ fn header_text(headers: &HeaderMap, name: &str, field: &str) -> Result<Option<St
 }
 
 fn doc_response(status: StatusCode, doc: &ConfigDocument, version: i64) -> Response {
-    let mut resp = (status, doc.render(version as u64, None)).into_response();
+    let mut resp = (status, doc.render_admin(version as u64)).into_response();
     let h = resp.headers_mut();
     h.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
     h.insert(header::ETAG, etag(version));
@@ -142,12 +143,14 @@ pub(crate) async fn put(
         expect.check(cur.as_ref().map(|c| c.version)).map_err(publish_error)?;
         let prev = cur.map(|c| parse_stored(&c.document)).transpose()?;
         let summary = given_summary.unwrap_or_else(|| summarize(prev.as_ref(), &content));
-        return Ok(axum::Json(serde_json::json!({
+        let mut resp = axum::Json(serde_json::json!({
             "valid": true,
             "summary": summary,
-            "document": serde_json::from_slice::<serde_json::Value>(&content.render(0, None)).unwrap_or_default(),
+            "document": serde_json::from_slice::<serde_json::Value>(&content.render_admin(0)).unwrap_or_default(),
         }))
-        .into_response());
+        .into_response();
+        resp.extensions_mut().insert(AuditNote::Unchanged);
+        return Ok(resp);
     }
 
     let publish = Publish { module: &module, document: &stored, expect, author: &author, rollback_of: None };
@@ -164,7 +167,7 @@ pub(crate) async fn put(
         .map_err(publish_error)?;
     after_publish(&app, &module, written.version).await;
     let status = if written.version == 1 { StatusCode::CREATED } else { StatusCode::OK };
-    Ok(doc_response(status, &content, written.version))
+    Ok(audited(doc_response(status, &content, written.version), written.version))
 }
 
 fn precondition_required(current: i64) -> ApiError {
@@ -313,5 +316,12 @@ pub(crate) async fn rollback(
         .await
         .map_err(publish_error)?;
     after_publish(&app, &module, written.version).await;
-    Ok(doc_response(StatusCode::OK, &content, written.version))
+    Ok(audited(doc_response(StatusCode::OK, &content, written.version), written.version))
+}
+
+/// A publish's audit entry names the module's versions (the one replaced is the one before).
+fn audited(mut resp: Response, version: i64) -> Response {
+    let before = (version > 1).then_some(version - 1);
+    resp.extensions_mut().insert(AuditNote::Revisions { before, after: Some(version) });
+    resp
 }

@@ -1,13 +1,9 @@
 //! What apps call: `POST|GET /app/config-center/module-config` and the public key.
 
-use std::net::IpAddr;
-
 use axum::body::Bytes;
 use axum::extract::{Request, State};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
-
-use httpdns_config::policy::{Device, Place};
 
 use super::cache::Published;
 use crate::error::ApiError;
@@ -19,14 +15,11 @@ pub const SIGNATURE_HEADER: &str = "x-config-signature";
 /// Header carrying the served `configVersion`, so a client can compare without parsing.
 pub const VERSION_HEADER: &str = "x-config-version";
 
-/// Longest accepted device id.
-const MAX_DEVICE_ID: usize = 256;
-
 /// A CDN may keep a GET answer this long; past it, it revalidates with the ETag, so a new
 /// version reaches apps behind a CDN within seconds.
 const GET_CACHE_CONTROL: &str = "public, max-age=10, must-revalidate";
 
-fn module_param(module: Option<&str>) -> Result<&str, ApiError> {
+pub(crate) fn module_param(module: Option<&str>) -> Result<&str, ApiError> {
     let m = module
         .filter(|m| !m.is_empty())
         .ok_or_else(|| ApiError::bad_request("MissingArgument", "module", "missing module"))?;
@@ -35,15 +28,20 @@ fn module_param(module: Option<&str>) -> Result<&str, ApiError> {
     Ok(m)
 }
 
-fn not_found(module: &str) -> ApiError {
+pub(crate) fn not_found(module: &str) -> ApiError {
     ApiError::new(StatusCode::NOT_FOUND, "ModuleNotFound", format!("no config module {module:?}"))
         .with_field("module")
 }
 
 /// A response as one buffer.
-type Whole = Response<Bytes>;
+pub(crate) type Whole = Response<Bytes>;
 
-fn respond(p: &Published, body: Bytes, signature: HeaderValue, cache_control: &'static str) -> Whole {
+pub(crate) fn respond(
+    p: &Published,
+    body: Bytes,
+    signature: HeaderValue,
+    cache_control: &'static str,
+) -> Whole {
     let mut resp = Whole::new(body);
     let h = resp.headers_mut();
     h.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
@@ -51,6 +49,19 @@ fn respond(p: &Published, body: Bytes, signature: HeaderValue, cache_control: &'
     h.insert(header::CACHE_CONTROL, HeaderValue::from_static(cache_control));
     h.insert(SIGNATURE_HEADER, signature);
     h.insert(VERSION_HEADER, HeaderValue::from(p.version));
+    h.insert(super::push::OFFER_HEADER, super::push::offer());
+    resp
+}
+
+/// `304 Not Modified` for the served version `p`.
+pub(crate) fn not_modified(p: &Published, cache_control: &'static str) -> Whole {
+    let mut resp = Whole::new(Bytes::new());
+    *resp.status_mut() = StatusCode::NOT_MODIFIED;
+    let h = resp.headers_mut();
+    h.insert(header::ETAG, p.etag.clone());
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static(cache_control));
+    h.insert(VERSION_HEADER, HeaderValue::from(p.version));
+    h.insert(super::push::OFFER_HEADER, super::push::offer());
     resp
 }
 
@@ -70,7 +81,11 @@ pub(crate) fn none_match(headers: &HeaderMap, etag: &HeaderValue) -> bool {
 // headers and the query. The listener's shortcut (`crate::shortcut`) answers a GET through
 // [`answer_get`] before the router; this handler serves HEAD, and GET without the shortcut.
 pub(crate) async fn get(State(app): State<AppState>, request: Request) -> Response {
-    answer_get(&app, request.uri().query(), request.headers()).map(axum::body::Body::from)
+    let resp = match super::push::answer(&app, request.uri().query(), request.headers()) {
+        httpdns_net::http::Answer::Ready(r) => r,
+        httpdns_net::http::Answer::Later(wait) => wait.await,
+    };
+    resp.map(axum::body::Body::from)
 }
 
 /// The answer to `GET /app/config-center/module-config?module=...`, counted.
@@ -80,15 +95,7 @@ pub(crate) fn answer_get(app: &AppState, query: Option<&str>, headers: &HeaderMa
         Err(e) => e.into_whole(),
         Ok(module) => match app.config.get(module) {
             None => not_found(module).into_whole(),
-            Some(p) if none_match(headers, &p.etag) => {
-                let mut resp = Whole::new(Bytes::new());
-                *resp.status_mut() = StatusCode::NOT_MODIFIED;
-                let h = resp.headers_mut();
-                h.insert(header::ETAG, p.etag.clone());
-                h.insert(header::CACHE_CONTROL, HeaderValue::from_static(GET_CACHE_CONTROL));
-                h.insert(VERSION_HEADER, HeaderValue::from(p.version));
-                resp
-            }
+            Some(p) if none_match(headers, &p.etag) => not_modified(&p, GET_CACHE_CONTROL),
             Some(p) => respond(&p, p.body.clone(), p.signature.clone(), GET_CACHE_CONTROL),
         },
     };
@@ -105,70 +112,11 @@ pub(crate) async fn post(State(app): State<AppState>, PeerAddr(peer): PeerAddr, 
     resp.map(axum::body::Body::from)
 }
 
-async fn post_inner(app: &AppState, peer: IpAddr, body: &[u8]) -> Result<Whole, ApiError> {
-    // Apps send more context than this reads (platform, app version, ...): unknown fields are
-    // ignored here, unlike the admin API.
-    let v: serde_json::Value = serde_json::from_slice(body)
-        .map_err(|e| ApiError::bad_request("InvalidBody", "body", format!("not JSON: {e}")))?;
-    let obj = v
-        .as_object()
-        .ok_or_else(|| ApiError::bad_request("InvalidBody", "body", "a JSON object is required"))?;
-    let module = match obj.get("module") {
-        None | Some(serde_json::Value::Null) => None,
-        Some(serde_json::Value::String(s)) => Some(s.as_str()),
-        Some(_) => return Err(ApiError::bad_request("InvalidArgument", "module", "module must be a string")),
-    };
-    let module = module_param(module)?;
-    let device = match obj.get("deviceId") {
-        None | Some(serde_json::Value::Null) => None,
-        Some(serde_json::Value::String(s)) if !s.is_empty() && s.len() <= MAX_DEVICE_ID => Some(s.as_str()),
-        Some(_) => {
-            return Err(ApiError::bad_request(
-                "InvalidArgument",
-                "deviceId",
-                format!("deviceId must be a string of 1 to {MAX_DEVICE_ID} bytes"),
-            ))
-        }
-    };
-    let known = match obj.get("configVersion") {
-        None | Some(serde_json::Value::Null) => 0,
-        Some(n) => n.as_i64().filter(|n| *n >= 0).ok_or_else(|| {
-            ApiError::bad_request("InvalidArgument", "configVersion", "configVersion must be an integer >= 0")
-        })?,
-    };
-    let segment = match obj.get("segment") {
-        None | Some(serde_json::Value::Null) => None,
-        Some(serde_json::Value::String(s)) => Some(
-            httpdns_core::Token::parse(s)
-                .map_err(|e| ApiError::bad_request("InvalidArgument", "segment", format!("segment {e}")))?,
-        ),
-        Some(_) => {
-            return Err(ApiError::bad_request("InvalidArgument", "segment", "segment must be a string"))
-        }
-    };
-    let p = app.config.at_least(module, known).await.ok_or_else(|| not_found(module))?;
-    // A per-device body differs by its enabled flags, so it is rendered and signed per request;
-    // either way the answer is personal and must not be cached by intermediaries.
-    Ok(match device {
-        None => respond(&p, p.body.clone(), p.signature.clone(), "no-store"),
-        Some(d) => {
-            let resolution = p.document.resolution_policy.as_ref().map(|policy| {
-                let view = httpdns_geo::classify(&app.catalog.snapshot(), &app.geo, peer);
-                let name = |t: Option<httpdns_core::Token>| {
-                    t.map_or_else(|| "unknown".to_owned(), |t| t.as_str().to_owned())
-                };
-                let place = Place { isp: name(view.isp), region: name(view.region) };
-                let control = app.config.policy().control(&place.isp, &place.region);
-                policy.decide(
-                    Device { id: d, place: &place, segment: segment.as_ref().map(|s| s.as_str()) },
-                    control,
-                )
-            });
-            let body = Bytes::from(p.document.render_for(p.version as u64, Some(d), resolution.as_ref()));
-            let sig = HeaderValue::from_str(&app.config.signer().sign(&body)).expect("base64 is header-safe");
-            respond(&p, body, sig, "no-store")
-        }
-    })
+async fn post_inner(app: &AppState, peer: std::net::IpAddr, body: &[u8]) -> Result<Whole, ApiError> {
+    let req = super::device::parse(body)?;
+    let p =
+        app.config.at_least(&req.module, req.config_version).await.ok_or_else(|| not_found(&req.module))?;
+    Ok(super::device::answer(app, &p, &req, peer))
 }
 
 pub(crate) async fn public_key(State(app): State<AppState>) -> Response {

@@ -3,10 +3,20 @@
 //! * [`cache`]: the documents this replica serves, replaced only by higher versions.
 //! * [`app`]: `POST|GET /app/config-center/module-config`, `GET /app/config-center/public-key`.
 //! * [`admin`]: `/admin/v1/config/...` for operators (publish, history, rollback).
+//! * [`push`]: the long poll (`wait=`) of the config GET.
+//! * [`adoption`]: distinct devices per version, from the per-device POSTs.
+//! * [`rollout`]: guarded rollouts, their admin routes and their tick; [`sides`]: the client
+//!   events counted by the config version the device runs, which rollouts compare.
+//! * `device`: the per-device POST, parsed, and its answer (flags, target).
 
 pub mod admin;
+pub mod adoption;
 pub mod app;
 pub mod cache;
+mod device;
+pub mod push;
+pub mod rollout;
+pub mod sides;
 
 use axum::routing::{get, post};
 use axum::Router;
@@ -31,4 +41,10 @@ pub fn admin_routes() -> Router<AppState> {
         .route("/admin/v1/config/{module}/versions", get(admin::history))
         .route("/admin/v1/config/{module}/versions/{version}", get(admin::version))
         .route("/admin/v1/config/{module}/rollback", post(admin::rollback))
+        .route("/admin/v1/config/{module}/adoption", get(adoption::handle))
+        .route("/admin/v1/config/{module}/rollout", get(rollout::get).put(rollout::put))
+        .route("/admin/v1/config/{module}/rollout/pause", post(rollout::pause))
+        .route("/admin/v1/config/{module}/rollout/resume", post(rollout::resume))
+        .route("/admin/v1/config/{module}/rollout/promote", post(rollout::promote))
+        .route("/admin/v1/config/{module}/rollout/abort", post(rollout::abort))
 }

@@ -29,7 +29,7 @@ use axum::Router;
 use crate::error::ApiError;
 use crate::ratelimit::RateLimiter;
 use crate::state::{AppState, PeerAddr};
-use session::{Role, Session, Sessions};
+use session::{Holder, Role, Session, Sessions};
 
 /// The session cookie's name.
 pub const COOKIE: &str = "httpdns_console";
@@ -132,9 +132,10 @@ fn cookies<'h>(headers: &'h HeaderMap, name: &'h str) -> impl Iterator<Item = &'
         .map(|(_, v)| v.trim())
 }
 
-/// How the admin API's guard judges a request that has no bearer token: the session's role
-/// when its cookie is valid and, for a change, its CSRF token matches.
-pub fn authorize(app: &AppState, req: &Request) -> Result<Role, ApiError> {
+/// How the admin API's guard judges a request that has no bearer token: the session when its
+/// cookie is valid and, for a change, its CSRF token matches (the guard then checks the
+/// session's token still exists and what its role allows).
+pub fn authorize(app: &AppState, req: &Request) -> Result<Session, ApiError> {
     let session = app.console.session(req.headers()).ok_or_else(ApiError::unauthorized)?;
     let safe = matches!(*req.method(), Method::GET | Method::HEAD);
     if !safe {
@@ -148,7 +149,7 @@ pub fn authorize(app: &AppState, req: &Request) -> Result<Role, ApiError> {
             .with_field("X-CSRF-Token"));
         }
     }
-    Ok(session.role)
+    Ok(session)
 }
 
 /// The console's routes (public: the page itself signs in).
@@ -181,18 +182,27 @@ async fn page() -> Response {
     asset(INDEX, "text/html; charset=utf-8")
 }
 
-fn session_body(app: &AppState, s: &Session) -> serde_json::Value {
+/// What the page learns of its session: who, with which role (the page hides what the role
+/// cannot do; the admin API refuses it anyway), and the CSRF token.
+fn session_body(app: &AppState, s: &Session, role: Role) -> serde_json::Value {
     serde_json::json!({
-        "role": match s.role { Role::Admin => "admin" },
+        "name": s.name,
+        "role": role.as_str(),
         "expires": s.expires,
         "csrf": app.console.sessions.csrf(s),
     })
 }
 
 async fn whoami(State(app): State<AppState>, headers: HeaderMap) -> Response {
+    let not_in = || ApiError::new(StatusCode::UNAUTHORIZED, "Unauthorized", "not signed in").into_response();
     let mut resp = match app.console.session(&headers) {
-        Some(s) => axum::Json(session_body(&app, &s)).into_response(),
-        None => ApiError::new(StatusCode::UNAUTHORIZED, "Unauthorized", "not signed in").into_response(),
+        // The token's current role (it may have changed, or the token gone, since sign-in).
+        Some(s) => match crate::admin::access::session_holder(&app, &s).await {
+            Ok(Some(p)) => axum::Json(session_body(&app, &s, p.role)).into_response(),
+            Ok(None) => not_in(),
+            Err(e) => e.into_response(),
+        },
+        None => not_in(),
     };
     secure_headers(&mut resp);
     resp
@@ -211,18 +221,20 @@ async fn sign_in(State(app): State<AppState>, PeerAddr(peer): PeerAddr, req: Req
     let secure = crate::dnspod::is_secure(&app, &req);
     let device = cookies(req.headers(), DEVICE_COOKIE).find_map(|v| app.console.sessions.verify_device(v));
     let body = axum::body::to_bytes(req.into_body(), 4096).await.unwrap_or_default();
-    let mut resp = match check_token(&app, peer, device.as_deref(), &body) {
-        Ok(()) => {
+    let mut resp = match check_token(&app, peer, device.as_deref(), &body).await {
+        Ok((who, token_id)) => {
             let mut nonce = [0u8; 16];
             if getrandom::fill(&mut nonce).is_err() {
                 return ApiError::internal(&"no randomness for a session").into_response();
             }
-            let value =
-                app.console.sessions.issue(Role::Admin, httpdns_core::clock::unix_s(), LIFETIME_S, &nonce);
-            let session =
-                app.console.sessions.verify(&value, httpdns_core::clock::unix_s()).expect("just issued");
-            tracing::info!(%peer, "Console sign-in.");
-            let mut resp = axum::Json(session_body(&app, &session)).into_response();
+            let holder = Holder { role: who.role, name: &who.name, token_id: &token_id };
+            let now = httpdns_core::clock::unix_s();
+            let Some(value) = app.console.sessions.issue(&holder, now, LIFETIME_S, &nonce) else {
+                return ApiError::internal(&"a token name that does not fit a cookie").into_response();
+            };
+            let session = app.console.sessions.verify(&value, now).expect("just issued");
+            tracing::info!(%peer, name = %who.name, role = who.role.as_str(), "Console sign-in.");
+            let mut resp = axum::Json(session_body(&app, &session, who.role)).into_response();
             resp.headers_mut().insert(header::SET_COOKIE, set_cookie(&value, LIFETIME_S, secure));
             if device.is_none() {
                 let mut id = [0u8; 16];
@@ -252,7 +264,14 @@ fn throttled() -> ApiError {
     )
 }
 
-fn check_token(app: &AppState, peer: IpAddr, device: Option<&str>, body: &Bytes) -> Result<(), ApiError> {
+/// The principal a sign-in's token names (the bootstrap admin token or a named one) and, for a
+/// named token, the id its session keeps ([`crate::admin::access::TOKEN_ID_LEN`]).
+async fn check_token(
+    app: &AppState,
+    peer: IpAddr,
+    device: Option<&str>,
+    body: &Bytes,
+) -> Result<(crate::admin::access::Principal, String), ApiError> {
     // Only failures spend the budget, so signing in often never locks anyone out. A browser
     // that signed in before spends its own budget: others failing at its address (a shared
     // NAT, an attacker) cannot lock it out.
@@ -268,10 +287,15 @@ fn check_token(app: &AppState, peer: IpAddr, device: Option<&str>, body: &Bytes)
         .ok()
         .and_then(|v| v.get("token").and_then(|t| t.as_str()).map(str::to_owned))
         .ok_or_else(|| {
-            ApiError::bad_request("InvalidBody", "token", "send {\"token\": \"<admin token>\"}")
+            ApiError::bad_request("InvalidBody", "token", "send {\"token\": \"<admin or named token>\"}")
         })?;
-    if httpdns_auth::constant_time_eq(token.trim().as_bytes(), app.settings.admin_token.as_bytes()) {
-        Ok(())
+    let token = token.trim();
+    if httpdns_auth::constant_time_eq(token.as_bytes(), app.settings.admin_token.as_bytes()) {
+        return Ok((crate::admin::access::Principal::bootstrap(true), String::new()));
+    }
+    if let Some(who) = crate::admin::access::named_token(app, token).await? {
+        let id = crate::admin::access::token_hash(token)[..crate::admin::access::TOKEN_ID_LEN].to_owned();
+        Ok((who, id))
     } else {
         tracing::warn!(%peer, "Console sign-in with a wrong token.");
         match device {

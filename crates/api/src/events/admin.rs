@@ -56,7 +56,7 @@ pub(crate) fn parse_window(
     Ok((raw.to_owned(), minutes))
 }
 
-pub(super) fn query_pairs(query: Option<&str>) -> Vec<(String, String)> {
+pub(crate) fn query_pairs(query: Option<&str>) -> Vec<(String, String)> {
     form_urlencoded::parse(query.unwrap_or("").as_bytes()).into_owned().collect()
 }
 

@@ -79,6 +79,7 @@ async fn accept(
     let oldest = now - settings.max_age.as_secs() as i64;
     let mut batch = Vec::with_capacity(events.len());
     let mut stale = 0u64;
+    let mut by_version = Vec::new();
     for e in &events {
         if e.timestamp < oldest {
             stale += 1;
@@ -94,6 +95,9 @@ async fn accept(
             if account.is_some() { e.isp.as_ref().or(view.isp.as_ref()) } else { view.isp.as_ref() };
         let (reason, host, duration) = describe(app, e, client_isp, peer, &published);
         let w = e.weight;
+        if let Some(v) = crate::config_center::sides::of_event(e, &isp, &region, reason) {
+            by_version.push(v);
+        }
         batch.push(Counted {
             key: EventKey {
                 event: e.detail.kind().as_str().to_owned(),
@@ -119,6 +123,7 @@ async fn accept(
     let accepted = batch.len();
     hub.note_unknown(events.iter().flat_map(|e| &e.unknown));
     hub.record(batch);
+    app.config.sides().record(&by_version);
     if stale > 0 {
         hub.metrics.rejected.with_label_values(&["stale"]).inc_by(stale);
     }

@@ -3,7 +3,13 @@
 // page as text (textContent), never as markup.
 'use strict';
 
-const S = { csrf: null, poll: null, gen: 0 };
+const S = { csrf: null, poll: null, gen: 0, role: null, name: null };
+// Whether the signed-in token may change things (viewers read only; the admin API refuses
+// them anyway, this only hides what would be refused).
+function may(role) {
+  const order = ['viewer', 'operator', 'admin'];
+  return order.indexOf(S.role) >= order.indexOf(role || 'operator');
+}
 
 // Thrown once the session is gone: the sign-in page is up and the page being drawn stops.
 class SignedOut extends Error {}
@@ -51,7 +57,7 @@ async function api(method, path, body, extra, retried) {
   // Signed in again in another tab: this tab's CSRF token is stale. Fetch the current one once.
   if (resp.status === 403 && json && json.code === 'CsrfTokenInvalid' && !retried) {
     const who = await fetch('/console/session', { credentials: 'same-origin' });
-    if (who.ok) { S.csrf = (await who.json()).csrf; return api(method, path, body, extra, true); }
+    if (who.ok) { const w = await who.json(); S.csrf = w.csrf; S.role = w.role; S.name = w.name; return api(method, path, body, extra, true); }
   }
   return { status: resp.status, ok: resp.ok, json, text, headers: resp.headers };
 }
@@ -128,27 +134,32 @@ function signInPage(note) {
   S.csrf = null;
   document.getElementById('nav').hidden = true;
   document.getElementById('signout').hidden = true;
+  document.getElementById('who').textContent = '';
   const form = h('form', { id: 'signin', class: 'grid' },
-    h('label', {}, 'Admin token', h('input', { name: 'token', type: 'password', autocomplete: 'current-password', required: true })),
+    h('label', {}, 'Token', h('input', { name: 'token', type: 'password', autocomplete: 'current-password', required: true })),
     h('button', { type: 'submit' }, 'Sign in'));
   form.addEventListener('submit', async ev => {
     ev.preventDefault();
     const res = await api('POST', '/console/session', { token: form.elements.token.value });
     if (!res.ok) return showError(form, res);
     S.csrf = res.json.csrf;
+    S.role = res.json.role;
+    S.name = res.json.name;
     signedIn();
     const target = location.hash.startsWith('#/') ? location.hash : '#/overview';
     // A changed hash routes by itself (hashchange); route only when it stays the same.
     if (location.hash !== target) location.hash = target; else route();
   });
   page('Sign in', note ? h('p', { class: 'error' }, note) : null,
-    h('p', { class: 'muted' }, 'The admin token is in the server\'s data directory (admin-token) or HTTPDNS_ADMIN_TOKEN.'), form);
+    h('p', { class: 'muted' }, 'The admin token is in the server\'s data directory (admin-token) or HTTPDNS_ADMIN_TOKEN; named tokens come from an admin (Tokens).'), form);
   form.elements.token.focus();
 }
 
 function signedIn() {
   document.getElementById('nav').hidden = false;
   document.getElementById('signout').hidden = false;
+  document.getElementById('who').textContent = S.name ? `${S.name} (${S.role})` : '';
+  document.getElementById('nav-tokens').hidden = !may('admin');
 }
 
 async function signOut() {
@@ -309,7 +320,7 @@ async function resourcePage(kind) {
     if (!res.ok) { list.replaceChildren(h('p', { class: 'error' }, (res.json && res.json.error) || res.text)); return; }
     const items = res.json.items;
     const cols = [['name', k.name === 'cidr' ? 'CIDR' : k.name === 'id' ? 'Id' : 'Name']].concat(k.cols.map(c => [c, c, r => cell(r.spec[c])]));
-    cols.push(['', 'Actions', r => h('span', { class: 'row' },
+    if (may()) cols.push(['', 'Actions', r => h('span', { class: 'row' },
       h('button', { type: 'button', class: 'secondary', 'aria-label': 'Edit ' + r.name, onclick: () => edit(r) }, 'Edit'),
       kind === 'nodes' ? h('button', { type: 'button', class: 'secondary', 'aria-label': (r.spec.enabled === false ? 'Enable ' : 'Disable ') + r.name, onclick: () => toggle(r) }, r.spec.enabled === false ? 'Enable' : 'Disable') : null,
       h('button', { type: 'button', class: 'danger', 'aria-label': 'Delete ' + r.name, onclick: () => remove(r) }, 'Delete'))]);
@@ -335,7 +346,7 @@ async function resourcePage(kind) {
   let t = null;
   q.addEventListener('input', () => { clearTimeout(t); t = setTimeout(() => { cursor = ['']; load(); }, 250); });
   page(k.title,
-    h('div', { class: 'row' }, q, h('button', { type: 'button', onclick: () => edit(null) }, 'Create')),
+    h('div', { class: 'row' }, q, may() ? h('button', { type: 'button', onclick: () => edit(null) }, 'Create') : null),
     editor, list);
   await load();
 }
@@ -423,7 +434,7 @@ async function mirrorPage() {
     const o = res.json;
     found.replaceChildren(table([{ stored: 'yes', size: o.length, etag: o.etag, 'content type': o.content_type, 'age (s)': o.age_s }]));
   });
-  page('Mirror', report, h('h2', {}, 'Purge'), purge, purged, h('h2', {}, 'Object lookup'), lookup, found);
+  page('Mirror', report, may() ? h('h2', {}, 'Purge') : null, may() ? purge : null, purged, h('h2', {}, 'Object lookup'), lookup, found);
   await load();
 }
 
@@ -537,11 +548,108 @@ async function configPage(module) {
   const gray = exists ? table((cur.json.hostListConfig || []).map(x => ({ host: x.host, rate: x.rate, share: pct(x.rate) })), null, 'Gray release per host (rate)') : null;
   page(`Config: ${module}`, head,
     exists ? h('p', {}, `Current version ${version}.`) : h('p', { class: 'muted' }, 'No version yet.'),
-    gray, form, result,
+    gray, may() ? form : null, result,
+    exists ? await rolloutView(module) : null,
+    exists ? await adoptionView(module) : null,
     h('h2', {}, 'History'),
     table(versions, [['version', 'Version'], ['author', 'Author'], ['summary', 'Summary'], ['created_at_ms', 'Published', r => new Date(r.created_at_ms).toISOString()],
-      ['', '', r => r.version === version ? h('span', { class: 'muted' }, 'current') : h('button', { type: 'button', class: 'secondary', onclick: () => rollback(r.version) }, `Roll back to v${r.version}`)]]),
+      ['', '', r => r.version === version ? h('span', { class: 'muted' }, 'current') : may() ? h('button', { type: 'button', class: 'secondary', onclick: () => rollback(r.version) }, `Roll back to v${r.version}`) : null]]),
     versions.length > 1 ? h('div', {}, h('h2', {}, 'Compare versions'), h('div', { class: 'row' }, a, b, h('button', { type: 'button', class: 'secondary', onclick: compare }, 'Compare')), diffOut) : null);
+}
+
+// ---- rollouts, adoption, audit, tokens (issue 42) -----------------------------------------
+
+async function rolloutView(module) {
+  const base = `/admin/v1/config/${encodeURIComponent(module)}/rollout`;
+  const res = await api('GET', base);
+  const box = h('div', {}, h('h2', {}, 'Guarded rollout'));
+  const act = async action => {
+    const r = await api('POST', `${base}/${action}`);
+    say(r.ok ? `Rollout: ${r.json.state}.` : `Not done: ${(r.json && r.json.error) || r.status}`);
+    configPage(module);
+  };
+  if (res.ok) {
+    const r = res.json;
+    const side = (name, x) => ({ side: name, version: name === 'new' ? r.version : r.previous, requests: fmt(x.requests, 0),
+      'error rate': pct(x.error_rate), 'fallback rate': pct(x.fallback_rate) });
+    box.append(
+      h('p', {}, `State ${r.state}, step ${r.step + 1} of ${r.spec.steps.length}, ${pct(r.share)} of devices on ` +
+        (r.version ? `version ${r.version}` : 'the next publish') + ` (the rest keep version ${r.previous}).`),
+      h('p', { class: r.state === 'rolled_back' ? 'error' : 'muted' }, r.reason),
+      table([side('new', r.new), side('old', r.old)], null, 'Both sides since the step began'),
+      table(r.places.map(p => ({ place: p.place, 'new requests': fmt(p.new.requests, 0), 'new errors': pct(p.new.error_rate),
+        'old errors': pct(p.old.error_rate), 'new fallbacks': pct(p.new.fallback_rate), 'old fallbacks': pct(p.old.fallback_rate) })), null, 'Per carrier and region'));
+    if (may()) {
+      const buttons = { running: ['pause', 'promote', 'abort'], paused: ['resume', 'promote', 'abort'] }[r.state] || [];
+      box.append(h('div', { class: 'row' }, buttons.map(a => h('button', { type: 'button', class: a === 'abort' ? 'danger' : 'secondary', onclick: () => act(a) }, a[0].toUpperCase() + a.slice(1)))));
+    }
+  } else {
+    box.append(h('p', { class: 'muted' }, 'No rollout. Arm one before publishing: the next version then goes to a growing share of devices and rolls back by itself past the limits.'));
+  }
+  if (may() && !(res.ok && ['running', 'paused'].includes(res.json.state))) {
+    const spec = { steps: [0.01, 0.1, 0.5, 1], step_seconds: 600, max_error_rate: 0.01, max_fallback_rate: 0.01 };
+    const form = h('form', { 'aria-label': 'Arm a rollout' },
+      h('label', {}, 'Rollout', h('textarea', { name: 'spec', spellcheck: 'false' }, JSON.stringify(spec, null, 2))),
+      h('button', { type: 'submit' }, 'Arm for the next publish'));
+    form.addEventListener('submit', async ev => {
+      ev.preventDefault();
+      const r = await api('PUT', base, form.elements.spec.value);
+      if (!r.ok) return showError(form, r);
+      say('Rollout armed.');
+      configPage(module);
+    });
+    box.append(form);
+  }
+  return box;
+}
+
+async function adoptionView(module) {
+  const res = await api('GET', `/admin/v1/config/${encodeURIComponent(module)}/adoption?window=1h`);
+  if (!res.ok) return null;
+  const a = res.json;
+  return h('div', {}, h('h2', {}, 'Adoption (last hour)'),
+    table(a.versions.map(v => ({ version: v.version, devices: fmt(v.devices, 0), share: a.devices ? pct(v.devices / a.devices) : '–' }))),
+    h('p', { class: 'muted' }, `About ${fmt(a.devices, 0)} devices; counts are estimates within ±${pct(a.standard_error)} (one standard error).`));
+}
+
+async function auditPage(before) {
+  const params = new URLSearchParams({ limit: '100' });
+  if (before) params.set('before', before);
+  const res = await api('GET', `/admin/v1/audit?${params}`);
+  if (!res.ok) return page('Audit', h('p', { class: 'error' }, (res.json && res.json.error) || res.text));
+  const items = res.json.items;
+  page('Audit',
+    h('p', { class: 'muted' }, 'Every change, newest first: through the admin API, the console, apply, and the automatic ones (controller, rollout).'),
+    table(items, [['seq', '#'], ['at_ms', 'Time', r => new Date(r.at_ms).toISOString()], ['actor', 'Actor'], ['method', 'Method'],
+      ['path', 'Path'], ['revision_before', 'Before', r => cell(r.revision_before)], ['revision_after', 'After', r => cell(r.revision_after)],
+      ['detail', 'Detail']]),
+    res.json.next_before ? h('a', { href: `#/audit/${res.json.next_before}` }, 'Older') : null);
+}
+
+async function tokensPage(made) {
+  const res = await api('GET', '/admin/v1/tokens');
+  // A token just made is shown here once; the server never shows it again.
+  const shown = h('div', { role: 'status' }, made ? [h('p', { class: 'ok' }, `Token of ${made.name} (shown once): `), h('code', {}, made.token)] : null);
+  const form = h('form', { class: 'grid', 'aria-label': 'Make a token' },
+    h('label', {}, 'Name', h('input', { name: 'name', required: true, placeholder: 'alice' })),
+    h('label', {}, 'Role', h('select', { name: 'role' }, ['viewer', 'operator', 'admin'].map(r => h('option', { value: r }, r)))),
+    h('button', { type: 'submit' }, 'Make token'));
+  form.addEventListener('submit', async ev => {
+    ev.preventDefault();
+    const name = form.elements.name.value.trim();
+    const r = await api('PUT', `/admin/v1/tokens/${encodeURIComponent(name)}`, { role: form.elements.role.value });
+    if (!r.ok) return showError(form, r, 'name');
+    await tokensPage({ name, token: r.json.token });
+  });
+  const revoke = async name => {
+    if (!confirm(`Revoke ${name}? It stops working at once.`)) return;
+    const r = await api('DELETE', `/admin/v1/tokens/${encodeURIComponent(name)}`);
+    say(r.ok ? `${name} revoked.` : `Not revoked: ${(r.json && r.json.error) || r.status}`);
+    tokensPage();
+  };
+  const cols = [['name', 'Name'], ['role', 'Role'], ['created_by', 'Made by'], ['created_at_ms', 'Made', r => new Date(r.created_at_ms).toISOString()]];
+  if (may('admin')) cols.push(['', '', r => h('button', { type: 'button', class: 'danger', onclick: () => revoke(r.name) }, 'Revoke')]);
+  page('Tokens', table(res.ok ? res.json.items : [], cols), may('admin') ? form : null, shown);
 }
 
 // ---- charts (inline SVG, drawn here: no library, nothing from elsewhere) -----------------
@@ -845,6 +953,8 @@ async function route() {
       case 'events': return await eventsPage(arg, arg2);
       case 'localdns': return await localdnsPage(arg);
       case 'policy': return await policyPage(arg, arg2, arg3);
+      case 'audit': return await auditPage(arg);
+      case 'tokens': return await tokensPage();
       default: return await overviewPage(gen);
     }
   } catch (e) {
@@ -857,7 +967,7 @@ async function start() {
   document.getElementById('signout').addEventListener('click', signOut);
   window.addEventListener('hashchange', route);
   const who = await api('GET', '/console/session');
-  if (who.ok) { S.csrf = who.json.csrf; signedIn(); }
+  if (who.ok) { S.csrf = who.json.csrf; S.role = who.json.role; S.name = who.json.name; signedIn(); }
   route();
 }
 

@@ -1,0 +1,171 @@
+//! The push: `GET /app/config-center/module-config?module=&wait=N` with `If-None-Match` is a
+//! long poll. It is answered as soon as this replica serves a version newer than every one the
+//! request names, else `304` after `N` seconds (at most [`MAX_WAIT_S`]).
+//!
+//! A held request is a future waiting on the config cache's one `watch` channel and its own
+//! deadline: no task, no polling. The channel is bumped when the served map changes, which a
+//! publish here, a PostgreSQL `NOTIFY` from another replica (the follow loop refreshes the cache
+//! at once) or the sync timer (SQLite shared by several processes) causes. Each waiter then
+//! compares numbers and goes back to sleep unless its module moved past its version.
+//!
+//! Unlike a plain conditional GET (which answers `200` whenever the tag differs), a long poll
+//! holds while the request names a version *at least* as new as the served one: a device that
+//! got a newer version on another replica, or the new side of a rollout, must not be answered
+//! an older version at once and come straight back.
+
+use std::time::Duration;
+
+use axum::http::{HeaderMap, HeaderValue};
+use httpdns_net::http::Answer;
+
+use super::app::{module_param, not_found, not_modified, respond, Whole};
+use crate::error::ApiError;
+use crate::metrics::ConfigMethod;
+use crate::state::AppState;
+
+/// The longest a request may be held, in seconds (CONTRACT).
+pub const MAX_WAIT_S: u64 = 60;
+/// On every config GET answer: this server holds `wait=` requests, up to this many seconds.
+/// Clients use the long poll only where it is offered and poll otherwise.
+pub const OFFER_HEADER: &str = "x-config-long-poll";
+/// Answers to a long poll must not be kept by a cache in between: each is one device's wait.
+const WAIT_CACHE_CONTROL: &str = "no-store";
+
+pub(crate) fn offer() -> HeaderValue {
+    HeaderValue::from_static("60")
+}
+
+/// `wait=` in seconds: absent or `0` is a plain conditional GET.
+fn wait_param(raw: Option<&str>) -> Result<u64, ApiError> {
+    match raw {
+        None | Some("") => Ok(0),
+        Some(s) => s.parse::<u64>().ok().filter(|n| *n <= MAX_WAIT_S).ok_or_else(|| {
+            ApiError::bad_request(
+                "InvalidArgument",
+                "wait",
+                format!("wait must be 0 to {MAX_WAIT_S} seconds"),
+            )
+        }),
+    }
+}
+
+/// The newest version `If-None-Match` names (strong or weak tags of digits); `None` when it
+/// names none (absent, `*`, or other tags): then there is nothing to wait past.
+fn held_version(headers: &HeaderMap) -> Option<i64> {
+    headers
+        .get_all(http::header::IF_NONE_MATCH)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|s| s.split(','))
+        .filter_map(|t| {
+            let t = t.trim();
+            let t = t.strip_prefix("W/").unwrap_or(t);
+            t.strip_prefix('"')?.strip_suffix('"')?.parse::<i64>().ok()
+        })
+        .max()
+}
+
+/// Counts a held request for as long as it is held, however it ends (a client hanging up
+/// drops the future).
+struct Held(AppState);
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        self.0.metrics.config_waiters.dec();
+    }
+}
+
+/// The answer to a config GET: at once (no `wait=`, nothing to wait for, or already newer), or
+/// later. Counted either way.
+pub(crate) fn answer(app: &AppState, query: Option<&str>, headers: &HeaderMap) -> Answer {
+    let mut module = None;
+    let mut wait = None;
+    for (k, v) in crate::form::query(query) {
+        match &*k {
+            "module" if module.is_none() => module = Some(v),
+            "wait" if wait.is_none() => wait = Some(v),
+            _ => {}
+        }
+    }
+    let wait = match wait_param(wait.as_deref()) {
+        Ok(w) => w,
+        Err(e) => return Answer::Ready(counted(app, e.into_whole())),
+    };
+    let held = held_version(headers);
+    let (Some(held), true) = (held, wait > 0) else {
+        return Answer::Ready(super::app::answer_get(app, query, headers));
+    };
+    let module = match module_param(module.as_deref()) {
+        Ok(m) => m.to_owned(),
+        Err(e) => return Answer::Ready(counted(app, e.into_whole())),
+    };
+    // Subscribed before the first look, so a change between the look and the wait is seen.
+    let mut changes = app.config.subscribe();
+    match app.config.get(&module) {
+        None => return Answer::Ready(counted(app, not_found(&module).into_whole())),
+        Some(p) if p.version > held => {
+            return Answer::Ready(counted(
+                app,
+                respond(&p, p.body.clone(), p.signature.clone(), WAIT_CACHE_CONTROL),
+            ))
+        }
+        Some(_) if app.config.is_closing() => {}
+        Some(_) => {
+            app.metrics.config_waiters.inc();
+            let held_guard = Held(app.clone());
+            let app = app.clone();
+            return Answer::Later(Box::pin(async move {
+                let _held = held_guard;
+                let deadline = tokio::time::Instant::now() + Duration::from_secs(wait);
+                loop {
+                    tokio::select! {
+                        r = changes.changed() => if r.is_err() { break },
+                        () = tokio::time::sleep_until(deadline) => break,
+                    }
+                    if app.config.is_closing() {
+                        break;
+                    }
+                    if let Some(p) = app.config.get(&module).filter(|p| p.version > held) {
+                        let resp = respond(&p, p.body.clone(), p.signature.clone(), WAIT_CACHE_CONTROL);
+                        return counted(&app, resp);
+                    }
+                }
+                let resp = match app.config.get(&module) {
+                    Some(p) => not_modified(&p, WAIT_CACHE_CONTROL),
+                    None => not_found(&module).into_whole(),
+                };
+                counted(&app, resp)
+            }));
+        }
+    }
+    let resp = match app.config.get(&module) {
+        Some(p) => not_modified(&p, WAIT_CACHE_CONTROL),
+        None => not_found(&module).into_whole(),
+    };
+    Answer::Ready(counted(app, resp))
+}
+
+fn counted(app: &AppState, resp: Whole) -> Whole {
+    app.metrics.config_request(ConfigMethod::Get, resp.status());
+    resp
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use axum::http::StatusCode;
+
+    #[test]
+    fn the_held_version_is_the_newest_tag_named() {
+        let mut h = HeaderMap::new();
+        assert_eq!(held_version(&h), None);
+        h.append(http::header::IF_NONE_MATCH, HeaderValue::from_static("\"3\", W/\"7\""));
+        h.append(http::header::IF_NONE_MATCH, HeaderValue::from_static("\"5\", *, \"x\""));
+        assert_eq!(held_version(&h), Some(7));
+        assert_eq!(wait_param(Some("60")).unwrap(), 60);
+        assert_eq!(wait_param(None).unwrap(), 0);
+        let e = wait_param(Some("61")).unwrap_err();
+        assert_eq!((e.status, e.field.as_deref()), (StatusCode::BAD_REQUEST, Some("wait")));
+        assert!(wait_param(Some("-1")).is_err());
+    }
+}
