@@ -22,7 +22,7 @@ use sha2::Sha256;
 use tokio::sync::watch;
 
 use crate::objects::{StoredMeta, CHUNK};
-use crate::origin::{FetchError, Validators};
+use crate::origin::{Ask, FetchError};
 use crate::rule::Rule;
 use crate::{Mirror, RuleRuntime};
 
@@ -95,6 +95,8 @@ pub(crate) struct Fill {
     /// The staged file, shared by readers; valid after commit renames or removes its path.
     file: Arc<std::fs::File>,
     pub started: Instant,
+    /// Keeps the committed copy from eviction while the fill's readers may still stream it.
+    pin: std::sync::Mutex<Option<crate::cap::Pin>>,
 }
 
 impl Fill {
@@ -173,9 +175,9 @@ pub(crate) fn join_or_start(
     runtime: &Arc<RuleRuntime>,
     location: &Path,
     origin_path: String,
-    validators: Option<Validators>,
+    ask: Ask,
 ) -> Result<(Arc<Fill>, bool), FillError> {
-    let key = match &validators {
+    let key = match &ask.validators {
         Some(_) => format!("revalidate:{location}"),
         None => location.to_string(),
     };
@@ -186,7 +188,7 @@ pub(crate) fn join_or_start(
     let staged = mirror.objects.temp_file().map_err(FillError::store)?;
     let file = Arc::new(staged.reopen().map_err(FillError::store)?);
     let (state, _) = watch::channel(FillState::Starting);
-    let fill = Arc::new(Fill { state, file, started: Instant::now() });
+    let fill = Arc::new(Fill { state, file, started: Instant::now(), pin: Default::default() });
     fills.insert(key.clone(), fill.clone());
     drop(fills);
     let job = Job {
@@ -195,7 +197,7 @@ pub(crate) fn join_or_start(
         location: location.clone(),
         key,
         origin_path,
-        validators,
+        ask,
         fill: fill.clone(),
     };
     // Its own task: the fill completes even if every client has gone.
@@ -209,7 +211,7 @@ struct Job {
     location: Path,
     key: String,
     origin_path: String,
-    validators: Option<Validators>,
+    ask: Ask,
     fill: Arc<Fill>,
 }
 
@@ -227,7 +229,7 @@ impl Job {
             Ok(_) => self.mirror.mark_validated(&self.location),
             Err(e) => {
                 metrics.fill_failed(rule);
-                if matches!(e, FillError::Fetch(FetchError::NotFound)) && self.validators.is_none() {
+                if matches!(e, FillError::Fetch(FetchError::NotFound)) && self.ask.validators.is_none() {
                     self.mirror.remember_missing(&self.location, rule.negative_ttl());
                 }
                 tracing::warn!(rule = %rule.name, key = %self.location, error = %e, "Fill failed; nothing stored.");
@@ -254,7 +256,7 @@ impl Job {
     ) -> Result<FillState, FillError> {
         let metrics = &self.mirror.metrics;
         metrics.origin_fetch(rule);
-        let fetched = self.runtime.client.fetch(rule, &self.origin_path, self.validators.as_ref()).await;
+        let fetched = self.runtime.client.fetch(rule, &self.origin_path, &self.ask).await;
         let fetched = match fetched {
             Ok(f) => f,
             Err(e) => {
@@ -360,7 +362,9 @@ impl Job {
             stored_at_ms: httpdns_core::clock::unix_ms(),
             location: None,
         };
-        self.mirror.objects.commit(&self.location, staged, &meta).await.map_err(FillError::store)?;
+        let pin =
+            self.mirror.objects.commit_pinned(&self.location, staged, &meta).await.map_err(FillError::store)?;
+        *self.fill.pin.lock().unwrap_or_else(|e| e.into_inner()) = pin;
         Ok(FillState::Done { head, meta: Arc::new(meta) })
     }
 }

@@ -13,6 +13,7 @@
 //!   ever holds a complete copy with its metadata.
 //! - Request paths become store paths only through [`key::ObjectKey`].
 
+pub mod cap;
 pub mod conditional;
 mod copy_headers;
 pub mod error;
@@ -23,8 +24,12 @@ pub mod layout;
 pub mod metrics;
 pub mod objects;
 pub mod origin;
+pub mod prefetch;
 pub mod rule;
+mod proxy;
 mod serve;
+mod sigv4;
+mod upstream;
 pub mod style;
 mod variant;
 
@@ -79,6 +84,8 @@ pub struct Mirror {
     images: variant::Images,
     /// Origins on this host or its link are allowed (`HTTPDNS_ALLOW_LOCAL_ORIGINS`).
     allow_local_origins: bool,
+    /// Prefetch jobs (`POST /admin/v1/mirror/prefetch`).
+    prefetch: prefetch::Jobs,
 }
 
 impl std::fmt::Debug for Mirror {
@@ -100,6 +107,7 @@ impl Mirror {
             validated: quick_cache::sync::Cache::new(MAX_REMEMBERED),
             images: variant::Images::new(ImageSettings::default()),
             allow_local_origins: false,
+            prefetch: prefetch::Jobs::default(),
         }
     }
 

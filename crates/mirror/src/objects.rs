@@ -28,6 +28,7 @@ use sha2::Digest as _;
 
 use httpdns_net::sendfile::Budget;
 
+use crate::cap::{Cap, Pin, Reserved};
 use crate::copy_headers::CopyHeaders;
 use crate::hot::{HotBodies, HotCopy, Version};
 use crate::layout;
@@ -127,6 +128,8 @@ pub struct Found {
     pub meta: Arc<StoredMeta>,
     pub(crate) headers: Arc<CopyHeaders>,
     source: Source,
+    /// Keeps a copy read from its file from eviction while the response streams.
+    pin: Option<Arc<Pin>>,
 }
 
 impl Found {
@@ -179,6 +182,8 @@ pub struct Objects {
     /// Large bodies of local copies held in memory are file-backed within this budget (0:
     /// never), so plain connections send them with `sendfile`.
     files: Arc<Budget>,
+    /// The byte cap of local copies (`HTTPDNS_MIRROR_MAX_BYTES`); `None`: no cap.
+    cap: Option<Arc<Cap>>,
 }
 
 impl std::fmt::Debug for Objects {
@@ -207,6 +212,7 @@ impl Objects {
             meta: quick_cache::sync::Cache::new(META_CACHE_ENTRIES),
             hot: no_memory(),
             files: Budget::new(0),
+            cap: None,
         })
     }
 
@@ -220,6 +226,7 @@ impl Objects {
             meta: quick_cache::sync::Cache::new(META_CACHE_ENTRIES),
             hot: no_memory(),
             files: Budget::new(0),
+            cap: None,
         })
     }
 
@@ -250,6 +257,30 @@ impl Objects {
         self
     }
 
+    /// Caps local copies at `max_bytes` (see [`crate::cap`]): the copies on disk are counted
+    /// now, and removed, least recently used first, if they are already over it. A bucket's
+    /// copies are governed by its lifecycle rules, not by this cap.
+    pub fn with_cap(mut self, max_bytes: u64) -> Result<Self, ObjectsError> {
+        let Backend::Local { root } = &self.backend else {
+            return Err(ObjectsError::Io(std::io::Error::other(
+                "a byte cap applies to the local store only; an S3 store's copies follow the bucket's lifecycle rules",
+            )));
+        };
+        let (cap, evict) = Cap::scan(max_bytes, root)?;
+        if !evict.is_empty() {
+            tracing::info!(copies = evict.len(), max_bytes, "Evicting copies to get under the store's byte cap.");
+        }
+        cap.remove_all(&evict);
+        tracing::info!(bytes = cap.bytes(), max_bytes, "Local store capped.");
+        self.cap = Some(cap);
+        Ok(self)
+    }
+
+    /// The byte cap, when there is one (its metrics, its figures).
+    pub fn cap(&self) -> Option<&Arc<Cap>> {
+        self.cap.as_ref()
+    }
+
     pub fn backend_name(&self) -> &'static str {
         match self.backend {
             Backend::Local { .. } => "local",
@@ -272,6 +303,9 @@ impl Objects {
                     match std::fs::metadata(&file_path) {
                         Ok(stat) if stat.is_file() => {
                             if let Some(found) = self.hot_found(location, &Version::of_file(&stat)) {
+                                if let Some(cap) = &self.cap {
+                                    cap.touch(&file_path);
+                                }
                                 return Ok(Some(found));
                             }
                         }
@@ -321,9 +355,13 @@ impl Objects {
                         .await
                         .map_err(|e| std::io::Error::other(e.to_string()))??
                     };
+                    if let Some(cap) = &self.cap {
+                        cap.touch(&file_path);
+                    }
                     return Ok(Some(self.keep_hot(location, version, cached, body)));
                 }
-                Ok(Some(Found { meta: cached.meta, headers: cached.headers, source: Source::Local(file) }))
+                let pin = self.cap.as_ref().and_then(|c| c.touch_and_pin(&file_path)).map(Arc::new);
+                Ok(Some(Found { meta: cached.meta, headers: cached.headers, source: Source::Local(file), pin }))
             }
             Backend::Remote(store) => {
                 let Some((key, head)) = remote_head(store.as_ref(), location).await? else { return Ok(None) };
@@ -361,6 +399,7 @@ impl Objects {
                     meta: cached.meta,
                     headers: cached.headers,
                     source: Source::Remote { location: key, e_tag: head.e_tag },
+                    pin: None,
                 }))
             }
         }
@@ -373,22 +412,27 @@ impl Objects {
         if !self.hot.enabled() {
             return None;
         }
-        let stat = std::fs::metadata(layout::local_file(root, location)).ok()?;
+        let file = layout::local_file(root, location);
+        let stat = std::fs::metadata(&file).ok()?;
         if !stat.is_file() {
             return None;
         }
-        self.hot_found(location, &Version::of_file(&stat))
+        let found = self.hot_found(location, &Version::of_file(&stat))?;
+        if let Some(cap) = &self.cap {
+            cap.touch(&file);
+        }
+        Some(found)
     }
 
     fn hot_found(&self, location: &Path, version: &Version) -> Option<Found> {
         let hot = self.hot.get(location.as_ref(), version)?;
-        Some(Found { meta: hot.meta, headers: hot.headers, source: Source::Memory(hot.body) })
+        Some(Found { meta: hot.meta, headers: hot.headers, source: Source::Memory(hot.body), pin: None })
     }
 
     fn keep_hot(&self, location: &Path, version: Version, cached: CachedMeta, body: Bytes) -> Found {
         let copy = HotCopy { meta: cached.meta, headers: cached.headers, body };
         self.hot.insert(location.as_ref(), version, copy.clone());
-        Found { meta: copy.meta, headers: copy.headers, source: Source::Memory(copy.body) }
+        Found { meta: copy.meta, headers: copy.headers, source: Source::Memory(copy.body), pin: None }
     }
 
     fn cached(&self, location: &Path, version: &Version) -> Option<CachedMeta> {
@@ -415,7 +459,7 @@ impl Objects {
         end: u64,
     ) -> futures_util::stream::BoxStream<'static, Result<Bytes, std::io::Error>> {
         match &found.source {
-            Source::Local(file) => local_stream(file.clone(), start, end),
+            Source::Local(file) => local_stream(file.clone(), start, end, found.pin.clone()),
             Source::Memory(body) => {
                 let part = body.slice(start as usize..end as usize);
                 futures_util::stream::once(async move { Ok(part) }).boxed()
@@ -481,9 +525,21 @@ impl Objects {
     pub async fn commit(
         &self,
         location: &Path,
-        mut staged: tempfile::NamedTempFile,
+        staged: tempfile::NamedTempFile,
         meta: &StoredMeta,
     ) -> Result<(), ObjectsError> {
+        self.commit_pinned(location, staged, meta).await.map(drop)
+    }
+
+    /// [`Objects::commit`], keeping the new copy from eviction while the pin is held (a fill's
+    /// readers). Under a byte cap, a copy that cannot get room is not published (its readers
+    /// still have the staged file); that is `Ok(None)` too.
+    pub async fn commit_pinned(
+        &self,
+        location: &Path,
+        mut staged: tempfile::NamedTempFile,
+        meta: &StoredMeta,
+    ) -> Result<Option<Pin>, ObjectsError> {
         let meta = StoredMeta { location: Some(location.to_string()), ..meta.clone() };
         let json = serde_json::to_vec(&meta).map_err(std::io::Error::other)?;
         let staged = tokio::task::spawn_blocking(move || -> std::io::Result<tempfile::NamedTempFile> {
@@ -497,24 +553,42 @@ impl Objects {
         })
         .await
         .map_err(|e| std::io::Error::other(e.to_string()))??;
-        match &self.backend {
+        let pin = match &self.backend {
             Backend::Local { root } => {
                 let target = layout::local_file(root, location);
-                tokio::task::spawn_blocking(move || -> Result<(), ObjectsError> {
-                    let dir = target.parent().expect("store paths have a parent");
-                    std::fs::create_dir_all(dir)?;
-                    staged.persist(&target).map_err(|e| e.error)?;
-                    // The rename is durable only once the directory entry is.
-                    std::fs::File::open(dir)?.sync_all()?;
-                    Ok(())
+                let cap = self.cap.clone();
+                tokio::task::spawn_blocking(move || -> Result<Option<Pin>, ObjectsError> {
+                    let pin = match &cap {
+                        None => None,
+                        Some(cap) => match cap.reserve(&target, staged.as_file().metadata()?.len()) {
+                            Reserved::Room { evict, pin } => {
+                                cap.remove_all(&evict);
+                                Some(pin)
+                            }
+                            Reserved::NoRoom => {
+                                tracing::info!(file = %target.display(), "A copy was served but not kept: no room under the byte cap.");
+                                return Ok(None);
+                            }
+                        },
+                    };
+                    if let Err(e) = layout::persist(staged, &target) {
+                        if let Some(cap) = &cap {
+                            cap.forget(&target);
+                        }
+                        return Err(e.into());
+                    }
+                    Ok(pin)
                 })
                 .await
-                .map_err(|e| std::io::Error::other(e.to_string()))??;
+                .map_err(|e| std::io::Error::other(e.to_string()))??
             }
-            Backend::Remote(store) => upload(store.as_ref(), &layout::remote_key(location), staged).await?,
-        }
+            Backend::Remote(store) => {
+                upload(store.as_ref(), &layout::remote_key(location), staged).await?;
+                None
+            }
+        };
         self.forget(location);
-        Ok(())
+        Ok(pin)
     }
 
     /// Writes `body` as a copy at `location` (admin writes, variants).
@@ -540,6 +614,9 @@ impl Objects {
         match &self.backend {
             Backend::Local { root } => {
                 let (root, file) = (root.clone(), layout::local_file(root, location));
+                if let Some(cap) = &self.cap {
+                    cap.forget(&file);
+                }
                 Ok(blocking(move || layout::remove_file(&root, &file)).await?)
             }
             Backend::Remote(store) => {
@@ -584,6 +661,7 @@ impl Objects {
                 // Copies in memory and metadata are keyed by store path, which the files do
                 // not tell (hashed parts): forget everything under the prefix by name.
                 self.forget_under(prefix);
+                let cap = self.cap.clone();
                 let n = blocking(move || -> std::io::Result<u64> {
                     let dir_parts = dir.components().count();
                     let mut n = 0;
@@ -591,6 +669,9 @@ impl Objects {
                         // `<dir>/<depth parts>/~`
                         if depth.is_some_and(|d| file.components().count() != dir_parts + d + 1) {
                             continue;
+                        }
+                        if let Some(cap) = &cap {
+                            cap.forget(&file);
                         }
                         n += u64::from(layout::remove_file(&root, &file)?);
                     }
@@ -796,8 +877,12 @@ fn local_stream(
     file: Arc<std::fs::File>,
     start: u64,
     end: u64,
+    pin: Option<Arc<Pin>>,
 ) -> futures_util::stream::BoxStream<'static, Result<Bytes, std::io::Error>> {
-    futures_util::stream::unfold(Some((file, start)), move |next| async move {
+    futures_util::stream::unfold(Some((file, start)), move |next| {
+        // The pin lives as long as the stream: the copy stays until the response is sent.
+        let _ = &pin;
+        async move {
         let (file, at) = next?;
         if at >= end {
             return None;
@@ -806,6 +891,7 @@ fn local_stream(
         match pread_blocking(file.clone(), at, n).await {
             Ok(bytes) => Some((Ok(bytes), Some((file, at + n)))),
             Err(e) => Some((Err(e), None)),
+        }
         }
     })
     .boxed()

@@ -18,7 +18,7 @@ use crate::fill::{self, FillError, FillHead, FillState};
 use crate::key::ObjectKey;
 use crate::metrics::Outcome;
 use crate::objects::{store_path, Found, StoredMeta};
-use crate::origin::{FetchError, Validators};
+use crate::origin::{Ask, FetchError, Validators};
 use crate::{Mirror, RuleRuntime};
 
 /// What the mirror listeners serve: [`router`] behind [`HotHits`].
@@ -80,10 +80,19 @@ async fn serve_request(mirror: &Arc<Mirror>, request: axum::extract::Request) ->
     };
     let (outcome, resp) = match &req.process {
         Some(ops) => crate::variant::serve(mirror, &req, ops, &headers).await,
+        None if !req.runtime.rule.spec.store => crate::proxy::serve(mirror, &req, &headers).await,
         None => original(mirror, &req, &headers).await,
     };
     req.runtime.series.request(outcome);
     resp
+}
+
+/// [`parse`] of a path given to the admin API (prefetch): why it is not one the gateway serves.
+pub(crate) fn parse_path(mirror: &Mirror, uri: &Uri) -> Result<Request, String> {
+    parse(mirror, uri, false).map_err(|resp| match resp.status() {
+        StatusCode::NOT_FOUND => "no mirror rule matches this path".to_owned(),
+        _ => "not a valid mirror path (or query)".to_owned(),
+    })
 }
 
 fn parse(mirror: &Mirror, uri: &Uri, head_only: bool) -> Result<Request, Box<Response>> {
@@ -106,6 +115,9 @@ fn parse(mirror: &Mirror, uri: &Uri, head_only: bool) -> Result<Request, Box<Res
         if k == "x-oss-process" {
             if process.is_some() {
                 return Err(bad("x-oss-process", "given more than once".into()));
+            }
+            if rule.spec.image_process && !rule.spec.store {
+                return Err(bad("x-oss-process", "this rule proxies without keeping copies; variants need one".into()));
             }
             if rule.spec.image_process {
                 let ops = mirror.images.process(&v).map_err(|e| bad(&e.param, e.to_string()))?;
@@ -168,13 +180,13 @@ async fn original(mirror: &Arc<Mirror>, req: &Request, headers: &HeaderMap) -> (
                     etag: found.meta.origin_etag.clone(),
                     last_modified: found.meta.origin_last_modified.clone(),
                 };
-                let started = fill::join_or_start(
-                    mirror,
-                    &req.runtime,
-                    &location,
-                    req.origin_path.clone(),
-                    Some(validators),
-                );
+                let ask = Ask {
+                    validators: Some(validators),
+                    passed: rule.spec.headers.passed(headers),
+                    proxy: false,
+                };
+                let started =
+                    fill::join_or_start(mirror, &req.runtime, &location, req.origin_path.clone(), ask);
                 if age_ms <= (ttl + rule.spec.stale_if_error_s) * 1000 {
                     // RFC 5861: serve the stale copy while the revalidation runs.
                     let mut resp = serve_found(mirror, &found, req, headers, "HIT").await;
@@ -203,8 +215,9 @@ async fn original(mirror: &Arc<Mirror>, req: &Request, headers: &HeaderMap) -> (
     if mirror.known_missing(&location) {
         return Failure::from(&FillError::Fetch(FetchError::NotFound)).served();
     }
+    let ask = Ask { passed: rule.spec.headers.passed(headers), ..Ask::default() };
     let (fill, started) =
-        match fill::join_or_start(mirror, &req.runtime, &location, req.origin_path.clone(), None) {
+        match fill::join_or_start(mirror, &req.runtime, &location, req.origin_path.clone(), ask) {
             Ok(f) => f,
             Err(e) => return Failure::from(&e).served(),
         };
@@ -311,7 +324,8 @@ impl httpdns_net::http::Shortcut for HotHits {
         }
         let mirror = &self.0;
         let req = parse(mirror, head.uri, false).ok()?;
-        if req.process.is_some() {
+        // A proxy rule never answers from the store, even a copy kept before it was one.
+        if req.process.is_some() || !req.runtime.rule.spec.store {
             return None;
         }
         let location = req.original_location();

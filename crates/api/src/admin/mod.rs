@@ -11,6 +11,7 @@
 mod auth;
 mod body;
 mod mirror;
+mod prefetch;
 mod resources;
 
 use axum::routing::get;
@@ -38,6 +39,8 @@ pub fn routes() -> Router<AppState> {
         .route("/admin/v1/events/series", get(crate::events::series::series))
         .route("/admin/v1/mirror/purge", axum::routing::post(mirror::purge))
         .route("/admin/v1/mirror/report", get(mirror::report))
+        .route("/admin/v1/mirror/prefetch", axum::routing::post(prefetch::start))
+        .route("/admin/v1/mirror/prefetch/{id}", get(prefetch::progress))
         .route(
             "/admin/v1/mirror/objects/{*path}",
             axum::routing::put(mirror::write)

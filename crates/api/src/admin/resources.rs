@@ -61,7 +61,7 @@ pub(crate) async fn get_one<R: ResourceKind>(
         return Err(ApiError::not_found(format!("no {} {name:?}", R::KIND.as_str())));
     };
     let spec: serde_json::Value = serde_json::from_str(&res.body).map_err(|e| ApiError::internal(&e))?;
-    Ok(json_response(StatusCode::OK, &spec, Some(res.revision)))
+    Ok(json_response(StatusCode::OK, &R::shown(spec), Some(res.revision)))
 }
 
 /// The optional precondition of a write: `If-None-Match: *` (create only) or `If-Match: "N"`
@@ -95,7 +95,13 @@ pub(crate) async fn put_one<R: ResourceKind>(
 ) -> Result<Response, ApiError> {
     let name = name_of::<R>(&raw)?;
     let pre = precondition(&headers)?;
-    let spec: R::Spec = body::parse(&bytes)?;
+    let mut spec: R::Spec = body::parse(&bytes)?;
+    if R::has_secrets() {
+        let stored = app.catalog.store().get(R::KIND, &name).await.map_err(|e| ApiError::unavailable(&e))?;
+        if let Some(old) = stored.and_then(|r| serde_json::from_str::<R::Spec>(&r.body).ok()) {
+            R::keep_secrets(&mut spec, &old);
+        }
+    }
     R::validate(&spec, &app.settings.validation).map_err(ApiError::invalid)?;
     // Store the canonical form (defaults filled in), so reads and the snapshot agree.
     let canonical = serde_json::to_string(&spec).map_err(|e| ApiError::internal(&e))?;
@@ -124,7 +130,8 @@ pub(crate) async fn put_one<R: ResourceKind>(
     })?;
     tracing::info!(kind = R::KIND.as_str(), %name, revision = written.revision, created = written.created, "Admin write.");
     let status = if written.created { StatusCode::CREATED } else { StatusCode::OK };
-    Ok(json_response(status, &spec, Some(written.revision)))
+    let shown = R::shown(serde_json::to_value(&spec).map_err(|e| ApiError::internal(&e))?);
+    Ok(json_response(status, &shown, Some(written.revision)))
 }
 
 pub(crate) async fn delete_one<R: ResourceKind>(
@@ -238,7 +245,7 @@ pub(crate) async fn list<R: ResourceKind>(
     let items = rows
         .into_iter()
         .map(|r| {
-            let spec = serde_json::from_str(&r.body).unwrap_or(serde_json::Value::Null);
+            let spec = R::shown(serde_json::from_str(&r.body).unwrap_or(serde_json::Value::Null));
             ListItem { name: r.name, revision: r.revision, updated_at_ms: r.updated_at, spec }
         })
         .collect();
