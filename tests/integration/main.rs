@@ -24,6 +24,7 @@ mod logs;
 mod metrics;
 mod mirror;
 mod mirror_images;
+mod mirror_production;
 mod openapi;
 mod origin;
 mod persistence;

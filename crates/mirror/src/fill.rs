@@ -95,8 +95,6 @@ pub(crate) struct Fill {
     /// The staged file, shared by readers; valid after commit renames or removes its path.
     file: Arc<std::fs::File>,
     pub started: Instant,
-    /// Keeps the committed copy from eviction while the fill's readers may still stream it.
-    pin: std::sync::Mutex<Option<crate::cap::Pin>>,
 }
 
 impl Fill {
@@ -188,7 +186,7 @@ pub(crate) fn join_or_start(
     let staged = mirror.objects.temp_file().map_err(FillError::store)?;
     let file = Arc::new(staged.reopen().map_err(FillError::store)?);
     let (state, _) = watch::channel(FillState::Starting);
-    let fill = Arc::new(Fill { state, file, started: Instant::now(), pin: Default::default() });
+    let fill = Arc::new(Fill { state, file, started: Instant::now() });
     fills.insert(key.clone(), fill.clone());
     drop(fills);
     let job = Job {
@@ -362,9 +360,9 @@ impl Job {
             stored_at_ms: httpdns_core::clock::unix_ms(),
             location: None,
         };
-        let pin =
-            self.mirror.objects.commit_pinned(&self.location, staged, &meta).await.map_err(FillError::store)?;
-        *self.fill.pin.lock().unwrap_or_else(|e| e.into_inner()) = pin;
+        // Readers of this fill go on reading its file (the inode the copy now is), so an
+        // eviction right after the commit cannot cut them: the copy needs no pin.
+        self.mirror.objects.commit(&self.location, staged, &meta).await.map_err(FillError::store)?;
         Ok(FillState::Done { head, meta: Arc::new(meta) })
     }
 }

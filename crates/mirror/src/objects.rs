@@ -521,25 +521,14 @@ impl Objects {
         Ok(out)
     }
 
-    /// Publishes a fully written and verified staged body at `location`.
+    /// Publishes a fully written and verified staged body at `location`. Under a byte cap, a
+    /// copy that cannot get room is not published (its readers still have the staged file).
     pub async fn commit(
-        &self,
-        location: &Path,
-        staged: tempfile::NamedTempFile,
-        meta: &StoredMeta,
-    ) -> Result<(), ObjectsError> {
-        self.commit_pinned(location, staged, meta).await.map(drop)
-    }
-
-    /// [`Objects::commit`], keeping the new copy from eviction while the pin is held (a fill's
-    /// readers). Under a byte cap, a copy that cannot get room is not published (its readers
-    /// still have the staged file); that is `Ok(None)` too.
-    pub async fn commit_pinned(
         &self,
         location: &Path,
         mut staged: tempfile::NamedTempFile,
         meta: &StoredMeta,
-    ) -> Result<Option<Pin>, ObjectsError> {
+    ) -> Result<(), ObjectsError> {
         let meta = StoredMeta { location: Some(location.to_string()), ..meta.clone() };
         let json = serde_json::to_vec(&meta).map_err(std::io::Error::other)?;
         let staged = tokio::task::spawn_blocking(move || -> std::io::Result<tempfile::NamedTempFile> {
@@ -553,12 +542,14 @@ impl Objects {
         })
         .await
         .map_err(|e| std::io::Error::other(e.to_string()))??;
-        let pin = match &self.backend {
+        match &self.backend {
             Backend::Local { root } => {
                 let target = layout::local_file(root, location);
                 let cap = self.cap.clone();
-                tokio::task::spawn_blocking(move || -> Result<Option<Pin>, ObjectsError> {
-                    let pin = match &cap {
+                tokio::task::spawn_blocking(move || -> Result<(), ObjectsError> {
+                    // Held until the rename: the copy cannot be chosen as a victim before it is
+                    // in place.
+                    let _pin = match &cap {
                         None => None,
                         Some(cap) => match cap.reserve(&target, staged.as_file().metadata()?.len()) {
                             Reserved::Room { evict, pin } => {
@@ -567,7 +558,7 @@ impl Objects {
                             }
                             Reserved::NoRoom => {
                                 tracing::info!(file = %target.display(), "A copy was served but not kept: no room under the byte cap.");
-                                return Ok(None);
+                                return Ok(());
                             }
                         },
                     };
@@ -577,18 +568,15 @@ impl Objects {
                         }
                         return Err(e.into());
                     }
-                    Ok(pin)
+                    Ok(())
                 })
                 .await
-                .map_err(|e| std::io::Error::other(e.to_string()))??
+                .map_err(|e| std::io::Error::other(e.to_string()))??;
             }
-            Backend::Remote(store) => {
-                upload(store.as_ref(), &layout::remote_key(location), staged).await?;
-                None
-            }
-        };
+            Backend::Remote(store) => upload(store.as_ref(), &layout::remote_key(location), staged).await?,
+        }
         self.forget(location);
-        Ok(pin)
+        Ok(())
     }
 
     /// Writes `body` as a copy at `location` (admin writes, variants).
