@@ -27,9 +27,15 @@ struct Recorder {
 #[derive(Default)]
 struct RecorderInner {
     name: String,
-    objects: HashMap<String, Vec<u8>>,
+    objects: HashMap<String, bytes::Bytes>,
     fail: Option<u16>,
     delay: Duration,
+    /// Bodies go out in 64 KiB chunks with this pause between them.
+    throttle: Option<Duration>,
+    /// Requests with exactly this `Range` get a 500, once each.
+    fail_once: Vec<String>,
+    /// The object's entity tag (`"v1"` unless changed).
+    etag: Option<String>,
     seen: Vec<(String, HeaderMap)>,
 }
 
@@ -61,7 +67,16 @@ impl RunningRecorder {
         format!("http://{}", self.addr)
     }
     fn put(&self, path: &str, body: Vec<u8>) {
-        self.rec.inner.lock().unwrap().objects.insert(path.into(), body);
+        self.rec.inner.lock().unwrap().objects.insert(path.into(), body.into());
+    }
+    fn throttle(&self, pause: Duration) {
+        self.rec.inner.lock().unwrap().throttle = Some(pause);
+    }
+    fn fail_once(&self, range: &str) {
+        self.rec.inner.lock().unwrap().fail_once.push(range.into());
+    }
+    fn set_etag(&self, etag: &str) {
+        self.rec.inner.lock().unwrap().etag = Some(etag.into());
     }
     fn fail(&self, status: Option<u16>) {
         self.rec.inner.lock().unwrap().fail = status;
@@ -78,11 +93,24 @@ impl RunningRecorder {
 }
 
 async fn recorded(State(rec): State<Recorder>, uri: Uri, headers: HeaderMap) -> Response {
-    let (object, fail, delay, name) = {
+    let range = headers.get("range").and_then(|v| v.to_str().ok()).unwrap_or("").to_owned();
+    let (object, mut fail, delay, name, throttle, etag) = {
         let mut inner = rec.inner.lock().unwrap();
         inner.seen.push((uri.path().to_owned(), headers.clone()));
-        (inner.objects.get(uri.path()).cloned(), inner.fail, inner.delay, inner.name.clone())
+        let once = inner.fail_once.iter().position(|r| *r == range).map(|i| inner.fail_once.remove(i));
+        let etag = inner.etag.clone().unwrap_or_else(|| "\"v1\"".into());
+        (
+            inner.objects.get(uri.path()).cloned(),
+            inner.fail.or(once.map(|_| 500)),
+            inner.delay,
+            inner.name.clone(),
+            inner.throttle,
+            etag,
+        )
     };
+    if headers.get("if-match").is_some_and(|v| v.to_str().unwrap() != etag) {
+        fail = Some(412);
+    }
     if !delay.is_zero() {
         tokio::time::sleep(delay).await;
     }
@@ -90,7 +118,17 @@ async fn recorded(State(rec): State<Recorder>, uri: Uri, headers: HeaderMap) -> 
         return StatusCode::from_u16(s).unwrap().into_response();
     }
     let Some(body) = object else { return StatusCode::NOT_FOUND.into_response() };
-    let etag = "\"v1\"";
+    let etag = etag.as_str();
+    let send = move |b: bytes::Bytes| match throttle {
+        None => Body::from(b),
+        Some(pause) => {
+            let chunks: Vec<bytes::Bytes> = (0..b.len()).step_by(64 << 10).map(|i| b.slice(i..(i + (64 << 10)).min(b.len()))).collect();
+            Body::from_stream(futures_util::stream::iter(chunks).then(move |c| async move {
+                tokio::time::sleep(pause).await;
+                Ok::<_, std::io::Error>(c)
+            }))
+        }
+    };
     let base = || {
         Response::builder()
             .header("etag", etag)
@@ -109,10 +147,10 @@ async fn recorded(State(rec): State<Recorder>, uri: Uri, headers: HeaderMap) -> 
             .status(206)
             .header("content-range", format!("bytes {a}-{b}/{}", body.len()))
             .header("content-length", (b + 1 - a).to_string())
-            .body(Body::from(body[a..=b].to_vec()))
+            .body(send(body.slice(a..=b)))
             .unwrap();
     }
-    base().header("content-length", body.len().to_string()).body(Body::from(body)).unwrap()
+    base().header("content-length", body.len().to_string()).body(send(body)).unwrap()
 }
 
 struct Gateway {
@@ -516,4 +554,112 @@ async fn prefetch_fills_a_thousand_keys_with_progress_through_a_kill() {
         assert_eq!(body, format!("object {i}").into_bytes());
     }
     assert_eq!(origin.requests(), total);
+}
+
+/// A body of `len` bytes no two 8-byte words alike.
+fn pattern(len: usize) -> Vec<u8> {
+    let mut out = Vec::with_capacity(len);
+    let mut x = 0x9e37_79b9_7f4a_7c15u64;
+    while out.len() < len {
+        x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        out.extend_from_slice(&x.to_le_bytes());
+    }
+    out.truncate(len);
+    out
+}
+
+/// `GET path` with `Range`, timed to its first body byte; the whole body read.
+async fn timed_range(gw: &Gateway, path: &str, range: &str) -> (Duration, StatusCode, Vec<u8>) {
+    let t = Instant::now();
+    let resp = gw.http.get(gw.mirror(path)).header("range", range).send().await.unwrap();
+    let status = resp.status();
+    let mut stream = resp.bytes_stream();
+    let mut body = Vec::new();
+    let mut first = None;
+    while let Some(chunk) = stream.next().await {
+        first.get_or_insert_with(|| t.elapsed());
+        body.extend_from_slice(&chunk.unwrap());
+    }
+    (first.unwrap_or_else(|| t.elapsed()), status, body)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_large_object_fills_in_slices_and_a_range_is_served_before_the_whole() {
+    const SIZE: usize = 256 << 20;
+    const SLICE: usize = 8 << 20;
+    let origin = RunningRecorder::start("big").await;
+    let object = pattern(SIZE);
+    origin.put("/big.bin", object.clone());
+    // About 64 MB/s from the origin: a whole fill takes seconds.
+    origin.throttle(Duration::from_millis(1));
+    // The fourth slice fails once: it is fetched again.
+    let fourth = format!("bytes={}-{}", 3 * SLICE, 4 * SLICE - 1);
+    origin.fail_once(&fourth);
+    let gw = Gateway::start(&[]);
+    gw.rule("whole", json!({"path_prefix": "/whole", "origin": origin.url()})).await;
+    gw.rule("sliced", json!({"path_prefix": "/sliced", "origin": origin.url(), "slice_bytes": SLICE})).await;
+    let at = 200 << 20;
+    let range = format!("bytes={at}-{}", at + 4095);
+
+    let (sliced_ttfb, s, body) = timed_range(&gw, "/sliced/big.bin", &range).await;
+    assert_eq!(s, StatusCode::PARTIAL_CONTENT);
+    assert_eq!(body, &object[at..at + 4096]);
+    let (whole_ttfb, s, body) = timed_range(&gw, "/whole/big.bin", &range).await;
+    assert_eq!(s, StatusCode::PARTIAL_CONTENT);
+    assert_eq!(body, &object[at..at + 4096]);
+    eprintln!("256 MiB object, range at 200 MiB: first byte after {sliced_ttfb:?} in slices of 8 MiB, {whole_ttfb:?} filled whole");
+    assert!(sliced_ttfb * 3 < whole_ttfb, "slices: {sliced_ttfb:?}, whole: {whole_ttfb:?}");
+
+    // The sliced copy is assembled, verified and stored; served whole from the store.
+    let t = Instant::now();
+    loop {
+        let (s, meta) = gw.admin(Method::GET, "/admin/v1/mirror/objects/sliced/big.bin", None).await;
+        if s == StatusCode::OK {
+            assert_eq!(meta["length"], SIZE as u64);
+            assert_eq!(meta["origin_etag"], "\"v1\"");
+            break;
+        }
+        assert!(t.elapsed() < Duration::from_secs(120), "the sliced copy was never stored");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let refetched = origin.seen().iter().filter(|(_, h)| h.get("range").is_some_and(|r| r == fourth.as_str())).count();
+    assert_eq!(refetched, 2, "the failed slice was fetched again");
+    let sliced_requests = origin.seen().iter().filter(|(_, h)| h.get("if-match").is_some()).count();
+    assert_eq!(sliced_requests, SIZE / SLICE, "31 slices after the first, one of them twice");
+    let resp = gw.http.get(gw.mirror("/sliced/big.bin")).send().await.unwrap();
+    assert_eq!(x_cache(resp.headers()), "HIT");
+    let got = resp.bytes().await.unwrap();
+    assert!(got.len() == SIZE && got[..] == object[..], "the stored copy is the origin's object");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_object_that_changes_mid_fill_is_never_stored_torn() {
+    let origin = RunningRecorder::start("torn").await;
+    let object = pattern(8 << 20);
+    origin.put("/t.bin", object);
+    origin.throttle(Duration::from_millis(2));
+    let gw = Arc::new(Gateway::start(&[]));
+    gw.rule("t", json!({"path_prefix": "/t", "origin": origin.url(), "slice_bytes": 1 << 20})).await;
+    let client = {
+        let gw = gw.clone();
+        tokio::spawn(async move {
+            let resp = gw.http.get(gw.mirror("/t/t.bin")).send().await.unwrap();
+            let status = resp.status();
+            (status, resp.bytes().await.map(|b| b.len()).ok())
+        })
+    };
+    // The object changes at the origin once the first slice is on its way.
+    let t = Instant::now();
+    while origin.requests() == 0 {
+        assert!(t.elapsed() < Duration::from_secs(10));
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    origin.set_etag("\"v2\"");
+    let (status, got) = client.await.unwrap();
+    assert!(status != 200 || got != Some(8 << 20), "a complete body was served: {status} {got:?}");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let (s, _) = gw.admin(Method::GET, "/admin/v1/mirror/objects/t/t.bin", None).await;
+    assert_eq!(s, StatusCode::NOT_FOUND, "a torn copy was stored");
+    assert_eq!(disk_usage(&gw.store_dir()).1, 0);
+    assert!(origin.seen().iter().any(|(_, h)| h.get("if-match").is_some_and(|v| v == "\"v1\"")));
 }

@@ -29,6 +29,7 @@ pub mod rule;
 mod proxy;
 mod serve;
 mod sigv4;
+mod slice;
 mod upstream;
 pub mod style;
 mod variant;
@@ -74,6 +75,8 @@ pub struct Mirror {
     pub objects: Arc<Objects>,
     pub metrics: MirrorMetrics,
     fills: Mutex<HashMap<String, Arc<Fill>>>,
+    /// Fills in slices (`slice_bytes`), by store path.
+    slices: Mutex<HashMap<String, Arc<slice::SliceFill>>>,
     /// Origin 404s remembered until the instant (bounded: expired and least useful entries
     /// are evicted first; an expired one is never believed).
     missing: quick_cache::sync::Cache<String, Instant>,
@@ -103,6 +106,7 @@ impl Mirror {
             objects: Arc::new(objects),
             metrics,
             fills: Mutex::default(),
+            slices: Mutex::default(),
             missing: quick_cache::sync::Cache::new(MAX_REMEMBERED),
             validated: quick_cache::sync::Cache::new(MAX_REMEMBERED),
             images: variant::Images::new(ImageSettings::default()),
@@ -278,6 +282,7 @@ impl Mirror {
                 .any(|b| key == b || key.strip_prefix(b.as_str()).is_some_and(|rest| rest.starts_with('/')))
         };
         self.fills.lock().unwrap_or_else(|e| e.into_inner()).retain(|k, _| !under(k));
+        self.slices.lock().unwrap_or_else(|e| e.into_inner()).retain(|k, _| !under(k));
     }
 
     /// Probes the primary origin of every rule with a probe path, each at its interval,

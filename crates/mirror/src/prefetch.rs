@@ -323,6 +323,12 @@ impl Mirror {
         if self.objects.find(&location).await.map_err(|e| e.to_string())?.is_some() {
             return Ok(());
         }
+        if req.runtime.rule.spec.slice_bytes.is_some() {
+            let no_headers = http::HeaderMap::new();
+            let (fill, _) = crate::slice::join_or_start(self, &req.runtime, &location, &req.origin_path, &no_headers)
+                .map_err(|e| e.to_string())?;
+            return fill.finished().await.map_err(|e| e.to_string());
+        }
         let (fill, _) =
             fill::join_or_start(self, &req.runtime, &location, req.origin_path.clone(), Ask::default())
                 .map_err(|e| e.to_string())?;

@@ -215,6 +215,9 @@ async fn original(mirror: &Arc<Mirror>, req: &Request, headers: &HeaderMap) -> (
     if mirror.known_missing(&location) {
         return Failure::from(&FillError::Fetch(FetchError::NotFound)).served();
     }
+    if rule.spec.slice_bytes.is_some() {
+        return crate::slice::serve(mirror, req, headers, &location).await;
+    }
     let ask = Ask { passed: rule.spec.headers.passed(headers), ..Ask::default() };
     let (fill, started) =
         match fill::join_or_start(mirror, &req.runtime, &location, req.origin_path.clone(), ask) {
