@@ -122,7 +122,8 @@ async fn recorded(State(rec): State<Recorder>, uri: Uri, headers: HeaderMap) -> 
     let send = move |b: bytes::Bytes| match throttle {
         None => Body::from(b),
         Some(pause) => {
-            let chunks: Vec<bytes::Bytes> = (0..b.len()).step_by(64 << 10).map(|i| b.slice(i..(i + (64 << 10)).min(b.len()))).collect();
+            let chunks: Vec<bytes::Bytes> =
+                (0..b.len()).step_by(64 << 10).map(|i| b.slice(i..(i + (64 << 10)).min(b.len()))).collect();
             Body::from_stream(futures_util::stream::iter(chunks).then(move |c| async move {
                 tokio::time::sleep(pause).await;
                 Ok::<_, std::io::Error>(c)
@@ -195,7 +196,8 @@ impl Gateway {
     }
 
     async fn rule(&self, name: &str, body: Value) {
-        let (status, resp) = self.admin(Method::PUT, &format!("/admin/v1/mirror/rules/{name}"), Some(body)).await;
+        let (status, resp) =
+            self.admin(Method::PUT, &format!("/admin/v1/mirror/rules/{name}"), Some(body)).await;
         assert!(status.is_success(), "rule {name}: {status} {resp}");
     }
 
@@ -384,7 +386,8 @@ async fn four_origins_fail_in_turn_and_header_rules_reach_the_origin() {
         json!({"path_prefix": "/all", "origin": o.url(), "headers": {"pass_all": true, "remove": ["Cookie"]}}),
     )
     .await;
-    let (s, _, _) = gw.get("/all/x", &[("x-one", "1"), ("x-two", "2"), ("cookie", "c"), ("range", "bytes=0-0")]).await;
+    let (s, _, _) =
+        gw.get("/all/x", &[("x-one", "1"), ("x-two", "2"), ("cookie", "c"), ("range", "bytes=0-0")]).await;
     assert_eq!(s, 206);
     let (_, h) = o.seen().pop().unwrap();
     assert_eq!((h["x-one"].to_str().unwrap(), h["x-two"].to_str().unwrap()), ("1", "2"));
@@ -392,7 +395,10 @@ async fn four_origins_fail_in_turn_and_header_rules_reach_the_origin() {
     assert!(h.get("range").is_none(), "a fill never passes the client's Range");
     // Bad header rules name their field.
     for (body, field) in [
-        (json!({"path_prefix": "/z", "origin": o.url(), "headers": {"pass": ["Content-Length"]}}), "headers.pass"),
+        (
+            json!({"path_prefix": "/z", "origin": o.url(), "headers": {"pass": ["Content-Length"]}}),
+            "headers.pass",
+        ),
         (json!({"path_prefix": "/z", "origin": o.url(), "headers": {"remove": ["a"]}}), "headers.remove"),
         (json!({"path_prefix": "/z", "origins": [{"url": "ftp://x", "priority": 1}]}), "origins"),
         (json!({"path_prefix": "/z"}), "origin"),
@@ -457,7 +463,8 @@ async fn a_private_bucket_is_fetched_with_sigv4_and_the_secret_never_shows() {
     assert_eq!(x_cache(&h), "MISS");
     assert_eq!(got, object);
     // A wrong secret is refused too.
-    let wrong = json!({"kind": "s3", "access_key_id": "testkey", "secret_access_key": "nope", "region": "us-east-1"});
+    let wrong =
+        json!({"kind": "s3", "access_key_id": "testkey", "secret_access_key": "nope", "region": "us-east-1"});
     gw.rule("wrong", json!({"path_prefix": "/wrong", "origin": bucket, "origin_auth": wrong})).await;
     let (s, _, _) = gw.get("/wrong/b.bin", &[]).await;
     assert_eq!(s, StatusCode::BAD_GATEWAY);
@@ -476,7 +483,8 @@ async fn a_private_bucket_is_fetched_with_sigv4_and_the_secret_never_shows() {
     let bad = json!({"path_prefix": "/x", "origin": bucket, "origin_auth": {"kind": "gcs", "access_key_id": "a", "secret_access_key": "b"}});
     let (s, resp) = gw.admin(Method::PUT, "/admin/v1/mirror/rules/x", Some(bad)).await;
     assert_eq!((s, resp["field"].as_str()), (StatusCode::BAD_REQUEST, Some("origin_auth.kind")));
-    let metrics = gw.http.get(format!("{}/metrics", gw.process.base)).send().await.unwrap().text().await.unwrap();
+    let metrics =
+        gw.http.get(format!("{}/metrics", gw.process.base)).send().await.unwrap().text().await.unwrap();
     assert!(!metrics.contains("testsecret"));
     let (_, overview) = gw.admin(Method::GET, "/admin/v1/overview", None).await;
     assert!(!overview.to_string().contains("testsecret"));
@@ -507,7 +515,8 @@ async fn prefetch_fills_a_thousand_keys_with_progress_through_a_kill() {
     let (s, _) = gw.admin(Method::GET, "/admin/v1/mirror/prefetch/0123456789abcdef", None).await;
     assert_eq!(s, StatusCode::NOT_FOUND);
 
-    let (s, started) = gw.admin(Method::POST, "/admin/v1/mirror/prefetch", Some(json!({"paths": paths}))).await;
+    let (s, started) =
+        gw.admin(Method::POST, "/admin/v1/mirror/prefetch", Some(json!({"paths": paths}))).await;
     assert_eq!(s, StatusCode::ACCEPTED, "{started}");
     let id = started["id"].as_str().unwrap().to_owned();
     let progress_url = format!("/admin/v1/mirror/prefetch/{id}");
@@ -543,11 +552,15 @@ async fn prefetch_fills_a_thousand_keys_with_progress_through_a_kill() {
         assert!(Instant::now() < deadline, "the resumed job did not finish: {p}");
         tokio::time::sleep(Duration::from_millis(50)).await;
     };
-    assert_eq!((last["total"].as_u64(), last["done"].as_u64(), last["failed"].as_u64()), (Some(1000), Some(1000), Some(0)), "{last}");
+    assert_eq!(
+        (last["total"].as_u64(), last["done"].as_u64(), last["failed"].as_u64()),
+        (Some(1000), Some(1000), Some(0)),
+        "{last}"
+    );
     assert_eq!(last["resumed"], 1);
     // What was filled before the kill was not fetched again (a few fills in flight were).
     let total = origin.requests();
-    assert!(total >= 1000 && total <= 1000 + 2 * 8, "{total} origin requests for 1,000 keys");
+    assert!((1000..=1000 + 2 * 8).contains(&total), "{total} origin requests for 1,000 keys");
     for i in (0..1000).step_by(37) {
         let (s, h, body) = gw.get(&format!("/pf/{i}.bin"), &[]).await;
         assert_eq!((s, x_cache(&h)), (StatusCode::OK, "HIT"), "/pf/{i}.bin");
@@ -622,7 +635,8 @@ async fn a_large_object_fills_in_slices_and_a_range_is_served_before_the_whole()
         assert!(t.elapsed() < Duration::from_secs(120), "the sliced copy was never stored");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    let refetched = origin.seen().iter().filter(|(_, h)| h.get("range").is_some_and(|r| r == fourth.as_str())).count();
+    let refetched =
+        origin.seen().iter().filter(|(_, h)| h.get("range").is_some_and(|r| r == fourth.as_str())).count();
     assert_eq!(refetched, 2, "the failed slice was fetched again");
     let sliced_requests = origin.seen().iter().filter(|(_, h)| h.get("if-match").is_some()).count();
     assert_eq!(sliced_requests, SIZE / SLICE, "31 slices after the first, one of them twice");
@@ -662,4 +676,41 @@ async fn an_object_that_changes_mid_fill_is_never_stored_torn() {
     assert_eq!(s, StatusCode::NOT_FOUND, "a torn copy was stored");
     assert_eq!(disk_usage(&gw.store_dir()).1, 0);
     assert!(origin.seen().iter().any(|(_, h)| h.get("if-match").is_some_and(|v| v == "\"v1\"")));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn format_auto_follows_accept_and_varies_on_it() {
+    let origin = RunningRecorder::start("img").await;
+    let png = crate::origin::png(64, 48);
+    origin.put("/p.png", png.clone());
+    let gw = Gateway::start(&[]);
+    gw.rule("img", json!({"path_prefix": "/img", "origin": origin.url()})).await;
+    let q = "/img/p.png?x-oss-process=image/resize,w_32/format,auto";
+    let webp = [("accept", "image/avif,image/webp,image/apng,*/*;q=0.8")];
+    let plain = [("accept", "image/png,image/*;q=0.8,*/*;q=0.5")];
+    let content_type = |h: &HeaderMap| h["content-type"].to_str().unwrap().to_owned();
+    for round in 0..2 {
+        let (s, h, body) = gw.get(q, &webp).await;
+        assert_eq!((s, content_type(&h).as_str()), (StatusCode::OK, "image/webp"), "round {round}");
+        assert_eq!(h["vary"], "Accept");
+        assert_eq!(&body[8..12], b"WEBP");
+        assert_eq!(crate::origin::dimensions(&body), (32, 24));
+        let (s, h, body) = gw.get(q, &plain).await;
+        assert_eq!((s, content_type(&h).as_str()), (StatusCode::OK, "image/png"), "round {round}");
+        assert_eq!(h["vary"], "Accept");
+        assert_eq!(crate::origin::dimensions(&body), (32, 24));
+        if round == 1 {
+            // Two stored variants, one per answer.
+            assert_eq!(x_cache(&h), "HIT");
+        }
+    }
+    // `format,auto` alone: WebP for those who take it, the original for the rest.
+    let (s, h, body) = gw.get("/img/p.png?x-oss-process=image/format,auto", &plain).await;
+    assert_eq!((s, body.as_slice()), (StatusCode::OK, png.as_slice()));
+    assert_eq!(h["vary"], "Accept");
+    let (_, h, _) = gw.get("/img/p.png?x-oss-process=image/format,auto", &webp).await;
+    assert_eq!(content_type(&h), "image/webp");
+    // Without format,auto nothing varies.
+    let (_, h, _) = gw.get("/img/p.png?x-oss-process=image/resize,w_16", &webp).await;
+    assert!(h.get("vary").is_none());
 }

@@ -18,7 +18,7 @@
 //! allocation on a hit). Entries are keyed by the copy's file path: the layout maps store paths
 //! to files one to one, and the start-up scan sees only files.
 
-use std::collections::HashMap;
+use foldhash::HashMap;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -364,7 +364,6 @@ impl Cap {
     }
 }
 
-
 /// A byte count as operators write it: `500000000`, `512M`, `50G`, `2T` (binary multiples,
 /// `K`/`M`/`G`/`T`, with an optional `i`/`iB`/`B`). `off`, `none` or empty: no cap.
 pub fn parse_bytes(raw: &str) -> Result<Option<u64>, String> {
@@ -442,6 +441,33 @@ mod tests {
             }
             Reserved::NoRoom => (Vec::new(), None),
         }
+    }
+
+    /// The bookkeeping of one hit, measured (not asserted): run with
+    /// `cargo test --release -p httpdns-mirror cap_bookkeeping_cost -- --ignored --nocapture`.
+    #[test]
+    #[ignore = "a measurement, not a check"]
+    fn cap_bookkeeping_cost() {
+        let cap = Arc::new(Cap::new(u64::MAX, Path::new("/nonexistent")));
+        let names: Vec<PathBuf> = (0..100_000)
+            .map(|i| PathBuf::from(format!("/var/lib/httpdns/mirror/store/o/image/2026/12/{i:08}.jpg/~")))
+            .collect();
+        for n in &names {
+            drop(reserve(&cap, n.to_str().unwrap(), 4096));
+        }
+        let rounds = 2_000_000;
+        let t = std::time::Instant::now();
+        for i in 0..rounds {
+            // A spread of keys, as hits on a large store are.
+            cap.touch(&names[(i * 7919) % names.len()]);
+        }
+        let touch = t.elapsed() / rounds as u32;
+        let t = std::time::Instant::now();
+        for i in 0..rounds / 4 {
+            drop(cap.touch_and_pin(&names[(i * 7919) % names.len()]));
+        }
+        let pinned = t.elapsed() / (rounds / 4) as u32;
+        eprintln!("cap bookkeeping per hit, 100,000 copies: touch {touch:?}, touch and pin {pinned:?}");
     }
 
     #[test]

@@ -268,7 +268,11 @@ impl Objects {
         };
         let (cap, evict) = Cap::scan(max_bytes, root)?;
         if !evict.is_empty() {
-            tracing::info!(copies = evict.len(), max_bytes, "Evicting copies to get under the store's byte cap.");
+            tracing::info!(
+                copies = evict.len(),
+                max_bytes,
+                "Evicting copies to get under the store's byte cap."
+            );
         }
         cap.remove_all(&evict);
         tracing::info!(bytes = cap.bytes(), max_bytes, "Local store capped.");
@@ -361,7 +365,12 @@ impl Objects {
                     return Ok(Some(self.keep_hot(location, version, cached, body)));
                 }
                 let pin = self.cap.as_ref().and_then(|c| c.touch_and_pin(&file_path)).map(Arc::new);
-                Ok(Some(Found { meta: cached.meta, headers: cached.headers, source: Source::Local(file), pin }))
+                Ok(Some(Found {
+                    meta: cached.meta,
+                    headers: cached.headers,
+                    source: Source::Local(file),
+                    pin,
+                }))
             }
             Backend::Remote(store) => {
                 let Some((key, head)) = remote_head(store.as_ref(), location).await? else { return Ok(None) };
@@ -871,15 +880,15 @@ fn local_stream(
         // The pin lives as long as the stream: the copy stays until the response is sent.
         let _ = &pin;
         async move {
-        let (file, at) = next?;
-        if at >= end {
-            return None;
-        }
-        let n = (end - at).min(STREAM_CHUNK);
-        match pread_blocking(file.clone(), at, n).await {
-            Ok(bytes) => Some((Ok(bytes), Some((file, at + n)))),
-            Err(e) => Some((Err(e), None)),
-        }
+            let (file, at) = next?;
+            if at >= end {
+                return None;
+            }
+            let n = (end - at).min(STREAM_CHUNK);
+            match pread_blocking(file.clone(), at, n).await {
+                Ok(bytes) => Some((Ok(bytes), Some((file, at + n)))),
+                Err(e) => Some((Err(e), None)),
+            }
         }
     })
     .boxed()

@@ -119,7 +119,8 @@ pub enum PrefetchError {
 fn new_id() -> String {
     use sha2::Digest as _;
     static N: AtomicU64 = AtomicU64::new(0);
-    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
+    let nanos =
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
     let seed = format!("{nanos}:{}:{}", std::process::id(), N.fetch_add(1, Ordering::Relaxed));
     hex::encode(&sha2::Sha256::digest(seed.as_bytes())[..8])
 }
@@ -206,8 +207,9 @@ impl Mirror {
             return Err(bad("paths".into(), "at most 100000 paths per job"));
         }
         for (i, p) in paths.iter().enumerate() {
-            let uri: http::Uri =
-                p.parse().map_err(|_| bad(format!("paths[{i}]"), "not a request path such as /image/a.jpg"))?;
+            let uri: http::Uri = p
+                .parse()
+                .map_err(|_| bad(format!("paths[{i}]"), "not a request path such as /image/a.jpg"))?;
             if !p.starts_with('/') || uri.query().is_some() {
                 return Err(bad(format!("paths[{i}]"), "not a request path such as /image/a.jpg"));
             }
@@ -249,12 +251,9 @@ impl Mirror {
             if path.extension().is_none_or(|e| e != "json") {
                 continue;
             }
-            let job = match std::fs::read(&path).map(|t| serde_json::from_slice::<JobFile>(&t)) {
-                Ok(Ok(job)) => job,
-                _ => {
-                    tracing::warn!(file = %path.display(), "Skipping an unreadable prefetch job.");
-                    continue;
-                }
+            let Ok(Ok(job)) = std::fs::read(&path).map(|t| serde_json::from_slice::<JobFile>(&t)) else {
+                tracing::warn!(file = %path.display(), "Skipping an unreadable prefetch job.");
+                continue;
             };
             if job.state == JobState::Running {
                 tracing::info!(job = %job.id, done = job.done, total = job.total, "Resuming a prefetch job.");
@@ -271,7 +270,8 @@ impl Mirror {
 
     fn run_job(self: &Arc<Self>, job: JobFile) {
         let paths = job.paths.clone();
-        let live = Arc::new(Live { file: Mutex::new(job), done: AtomicU64::new(0), failed: AtomicU64::new(0) });
+        let live =
+            Arc::new(Live { file: Mutex::new(job), done: AtomicU64::new(0), failed: AtomicU64::new(0) });
         let id = lock(&live.file).id.clone();
         lock(&self.prefetch.live).insert(id.clone(), live.clone());
         let mirror = self.clone();
@@ -325,8 +325,9 @@ impl Mirror {
         }
         if req.runtime.rule.spec.slice_bytes.is_some() {
             let no_headers = http::HeaderMap::new();
-            let (fill, _) = crate::slice::join_or_start(self, &req.runtime, &location, &req.origin_path, &no_headers)
-                .map_err(|e| e.to_string())?;
+            let (fill, _) =
+                crate::slice::join_or_start(self, &req.runtime, &location, &req.origin_path, &no_headers)
+                    .map_err(|e| e.to_string())?;
             return fill.finished().await.map_err(|e| e.to_string());
         }
         let (fill, _) =

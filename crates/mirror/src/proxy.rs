@@ -56,38 +56,56 @@ pub(crate) async fn serve(mirror: &Arc<Mirror>, req: &Request, headers: &HeaderM
         }
     };
     let status = StatusCode::from_u16(response.status().as_u16()).unwrap_or(StatusCode::BAD_GATEWAY);
-    metrics.origin_status(rule, if status.is_redirection() { "3xx" } else if status.is_success() { "2xx" } else { "4xx" });
+    metrics.origin_status(
+        rule,
+        if status.is_redirection() {
+            "3xx"
+        } else if status.is_success() {
+            "2xx"
+        } else {
+            "4xx"
+        },
+    );
     let mut out = HeaderMap::new();
-    for name in ANSWERED.iter().chain(STORED_HEADERS.iter().filter_map(|h| HeaderName::from_bytes(h.as_bytes()).ok()).collect::<Vec<_>>().iter()) {
-        if let Some(v) = response.headers().get(name.as_str()).and_then(|v| HeaderValue::from_bytes(v.as_bytes()).ok()) {
+    for name in ANSWERED.iter().chain(
+        STORED_HEADERS
+            .iter()
+            .filter_map(|h| HeaderName::from_bytes(h.as_bytes()).ok())
+            .collect::<Vec<_>>()
+            .iter(),
+    ) {
+        if let Some(v) =
+            response.headers().get(name.as_str()).and_then(|v| HeaderValue::from_bytes(v.as_bytes()).ok())
+        {
             out.insert(name.clone(), v);
         }
     }
     out.insert("x-cache", HeaderValue::from_static("MISS"));
-    let body = if req.head_only || matches!(status, StatusCode::NOT_MODIFIED | StatusCode::PRECONDITION_FAILED) {
-        Body::empty()
-    } else {
-        let idle = rule.idle_timeout();
-        let series = req.runtime.series.clone();
-        let rule_c = rule.clone();
-        let metrics = metrics.clone();
-        let stream = futures_util::stream::unfold(Some(response), move |state| async move {
-            let mut response = state?;
-            match tokio::time::timeout(idle, response.chunk()).await {
-                Ok(Ok(Some(chunk))) => Some((Ok(chunk), Some(response))),
-                Ok(Ok(None)) => None,
-                Ok(Err(e)) => Some((Err(std::io::Error::other(e)), None)),
-                Err(_) => Some((Err(std::io::Error::other(FetchError::Timeout)), None)),
-            }
-        })
-        .inspect(move |chunk| {
-            if let Ok(c) = chunk {
-                series.served(c.len() as u64);
-                metrics.origin_bytes(&rule_c, c.len() as u64);
-            }
-        });
-        Body::from_stream(stream)
-    };
+    let body =
+        if req.head_only || matches!(status, StatusCode::NOT_MODIFIED | StatusCode::PRECONDITION_FAILED) {
+            Body::empty()
+        } else {
+            let idle = rule.idle_timeout();
+            let series = req.runtime.series.clone();
+            let rule_c = rule.clone();
+            let metrics = metrics.clone();
+            let stream = futures_util::stream::unfold(Some(response), move |state| async move {
+                let mut response = state?;
+                match tokio::time::timeout(idle, response.chunk()).await {
+                    Ok(Ok(Some(chunk))) => Some((Ok(chunk), Some(response))),
+                    Ok(Ok(None)) => None,
+                    Ok(Err(e)) => Some((Err(std::io::Error::other(e)), None)),
+                    Err(_) => Some((Err(std::io::Error::other(FetchError::Timeout)), None)),
+                }
+            })
+            .inspect(move |chunk| {
+                if let Ok(c) = chunk {
+                    series.served(c.len() as u64);
+                    metrics.origin_bytes(&rule_c, c.len() as u64);
+                }
+            });
+            Body::from_stream(stream)
+        };
     let mut resp = Response::new(body);
     *resp.status_mut() = status;
     *resp.headers_mut() = out;

@@ -129,9 +129,8 @@ impl RuleSpec {
     pub fn validate_with(&self, allow_local: bool) -> Result<(), FieldError> {
         self.validate()?;
         let ordered = crate::upstream::ordered(&self.origin, &self.origins, self.backup_origin.as_deref());
-        let fields = ordered
-            .into_iter()
-            .chain(self.redirect_origins.iter().map(|o| ("redirect_origins", o.as_str())));
+        let fields =
+            ordered.into_iter().chain(self.redirect_origins.iter().map(|o| ("redirect_origins", o.as_str())));
         for (field, raw) in fields {
             let url = parse_origin(raw, field)?;
             match host_class(&url) {
@@ -216,7 +215,10 @@ impl RuleSpec {
         if let Some(n) = self.slice_bytes {
             bounded("slice_bytes", n, 1 << 20, 1 << 30)?;
             if !self.store {
-                return Err(FieldError::new("slice_bytes", "slices are stored copies; a store: false rule keeps none"));
+                return Err(FieldError::new(
+                    "slice_bytes",
+                    "slices are stored copies; a store: false rule keeps none",
+                ));
             }
         }
         Ok(())

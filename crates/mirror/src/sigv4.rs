@@ -36,12 +36,7 @@ pub(crate) fn amz_date(unix_secs: u64) -> String {
     let day = doy - (153 * mp + 2) / 5 + 1;
     let month = if mp < 10 { mp + 3 } else { mp - 9 };
     let year = yoe + era * 400 + i64::from(month <= 2);
-    format!(
-        "{year:04}{month:02}{day:02}T{:02}{:02}{:02}Z",
-        secs / 3600,
-        secs / 60 % 60,
-        secs % 60
-    )
+    format!("{year:04}{month:02}{day:02}T{:02}{:02}{:02}Z", secs / 3600, secs / 60 % 60, secs % 60)
 }
 
 /// Percent-encodes everything but the unreserved characters (and `/` when `slash`), as SigV4's
@@ -92,14 +87,14 @@ impl Signer<'_> {
         let canonical_headers: String = headers.iter().map(|(k, v)| format!("{k}:{}\n", v.trim())).collect();
         let signed: Vec<&str> = headers.iter().map(|(k, _)| *k).collect();
         let signed = signed.join(";");
-        let canonical = format!(
-            "{method}\n{path}\n{}\n{canonical_headers}\n{signed}\n{EMPTY_SHA256}",
-            query.join("&")
-        );
+        let canonical =
+            format!("{method}\n{path}\n{}\n{canonical_headers}\n{signed}\n{EMPTY_SHA256}", query.join("&"));
         let day = &date[..8];
         let scope = format!("{day}/{}/s3/aws4_request", self.region);
-        let to_sign =
-            format!("AWS4-HMAC-SHA256\n{date}\n{scope}\n{}", hex::encode(Sha256::digest(canonical.as_bytes())));
+        let to_sign = format!(
+            "AWS4-HMAC-SHA256\n{date}\n{scope}\n{}",
+            hex::encode(Sha256::digest(canonical.as_bytes()))
+        );
         let key = [self.region.as_bytes(), b"s3", b"aws4_request"]
             .iter()
             .fold(hmac(format!("AWS4{}", self.secret_access_key).as_bytes(), day.as_bytes()), |k, part| {

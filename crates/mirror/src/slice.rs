@@ -339,7 +339,9 @@ impl Job {
                 }
                 Err(SliceError::Fatal(e)) => return Err(e),
                 Err(SliceError::Retry(e)) if attempt == ATTEMPTS => return Err(e),
-                Err(SliceError::Retry(_)) => tokio::time::sleep(Duration::from_millis(100 * u64::from(attempt))).await,
+                Err(SliceError::Retry(_)) => {
+                    tokio::time::sleep(Duration::from_millis(100 * u64::from(attempt))).await
+                }
             }
         }
         let Some((response, head)) = first else { return Err(FillError::Ended) };
@@ -494,7 +496,9 @@ impl Job {
             200 => text("content-length")
                 .and_then(|l| l.trim().parse().ok())
                 .ok_or_else(|| SliceError::Fatal(invalid("the origin sent no length")))?,
-            412 => return Err(SliceError::Fatal(invalid("the object changed at the origin during the fill"))),
+            412 => {
+                return Err(SliceError::Fatal(invalid("the object changed at the origin during the fill")))
+            }
             s => return Err(SliceError::Fatal(FetchError::Status(s).into())),
         };
         let head = Head {
@@ -520,7 +524,10 @@ impl Job {
             let chunk = match tokio::time::timeout(rule.idle_timeout(), response.chunk()).await {
                 Err(_) => return Err(SliceError::Retry(FetchError::Timeout.into())),
                 Ok(Err(_)) => {
-                    return Err(SliceError::Retry(FillError::Truncated { got: at - start, expected: end - start }))
+                    return Err(SliceError::Retry(FillError::Truncated {
+                        got: at - start,
+                        expected: end - start,
+                    }))
                 }
                 Ok(Ok(None)) => break,
                 Ok(Ok(Some(c))) => c,

@@ -60,10 +60,7 @@ impl OriginAuth {
             return Err(FieldError::new(field("access_key_id"), "must be 1 to 256 printable characters"));
         }
         if !token(&self.secret_access_key) || self.secret_access_key == REDACTED {
-            return Err(FieldError::new(
-                field("secret_access_key"),
-                "must be 1 to 256 printable characters",
-            ));
+            return Err(FieldError::new(field("secret_access_key"), "must be 1 to 256 printable characters"));
         }
         if self.region.is_empty()
             || self.region.len() > 64
@@ -241,7 +238,9 @@ mod tests {
         let all: HeaderRules = serde_json::from_str(r#"{"pass_all": true, "remove": ["cookie"]}"#).unwrap();
         let got = all.passed(&client);
         assert!(got.contains_key("x-trace") && got.contains_key("user-agent"));
-        assert!(!got.contains_key("cookie") && !got.contains_key("range") && !got.contains_key("authorization"));
+        assert!(
+            !got.contains_key("cookie") && !got.contains_key("range") && !got.contains_key("authorization")
+        );
         assert!(HeaderRules::default().passed(&client).is_empty());
         let bad: HeaderRules = serde_json::from_str(r#"{"pass": ["Range"]}"#).unwrap();
         assert_eq!(bad.check().unwrap_err().field, "headers.pass");
