@@ -31,6 +31,7 @@ pub mod rule;
 mod serve;
 mod sigv4;
 mod slice;
+mod store_io;
 pub mod style;
 mod upstream;
 mod variant;
