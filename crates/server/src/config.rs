@@ -663,7 +663,9 @@ impl Config {
         }
 
         let mirror_max_bytes = match env("HTTPDNS_MIRROR_MAX_BYTES") {
-            Some(v) => httpdns_mirror::cap::parse_bytes(&v).map_err(|e| err("HTTPDNS_MIRROR_MAX_BYTES", e))?,
+            Some(v) => {
+                httpdns_mirror::cap::parse_bytes(&v).map_err(|e| err("HTTPDNS_MIRROR_MAX_BYTES", e))?
+            }
             None => match &file.mirror.max_bytes {
                 Some(v) => httpdns_mirror::cap::parse_bytes(v).map_err(|e| err("mirror.max_bytes", e))?,
                 None => None,

@@ -29,7 +29,10 @@ pub(crate) async fn start(State(app): State<AppState>, bytes: Bytes) -> Result<R
     Ok((StatusCode::ACCEPTED, Json(serde_json::json!({ "id": id, "progress": progress }))).into_response())
 }
 
-pub(crate) async fn progress(State(app): State<AppState>, Path(id): Path<String>) -> Result<Response, ApiError> {
+pub(crate) async fn progress(
+    State(app): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<Response, ApiError> {
     match app.mirror.prefetch_progress(&id) {
         Some(p) => Ok(Json(p).into_response()),
         None => Err(ApiError::not_found(format!("no prefetch job {id:.64?}"))),
