@@ -118,6 +118,20 @@ async fn an_object_that_changes_mid_fill_is_never_stored_torn() {
     assert_eq!(s, StatusCode::NOT_FOUND, "a torn copy was stored");
     assert_eq!(disk_usage(&gw.store_dir()).1, 0);
     assert!(origin.seen().iter().any(|(_, h)| h.get("if-match").is_some_and(|v| v == "\"v1\"")));
+    // An empty object has no first slice (the origin answers 416): it is fetched whole.
+    origin.put("/empty.bin", Vec::new());
+    let (s, _, body) = gw.get("/t/empty.bin", &[]).await;
+    assert_eq!((s, body.len()), (StatusCode::OK, 0));
+    let t = Instant::now();
+    loop {
+        let (_, h, body) = gw.get("/t/empty.bin", &[]).await;
+        if x_cache(&h) == "HIT" {
+            assert!(body.is_empty());
+            break;
+        }
+        assert!(t.elapsed() < Duration::from_secs(10), "the empty object was never stored");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

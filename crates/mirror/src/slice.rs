@@ -331,11 +331,16 @@ impl Job {
         let rule = &self.runtime.rule;
         let slice = self.fill.slice;
         let mut first = None;
+        let mut range = Some((0, slice.saturating_sub(1)));
         for attempt in 1..=ATTEMPTS {
-            match self.fetch(0, slice.saturating_sub(1), None).await {
+            match self.fetch(range, None).await {
                 Ok(r) => {
                     first = Some(r);
                     break;
+                }
+                // An empty object has no first slice: it is asked for whole.
+                Err(SliceError::Fatal(FillError::Fetch(FetchError::Status(416)))) if range.is_some() => {
+                    range = None;
                 }
                 Err(SliceError::Fatal(e)) => return Err(e),
                 Err(SliceError::Retry(e)) if attempt == ATTEMPTS => return Err(e),
@@ -349,7 +354,7 @@ impl Job {
             return Err(FillError::TooLarge(rule.spec.max_object_bytes));
         }
         self.fill.file.set_len(head.length).map_err(FillError::store)?;
-        let slices = head.length.div_ceil(slice).max(1) as usize;
+        let slices = head.length.div_ceil(slice) as usize;
         *lock(&self.fill.taken) = vec![false; slices];
         let whole = response.status().as_u16() == 200;
         self.fill.view.send_modify(|v| {
@@ -369,7 +374,7 @@ impl Job {
                 return Err(e);
             }
             let mut workers = tokio::task::JoinSet::new();
-            for _ in 0..WORKERS.min(slices - 1) {
+            for _ in 0..WORKERS.min(slices.saturating_sub(1)) {
                 let job = self.clone();
                 let etag = head.etag.clone();
                 workers.spawn(async move { job.worker(head.length, etag).await });
@@ -430,7 +435,7 @@ impl Job {
             let mut attempt = 0;
             loop {
                 attempt += 1;
-                let result = match self.fetch(start, end - 1, etag.as_deref()).await {
+                let result = match self.fetch(Some((start, end - 1)), etag.as_deref()).await {
                     Ok((_, head)) if head.length != length || head.etag != etag => {
                         Err(SliceError::Fatal(invalid("the object changed at the origin during the fill")))
                     }
@@ -457,14 +462,16 @@ impl Job {
     /// One ranged origin request; the answer and what it says of the object.
     async fn fetch(
         &self,
-        from: u64,
-        to: u64,
+        range: Option<(u64, u64)>,
         if_match: Option<&str>,
     ) -> Result<(reqwest::Response, Head), SliceError> {
         let rule = &self.runtime.rule;
         let metrics = &self.mirror.metrics;
         let mut passed = self.passed.clone();
-        passed.insert(header::RANGE, value(&format!("bytes={from}-{to}")));
+        let (from, to) = range.unwrap_or((0, u64::MAX));
+        if range.is_some() {
+            passed.insert(header::RANGE, value(&format!("bytes={from}-{to}")));
+        }
         if let Some(e) = if_match.and_then(|e| HeaderValue::from_str(e).ok()) {
             passed.insert(header::IF_MATCH, e);
         }

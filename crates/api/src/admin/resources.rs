@@ -205,21 +205,24 @@ pub(crate) async fn list<R: ResourceKind>(
         return Err(ApiError::bad_request("InvalidArgument", "q", "at most 256 bytes"));
     }
     let implied = R::implied(&app.catalog.snapshot());
+    // A kind with secrets is searched in what reads show, never in the stored secret (the
+    // filter would otherwise tell, one guess at a time, whether a secret contains a string).
     // One more than asked tells whether there is a next page.
-    let mut rows: Vec<Resource> = if let (true, Some(q)) = (implied.is_empty(), filter) {
+    let mut rows: Vec<Resource> = if let (true, Some(q)) = (implied.is_empty() && !R::has_secrets(), filter) {
         app.catalog
             .store()
             .list_matching(R::KIND, params.after.as_deref(), limit + 1, q)
             .await
             .map_err(|e| ApiError::unavailable(&e))?
-    } else if implied.is_empty() {
+    } else if implied.is_empty() && filter.is_none() {
         app.catalog
             .store()
             .list(R::KIND, params.after.as_deref(), limit + 1)
             .await
             .map_err(|e| ApiError::unavailable(&e))?
     } else {
-        // Implied resources (pools) are few: merge them with the stored ones in memory.
+        // Implied resources (pools) are few: merge them with the stored ones in memory. Kinds
+        // with secrets (mirror rules) are few too, and searched here as reads show them.
         let mut stored =
             app.catalog.store().list(R::KIND, None, i64::MAX).await.map_err(|e| ApiError::unavailable(&e))?;
         for name in implied {
@@ -232,7 +235,15 @@ pub(crate) async fn list<R: ResourceKind>(
         stored
             .into_iter()
             .filter(|r| r.name.as_str() > after)
-            .filter(|r| filter.is_none_or(|q| r.name.contains(q) || r.body.contains(q)))
+            .filter(|r| {
+                filter.is_none_or(|q| {
+                    let shown = || match serde_json::from_str(&r.body) {
+                        Ok(body) if R::has_secrets() => R::shown(body).to_string(),
+                        _ => r.body.clone(),
+                    };
+                    r.name.contains(q) || shown().contains(q)
+                })
+            })
             .take(limit as usize + 1)
             .collect()
     };
