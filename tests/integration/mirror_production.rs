@@ -93,7 +93,9 @@ impl RunningRecorder {
     }
 }
 
-async fn recorded(State(rec): State<Recorder>, uri: Uri, headers: HeaderMap) -> Response {
+async fn recorded(State(rec): State<Recorder>, method: Method, uri: Uri, mut headers: HeaderMap) -> Response {
+    // The method goes with the headers seen, under a name no client sends.
+    headers.insert("x-seen-method", method.as_str().parse().unwrap());
     let range = headers.get("range").and_then(|v| v.to_str().ok()).unwrap_or("").to_owned();
     let (object, mut fail, delay, name, throttle, etag) = {
         let mut inner = rec.inner.lock().unwrap();
@@ -435,11 +437,13 @@ async fn a_proxy_rule_streams_ranges_and_conditionals_and_never_stores() {
     assert_eq!(resp.status(), 200);
     let (s, _, _) = gw.get("/live/v.bin?x-oss-process=image/resize,w_10", &[]).await;
     assert_eq!(s, StatusCode::BAD_REQUEST);
-    // Every request went to the origin (HEAD as a GET whose body is not read) ...
+    // Every request went to the origin (the HEAD as a HEAD) ...
     assert_eq!(origin.requests(), 6);
     let seen = origin.seen();
     assert_eq!(seen[3].1.get("range").unwrap(), "bytes=10-19");
     assert_eq!(seen[4].1.get("if-none-match").unwrap(), "\"v1\"");
+    assert_eq!(seen[5].1["x-seen-method"], "HEAD");
+    assert_eq!(seen[0].1["x-seen-method"], "GET");
     // ... and nothing was kept.
     assert_eq!(disk_usage(&gw.store_dir()).1, 0, "a proxy rule stored a copy");
     let (s, _) = gw.admin(Method::GET, "/admin/v1/mirror/objects/live/v.bin", None).await;

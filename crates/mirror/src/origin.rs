@@ -82,6 +82,8 @@ pub struct Ask {
     pub passed: HeaderMap,
     /// A proxy request: `206`, `304`, `412` and `416` are answers to pass back, not failures.
     pub proxy: bool,
+    /// A proxy's `HEAD`: sent as `HEAD` (fills always `GET`).
+    pub head: bool,
 }
 
 /// Validators of a stored copy, for revalidation.
@@ -205,8 +207,9 @@ impl OriginClient {
                     headers.insert(reqwest::header::IF_MODIFIED_SINCE, d);
                 }
             }
-            sign(rule, "GET", &url, &mut headers);
-            let req = self.client.get(url.clone()).headers(headers);
+            let method = if ask.head { reqwest::Method::HEAD } else { reqwest::Method::GET };
+            sign(rule, method.as_str(), &url, &mut headers);
+            let req = self.client.request(method, url.clone()).headers(headers);
             let response = match tokio::time::timeout(rule.first_byte_timeout(), req.send()).await {
                 Err(_) => return Err(FetchError::Timeout),
                 Ok(Err(e)) if e.is_timeout() => return Err(FetchError::Timeout),

@@ -47,7 +47,7 @@ pub(crate) async fn serve(mirror: &Arc<Mirror>, req: &Request, headers: &HeaderM
     }
     let metrics = &mirror.metrics;
     metrics.origin_fetch(rule);
-    let ask = Ask { passed, proxy: true, ..Ask::default() };
+    let ask = Ask { passed, proxy: true, head: req.head_only, ..Ask::default() };
     let response = match req.runtime.client.fetch(rule, &req.origin_path, &ask).await {
         Ok(f) => f.response,
         Err(e) => {

@@ -209,7 +209,7 @@ async fn original(mirror: &Arc<Mirror>, req: &Request, headers: &HeaderMap) -> (
                 let ask = Ask {
                     validators: Some(validators),
                     passed: rule.spec.headers.passed(headers),
-                    proxy: false,
+                    ..Ask::default()
                 };
                 let started =
                     fill::join_or_start(mirror, &req.runtime, &location, req.origin_path.clone(), ask);
