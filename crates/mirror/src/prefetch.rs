@@ -312,6 +312,10 @@ impl Mirror {
             mirror.prefetch.persist(&live);
             let s = live.snapshot();
             tracing::info!(job = %s.id, done = s.done, failed = s.failed, "Prefetch finished.");
+            // A finished job is read from its file from now on: its paths leave memory.
+            if mirror.prefetch.dir().is_some() {
+                lock(&mirror.prefetch.live).remove(&s.id);
+            }
         });
     }
 

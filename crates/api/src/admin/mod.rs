@@ -26,6 +26,8 @@ use httpdns_catalog::ResourceKind;
 
 /// Largest object the admin API writes into the mirror store in one request.
 const MAX_OBJECT_WRITE: usize = 256 << 20;
+/// Largest prefetch request: 100,000 paths of up to about 160 bytes.
+const MAX_PREFETCH_BODY: usize = 16 << 20;
 
 /// The admin routes, without auth (the caller layers [`require_token`]).
 pub fn routes() -> Router<AppState> {
@@ -39,7 +41,11 @@ pub fn routes() -> Router<AppState> {
         .route("/admin/v1/events/series", get(crate::events::series::series))
         .route("/admin/v1/mirror/purge", axum::routing::post(mirror::purge))
         .route("/admin/v1/mirror/report", get(mirror::report))
-        .route("/admin/v1/mirror/prefetch", axum::routing::post(prefetch::start))
+        .route(
+            "/admin/v1/mirror/prefetch",
+            axum::routing::post(prefetch::start)
+                .layer(axum::extract::DefaultBodyLimit::max(MAX_PREFETCH_BODY)),
+        )
         .route("/admin/v1/mirror/prefetch/{id}", get(prefetch::progress))
         .route(
             "/admin/v1/mirror/objects/{*path}",
