@@ -492,6 +492,40 @@ async fn a_private_bucket_is_fetched_with_sigv4_and_the_secret_never_shows() {
     assert!(!back.to_string().contains("testsecret"));
     let (s, _, got) = gw.get("/priv/b.bin", &[]).await;
     assert_eq!((s, got.as_slice()), (StatusCode::OK, &b"bee"[..]), "the kept secret still signs");
+    // `httpdns export` writes the rule without its secret, and applying that file back changes
+    // nothing (the stored secret stays and still signs).
+    let file = gw.data.path().join("state.yaml");
+    let cli = |args: &[&str]| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_httpdns"))
+            .args(args)
+            .args(["--server", gw.process.base.as_str(), "--token", TOKEN])
+            .env_remove("HTTPDNS_ADMIN_TOKEN")
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    cli(&["export", "-o", file.to_str().unwrap()]);
+    let exported = std::fs::read_to_string(&file).unwrap();
+    assert!(exported.contains("<redacted>") && !exported.contains("testsecret"), "{exported}");
+    // An edit of the exported file, applied: the rules are written with `<redacted>`.
+    assert!(exported.contains("negative_ttl_ms: 10000"), "{exported}");
+    std::fs::write(&file, exported.replace("negative_ttl_ms: 10000", "negative_ttl_ms: 20000")).unwrap();
+    cli(&["apply", "-f", file.to_str().unwrap()]);
+    let (_, rule) = gw.admin(Method::GET, "/admin/v1/mirror/rules/priv", None).await;
+    assert_eq!(rule["negative_ttl_ms"], 20000, "{rule}");
+    gw.admin(Method::POST, "/admin/v1/mirror/purge", Some(json!({"path": "/priv/b.bin"}))).await;
+    let (s, _, got) = gw.get("/priv/b.bin", &[]).await;
+    assert_eq!((s, got.as_slice()), (StatusCode::OK, &b"bee"[..]), "signed after export and apply");
+    // `<redacted>` with nothing stored to keep (a new rule, another key id) is refused.
+    let mut copy = rule.clone();
+    copy["path_prefix"] = json!("/copy");
+    let (s, resp) = gw.admin(Method::PUT, "/admin/v1/mirror/rules/copy", Some(copy)).await;
+    assert_eq!((s, resp["field"].as_str()), (StatusCode::BAD_REQUEST, Some("origin_auth.secret_access_key")));
+    let mut other = rule.clone();
+    other["origin_auth"]["access_key_id"] = json!("otherkey");
+    let (s, _) = gw.admin(Method::PUT, "/admin/v1/mirror/rules/priv", Some(other)).await;
+    assert_eq!(s, StatusCode::BAD_REQUEST);
     // Bad credentials name their field.
     let bad = json!({"path_prefix": "/x", "origin": bucket, "origin_auth": {"kind": "gcs", "access_key_id": "a", "secret_access_key": "b"}});
     let (s, resp) = gw.admin(Method::PUT, "/admin/v1/mirror/rules/x", Some(bad)).await;

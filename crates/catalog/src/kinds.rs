@@ -167,8 +167,11 @@ pub trait ResourceKind: Send + Sync + 'static {
         false
     }
 
-    /// A write that sends back a secret as reads show it keeps the stored one.
-    fn keep_secrets(_spec: &mut Self::Spec, _stored: &Self::Spec) {}
+    /// A write that sends back a secret as reads show it keeps the stored one (`stored`: the
+    /// resource as it is, if it exists); an error when there is none to keep.
+    fn keep_secrets(_spec: &mut Self::Spec, _stored: Option<&Self::Spec>) -> Result<(), FieldError> {
+        Ok(())
+    }
 }
 
 pub struct Networks;
@@ -280,8 +283,8 @@ impl ResourceKind for MirrorRules {
         true
     }
 
-    fn keep_secrets(spec: &mut RuleSpec, stored: &RuleSpec) {
-        spec.keep_secret(stored);
+    fn keep_secrets(spec: &mut RuleSpec, stored: Option<&RuleSpec>) -> Result<(), FieldError> {
+        spec.keep_secret(stored)
     }
 }
 

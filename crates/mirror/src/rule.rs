@@ -236,12 +236,21 @@ pub fn redacted(mut body: serde_json::Value) -> serde_json::Value {
 
 impl RuleSpec {
     /// A write that sends the secret back as reads show it keeps the stored secret (a read,
-    /// edited, written again; `export` then `apply`), as long as the key id is the same.
-    pub fn keep_secret(&mut self, stored: &RuleSpec) {
-        if let (Some(new), Some(old)) = (self.origin_auth.as_mut(), stored.origin_auth.as_ref()) {
-            if new.secret_access_key == REDACTED && new.access_key_id == old.access_key_id {
+    /// edited, written again; `export` then `apply`), as long as the key id is the same; with
+    /// no such stored secret it is refused.
+    pub fn keep_secret(&mut self, stored: Option<&RuleSpec>) -> Result<(), FieldError> {
+        let Some(new) = self.origin_auth.as_mut().filter(|a| a.secret_access_key == REDACTED) else {
+            return Ok(());
+        };
+        match stored.and_then(|s| s.origin_auth.as_ref()) {
+            Some(old) if old.access_key_id == new.access_key_id => {
                 new.secret_access_key = old.secret_access_key.clone();
+                Ok(())
             }
+            _ => Err(FieldError::new(
+                "origin_auth.secret_access_key",
+                format!("{REDACTED} keeps the stored secret, and this rule has none for this access_key_id"),
+            )),
         }
     }
 }

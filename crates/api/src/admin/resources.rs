@@ -98,9 +98,8 @@ pub(crate) async fn put_one<R: ResourceKind>(
     let mut spec: R::Spec = body::parse(&bytes)?;
     if R::has_secrets() {
         let stored = app.catalog.store().get(R::KIND, &name).await.map_err(|e| ApiError::unavailable(&e))?;
-        if let Some(old) = stored.and_then(|r| serde_json::from_str::<R::Spec>(&r.body).ok()) {
-            R::keep_secrets(&mut spec, &old);
-        }
+        let old = stored.and_then(|r| serde_json::from_str::<R::Spec>(&r.body).ok());
+        R::keep_secrets(&mut spec, old.as_ref()).map_err(ApiError::invalid)?;
     }
     R::validate(&spec, &app.settings.validation).map_err(ApiError::invalid)?;
     // Store the canonical form (defaults filled in), so reads and the snapshot agree.
