@@ -190,6 +190,14 @@ try {
   await page.click('text=Look up');
   await page.waitForSelector('text=Not stored: /image/a.txt');
   check(true, 'the copy purged in the page is gone');
+  // Prefetch fills it again, with a progress bar that reaches its end.
+  await page.fill('form[aria-label="Prefetch"] textarea[name=paths]', '/image/a.txt');
+  await page.click('button:has-text("Prefetch")');
+  await page.waitForSelector('#prefetch-progress >> text=/1 of 1: 1 filled, 0 failed \\(done\\)/');
+  const bar = await page.$eval('#prefetch-progress progress', p => [p.value, p.max]);
+  check(bar[0] === 1 && bar[1] === 1, 'the prefetch progress bar is full: ' + JSON.stringify(bar));
+  await page.click('text=Look up');
+  await page.waitForSelector('td:has-text("yes")');
   await shot('mirror');
 
   // The mirror chart: three bars per rule, each the report's figure (no mirror request was

@@ -25,6 +25,8 @@ mod logs;
 mod metrics;
 mod mirror;
 mod mirror_images;
+mod mirror_production;
+mod mirror_slices;
 mod openapi;
 mod origin;
 mod persistence;

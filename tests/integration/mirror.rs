@@ -42,6 +42,11 @@ fn s3s_binary() -> Option<std::path::PathBuf> {
 }
 
 impl S3Server {
+    /// The directory `s3s-fs` serves: `<dir>/<bucket>/<key>`.
+    pub(crate) fn dir(&self) -> &std::path::Path {
+        self._dir.path()
+    }
+
     pub(crate) fn start() -> Option<Self> {
         let Some(bin) = s3s_binary() else {
             httpdns_test_support::skipped(

@@ -156,6 +156,22 @@ pub trait ResourceKind: Send + Sync + 'static {
     fn implied(_published: &Published) -> Vec<String> {
         Vec::new()
     }
+
+    /// A stored body as reads show it: secrets replaced (default: as stored).
+    fn shown(body: serde_json::Value) -> serde_json::Value {
+        body
+    }
+
+    /// Whether bodies of this kind hold secrets that reads do not show.
+    fn has_secrets() -> bool {
+        false
+    }
+
+    /// A write that sends back a secret as reads show it keeps the stored one (`stored`: the
+    /// resource as it is, if it exists); an error when there is none to keep.
+    fn keep_secrets(_spec: &mut Self::Spec, _stored: Option<&Self::Spec>) -> Result<(), FieldError> {
+        Ok(())
+    }
 }
 
 pub struct Networks;
@@ -257,6 +273,18 @@ impl ResourceKind for MirrorRules {
 
     fn validate(spec: &RuleSpec, validation: &Validation) -> Result<(), FieldError> {
         spec.validate_with(validation.allow_local_origins)
+    }
+
+    fn shown(body: serde_json::Value) -> serde_json::Value {
+        httpdns_mirror::rule::redacted(body)
+    }
+
+    fn has_secrets() -> bool {
+        true
+    }
+
+    fn keep_secrets(spec: &mut RuleSpec, stored: Option<&RuleSpec>) -> Result<(), FieldError> {
+        spec.keep_secret(stored)
     }
 }
 

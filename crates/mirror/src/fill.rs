@@ -22,7 +22,7 @@ use sha2::Sha256;
 use tokio::sync::watch;
 
 use crate::objects::{StoredMeta, CHUNK};
-use crate::origin::{FetchError, Validators};
+use crate::origin::{Ask, FetchError};
 use crate::rule::Rule;
 use crate::{Mirror, RuleRuntime};
 
@@ -173,9 +173,9 @@ pub(crate) fn join_or_start(
     runtime: &Arc<RuleRuntime>,
     location: &Path,
     origin_path: String,
-    validators: Option<Validators>,
+    ask: Ask,
 ) -> Result<(Arc<Fill>, bool), FillError> {
-    let key = match &validators {
+    let key = match &ask.validators {
         Some(_) => format!("revalidate:{location}"),
         None => location.to_string(),
     };
@@ -195,7 +195,7 @@ pub(crate) fn join_or_start(
         location: location.clone(),
         key,
         origin_path,
-        validators,
+        ask,
         fill: fill.clone(),
     };
     // Its own task: the fill completes even if every client has gone.
@@ -209,7 +209,7 @@ struct Job {
     location: Path,
     key: String,
     origin_path: String,
-    validators: Option<Validators>,
+    ask: Ask,
     fill: Arc<Fill>,
 }
 
@@ -227,7 +227,7 @@ impl Job {
             Ok(_) => self.mirror.mark_validated(&self.location),
             Err(e) => {
                 metrics.fill_failed(rule);
-                if matches!(e, FillError::Fetch(FetchError::NotFound)) && self.validators.is_none() {
+                if matches!(e, FillError::Fetch(FetchError::NotFound)) && self.ask.validators.is_none() {
                     self.mirror.remember_missing(&self.location, rule.negative_ttl());
                 }
                 tracing::warn!(rule = %rule.name, key = %self.location, error = %e, "Fill failed; nothing stored.");
@@ -254,7 +254,7 @@ impl Job {
     ) -> Result<FillState, FillError> {
         let metrics = &self.mirror.metrics;
         metrics.origin_fetch(rule);
-        let fetched = self.runtime.client.fetch(rule, &self.origin_path, self.validators.as_ref()).await;
+        let fetched = self.runtime.client.fetch(rule, &self.origin_path, &self.ask).await;
         let fetched = match fetched {
             Ok(f) => f,
             Err(e) => {
@@ -360,6 +360,8 @@ impl Job {
             stored_at_ms: httpdns_core::clock::unix_ms(),
             location: None,
         };
+        // Readers of this fill go on reading its file (the inode the copy now is), so an
+        // eviction right after the commit cannot cut them: the copy needs no pin.
         self.mirror.objects.commit(&self.location, staged, &meta).await.map_err(FillError::store)?;
         Ok(FillState::Done { head, meta: Arc::new(meta) })
     }

@@ -110,6 +110,26 @@ pub fn list_files(dir: &FsPath) -> std::io::Result<Vec<PathBuf>> {
     Ok(out)
 }
 
+/// Renames a staged copy to `target` and makes the rename durable. An eviction or purge may
+/// prune the (then empty) directory between its creation and the rename: that is retried.
+pub fn persist(mut staged: tempfile::NamedTempFile, target: &FsPath) -> std::io::Result<()> {
+    let dir = target.parent().ok_or_else(|| std::io::Error::other("a copy's file has a directory"))?;
+    let mut attempt = 0;
+    loop {
+        std::fs::create_dir_all(dir)?;
+        match staged.persist(target) {
+            Ok(_) => break,
+            Err(e) if e.error.kind() == std::io::ErrorKind::NotFound && attempt < 3 => {
+                attempt += 1;
+                staged = e.file;
+            }
+            Err(e) => return Err(e.error),
+        }
+    }
+    // The rename is durable only once the directory entry is.
+    std::fs::File::open(dir)?.sync_all()
+}
+
 /// Removes the copy file `file`, then every directory above it that is left empty, up to
 /// (not including) `root`: a purge leaves nothing behind. `false` when there was no file.
 pub fn remove_file(root: &FsPath, file: &FsPath) -> std::io::Result<bool> {

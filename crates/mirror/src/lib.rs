@@ -13,6 +13,7 @@
 //!   ever holds a complete copy with its metadata.
 //! - Request paths become store paths only through [`key::ObjectKey`].
 
+pub mod cap;
 pub mod conditional;
 mod copy_headers;
 pub mod error;
@@ -21,11 +22,18 @@ mod hot;
 pub mod key;
 pub mod layout;
 pub mod metrics;
+mod negotiate;
 pub mod objects;
 pub mod origin;
+pub mod prefetch;
+mod proxy;
 pub mod rule;
 mod serve;
+mod sigv4;
+mod slice;
+mod store_io;
 pub mod style;
+mod upstream;
 mod variant;
 
 use std::collections::HashMap;
@@ -69,6 +77,8 @@ pub struct Mirror {
     pub objects: Arc<Objects>,
     pub metrics: MirrorMetrics,
     fills: Mutex<HashMap<String, Arc<Fill>>>,
+    /// Fills in slices (`slice_bytes`), by store path.
+    slices: Mutex<HashMap<String, Arc<slice::SliceFill>>>,
     /// Origin 404s remembered until the instant (bounded: expired and least useful entries
     /// are evicted first; an expired one is never believed).
     missing: quick_cache::sync::Cache<String, Instant>,
@@ -79,6 +89,8 @@ pub struct Mirror {
     images: variant::Images,
     /// Origins on this host or its link are allowed (`HTTPDNS_ALLOW_LOCAL_ORIGINS`).
     allow_local_origins: bool,
+    /// Prefetch jobs (`POST /admin/v1/mirror/prefetch`).
+    prefetch: prefetch::Jobs,
 }
 
 impl std::fmt::Debug for Mirror {
@@ -96,10 +108,12 @@ impl Mirror {
             objects: Arc::new(objects),
             metrics,
             fills: Mutex::default(),
+            slices: Mutex::default(),
             missing: quick_cache::sync::Cache::new(MAX_REMEMBERED),
             validated: quick_cache::sync::Cache::new(MAX_REMEMBERED),
             images: variant::Images::new(ImageSettings::default()),
             allow_local_origins: false,
+            prefetch: prefetch::Jobs::default(),
         }
     }
 
@@ -270,6 +284,7 @@ impl Mirror {
                 .any(|b| key == b || key.strip_prefix(b.as_str()).is_some_and(|rest| rest.starts_with('/')))
         };
         self.fills.lock().unwrap_or_else(|e| e.into_inner()).retain(|k, _| !under(k));
+        self.slices.lock().unwrap_or_else(|e| e.into_inner()).retain(|k, _| !under(k));
     }
 
     /// Probes the primary origin of every rule with a probe path, each at its interval,

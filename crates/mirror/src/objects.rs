@@ -16,37 +16,40 @@
 use std::io::{Seek, SeekFrom, Write};
 use std::os::unix::fs::FileExt;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use bytes::Bytes;
 use futures_util::StreamExt;
 use object_store::path::{Path, PathPart};
-use object_store::{GetOptions, GetRange, ObjectStore, ObjectStoreExt, PutPayload};
+use object_store::{GetOptions, GetRange, ObjectStore, ObjectStoreExt};
 use serde::{Deserialize, Serialize};
 use sha2::Digest as _;
 
 use httpdns_net::sendfile::Budget;
 
+use crate::cap::{Cap, Pin, Reserved};
 use crate::copy_headers::CopyHeaders;
 use crate::hot::{HotBodies, HotCopy, Version};
 use crate::layout;
+use crate::store_io::{blocking, local_stream, read_local_meta, read_remote_meta, remote_head, upload};
+pub(crate) use crate::store_io::{pread, pread_blocking};
 
-const MAGIC: &[u8; 8] = b"HDNSMIR1";
-const FOOTER: u64 = 16;
+pub(crate) const MAGIC: &[u8; 8] = b"HDNSMIR1";
+pub(crate) const FOOTER: u64 = 16;
 /// Largest metadata block accepted when reading (a corrupt length is not an allocation).
-const MAX_META: u64 = 64 << 10;
+pub(crate) const MAX_META: u64 = 64 << 10;
 /// Metadata of this many copies is remembered; beyond it the cache starts over.
 const META_CACHE_ENTRIES: usize = 100_000;
 /// Streamed reads and uploads move this much at a time.
 pub(crate) const CHUNK: usize = 256 << 10;
 /// Bytes read per step of a download streamed from a file: what a download its client does not
 /// read holds (besides HTTP/2's send buffer), so small, at the cost of a thread hop per 64 KiB.
-const STREAM_CHUNK: u64 = 64 << 10;
+pub(crate) const STREAM_CHUNK: u64 = 64 << 10;
 /// Ranges up to this size are read in one piece (memory: this much per such response).
-const ONE_PIECE: u64 = 1 << 20;
+pub(crate) const ONE_PIECE: u64 = 1 << 20;
 /// Ranges up to this size are read without a thread hop.
-const INLINE_READ: u64 = 64 << 10;
+pub(crate) const INLINE_READ: u64 = 64 << 10;
 /// Largest body kept in memory (see [`Objects::with_memory`]).
 pub const MEMORY_MAX_OBJECT: u64 = 1 << 20;
 
@@ -127,6 +130,8 @@ pub struct Found {
     pub meta: Arc<StoredMeta>,
     pub(crate) headers: Arc<CopyHeaders>,
     source: Source,
+    /// Keeps a copy read from its file from eviction while the response streams.
+    pin: Option<Arc<Pin>>,
 }
 
 impl Found {
@@ -179,6 +184,8 @@ pub struct Objects {
     /// Large bodies of local copies held in memory are file-backed within this budget (0:
     /// never), so plain connections send them with `sendfile`.
     files: Arc<Budget>,
+    /// The byte cap of local copies (`HTTPDNS_MIRROR_MAX_BYTES`); `None`: no cap.
+    cap: Option<Arc<Cap>>,
 }
 
 impl std::fmt::Debug for Objects {
@@ -207,6 +214,7 @@ impl Objects {
             meta: quick_cache::sync::Cache::new(META_CACHE_ENTRIES),
             hot: no_memory(),
             files: Budget::new(0),
+            cap: None,
         })
     }
 
@@ -220,6 +228,7 @@ impl Objects {
             meta: quick_cache::sync::Cache::new(META_CACHE_ENTRIES),
             hot: no_memory(),
             files: Budget::new(0),
+            cap: None,
         })
     }
 
@@ -250,6 +259,34 @@ impl Objects {
         self
     }
 
+    /// Caps local copies at `max_bytes` (see [`crate::cap`]): the copies on disk are counted
+    /// now, and removed, least recently used first, if they are already over it. A bucket's
+    /// copies are governed by its lifecycle rules, not by this cap.
+    pub fn with_cap(mut self, max_bytes: u64) -> Result<Self, ObjectsError> {
+        let Backend::Local { root } = &self.backend else {
+            return Err(ObjectsError::Io(std::io::Error::other(
+                "a byte cap applies to the local store only; an S3 store's copies follow the bucket's lifecycle rules",
+            )));
+        };
+        let (cap, evict) = Cap::scan(max_bytes, root)?;
+        if !evict.is_empty() {
+            tracing::info!(
+                copies = evict.len(),
+                max_bytes,
+                "Evicting copies to get under the store's byte cap."
+            );
+        }
+        cap.remove_all(&evict);
+        tracing::info!(bytes = cap.bytes(), max_bytes, "Local store capped.");
+        self.cap = Some(cap);
+        Ok(self)
+    }
+
+    /// The byte cap, when there is one (its metrics, its figures).
+    pub fn cap(&self) -> Option<&Arc<Cap>> {
+        self.cap.as_ref()
+    }
+
     pub fn backend_name(&self) -> &'static str {
         match self.backend {
             Backend::Local { .. } => "local",
@@ -272,6 +309,9 @@ impl Objects {
                     match std::fs::metadata(&file_path) {
                         Ok(stat) if stat.is_file() => {
                             if let Some(found) = self.hot_found(location, &Version::of_file(&stat)) {
+                                if let Some(cap) = &self.cap {
+                                    cap.touch(&file_path);
+                                }
                                 return Ok(Some(found));
                             }
                         }
@@ -321,9 +361,18 @@ impl Objects {
                         .await
                         .map_err(|e| std::io::Error::other(e.to_string()))??
                     };
+                    if let Some(cap) = &self.cap {
+                        cap.touch(&file_path);
+                    }
                     return Ok(Some(self.keep_hot(location, version, cached, body)));
                 }
-                Ok(Some(Found { meta: cached.meta, headers: cached.headers, source: Source::Local(file) }))
+                let pin = self.cap.as_ref().and_then(|c| c.touch_and_pin(&file_path)).map(Arc::new);
+                Ok(Some(Found {
+                    meta: cached.meta,
+                    headers: cached.headers,
+                    source: Source::Local(file),
+                    pin,
+                }))
             }
             Backend::Remote(store) => {
                 let Some((key, head)) = remote_head(store.as_ref(), location).await? else { return Ok(None) };
@@ -361,6 +410,7 @@ impl Objects {
                     meta: cached.meta,
                     headers: cached.headers,
                     source: Source::Remote { location: key, e_tag: head.e_tag },
+                    pin: None,
                 }))
             }
         }
@@ -373,22 +423,27 @@ impl Objects {
         if !self.hot.enabled() {
             return None;
         }
-        let stat = std::fs::metadata(layout::local_file(root, location)).ok()?;
+        let file = layout::local_file(root, location);
+        let stat = std::fs::metadata(&file).ok()?;
         if !stat.is_file() {
             return None;
         }
-        self.hot_found(location, &Version::of_file(&stat))
+        let found = self.hot_found(location, &Version::of_file(&stat))?;
+        if let Some(cap) = &self.cap {
+            cap.touch(&file);
+        }
+        Some(found)
     }
 
     fn hot_found(&self, location: &Path, version: &Version) -> Option<Found> {
         let hot = self.hot.get(location.as_ref(), version)?;
-        Some(Found { meta: hot.meta, headers: hot.headers, source: Source::Memory(hot.body) })
+        Some(Found { meta: hot.meta, headers: hot.headers, source: Source::Memory(hot.body), pin: None })
     }
 
     fn keep_hot(&self, location: &Path, version: Version, cached: CachedMeta, body: Bytes) -> Found {
         let copy = HotCopy { meta: cached.meta, headers: cached.headers, body };
         self.hot.insert(location.as_ref(), version, copy.clone());
-        Found { meta: copy.meta, headers: copy.headers, source: Source::Memory(copy.body) }
+        Found { meta: copy.meta, headers: copy.headers, source: Source::Memory(copy.body), pin: None }
     }
 
     fn cached(&self, location: &Path, version: &Version) -> Option<CachedMeta> {
@@ -415,7 +470,7 @@ impl Objects {
         end: u64,
     ) -> futures_util::stream::BoxStream<'static, Result<Bytes, std::io::Error>> {
         match &found.source {
-            Source::Local(file) => local_stream(file.clone(), start, end),
+            Source::Local(file) => local_stream(file.clone(), start, end, found.pin.clone()),
             Source::Memory(body) => {
                 let part = body.slice(start as usize..end as usize);
                 futures_util::stream::once(async move { Ok(part) }).boxed()
@@ -477,7 +532,8 @@ impl Objects {
         Ok(out)
     }
 
-    /// Publishes a fully written and verified staged body at `location`.
+    /// Publishes a fully written and verified staged body at `location`. Under a byte cap, a
+    /// copy that cannot get room is not published (its readers still have the staged file).
     pub async fn commit(
         &self,
         location: &Path,
@@ -500,12 +556,29 @@ impl Objects {
         match &self.backend {
             Backend::Local { root } => {
                 let target = layout::local_file(root, location);
+                let cap = self.cap.clone();
                 tokio::task::spawn_blocking(move || -> Result<(), ObjectsError> {
-                    let dir = target.parent().expect("store paths have a parent");
-                    std::fs::create_dir_all(dir)?;
-                    staged.persist(&target).map_err(|e| e.error)?;
-                    // The rename is durable only once the directory entry is.
-                    std::fs::File::open(dir)?.sync_all()?;
+                    // Held until the rename: the copy cannot be chosen as a victim before it is
+                    // in place.
+                    let _pin = match &cap {
+                        None => None,
+                        Some(cap) => match cap.reserve(&target, staged.as_file().metadata()?.len()) {
+                            Reserved::Room { evict, pin } => {
+                                cap.remove_all(&evict);
+                                Some(pin)
+                            }
+                            Reserved::NoRoom => {
+                                tracing::info!(file = %target.display(), "A copy was served but not kept: no room under the byte cap.");
+                                return Ok(());
+                            }
+                        },
+                    };
+                    if let Err(e) = layout::persist(staged, &target) {
+                        if let Some(cap) = &cap {
+                            cap.forget(&target);
+                        }
+                        return Err(e.into());
+                    }
                     Ok(())
                 })
                 .await
@@ -540,6 +613,9 @@ impl Objects {
         match &self.backend {
             Backend::Local { root } => {
                 let (root, file) = (root.clone(), layout::local_file(root, location));
+                if let Some(cap) = &self.cap {
+                    cap.forget(&file);
+                }
                 Ok(blocking(move || layout::remove_file(&root, &file)).await?)
             }
             Backend::Remote(store) => {
@@ -584,6 +660,7 @@ impl Objects {
                 // Copies in memory and metadata are keyed by store path, which the files do
                 // not tell (hashed parts): forget everything under the prefix by name.
                 self.forget_under(prefix);
+                let cap = self.cap.clone();
                 let n = blocking(move || -> std::io::Result<u64> {
                     let dir_parts = dir.components().count();
                     let mut n = 0;
@@ -591,6 +668,9 @@ impl Objects {
                         // `<dir>/<depth parts>/~`
                         if depth.is_some_and(|d| file.components().count() != dir_parts + d + 1) {
                             continue;
+                        }
+                        if let Some(cap) = &cap {
+                            cap.forget(&file);
                         }
                         n += u64::from(layout::remove_file(&root, &file)?);
                     }
@@ -637,219 +717,5 @@ impl Objects {
         let under = |k: &str| k == p || k.strip_prefix(p).is_some_and(|rest| rest.starts_with('/'));
         self.meta.retain(|k, _| !under(k));
         self.hot.remove_if(under);
-    }
-}
-
-/// The key and `HEAD` of a store path's copy in a bucket. A copy still at its version-1 key is
-/// moved to the current one first (copy, then delete: a reader in between finds one or the
-/// other, and another replica doing the same move is harmless).
-/// How long the look for a copy in the version-1 remote layout may take (see `remote_head`).
-const V1_PROBE: Duration = Duration::from_secs(1);
-
-async fn remote_head(
-    store: &dyn ObjectStore,
-    location: &Path,
-) -> Result<Option<(Path, object_store::ObjectMeta)>, ObjectsError> {
-    let key = layout::remote_key(location);
-    match store.head(&key).await {
-        Ok(h) => return Ok(Some((key, h))),
-        Err(object_store::Error::NotFound { .. }) => {}
-        Err(e) => return Err(e.into()),
-    }
-    let Some(old) = layout::remote_key_v1(location) else { return Ok(None) };
-    // The store just answered for the current key, so an error here is about the old key
-    // itself: on a store built on a file system it is the directory of the children of this
-    // key (`a.jpg` when `a.jpg/b/~` exists). Either way there is no old copy to move. Such a
-    // store answers that directory with 500s, which object_store retries for about ten
-    // seconds: the probe only looks for a copy to migrate, so it gets a bound, and a miss
-    // never waits longer than that for it (past the bound: no old copy, the origin fills).
-    match tokio::time::timeout(V1_PROBE, store.head(&old)).await {
-        Ok(Ok(_)) => {}
-        Ok(Err(_)) | Err(_) => return Ok(None),
-    }
-    match store.copy(&old, &key).await {
-        Ok(()) => {
-            let _ = store.delete(&old).await;
-        }
-        // Gone meanwhile (purged, or moved by another replica): look once more below.
-        Err(object_store::Error::NotFound { .. }) => {}
-        Err(e) => return Err(e.into()),
-    }
-    match store.head(&key).await {
-        Ok(h) => Ok(Some((key, h))),
-        Err(object_store::Error::NotFound { .. }) => Ok(None),
-        Err(e) => Err(e.into()),
-    }
-}
-
-/// Runs blocking file work off the async workers.
-async fn blocking<T: Send + 'static>(
-    f: impl FnOnce() -> std::io::Result<T> + Send + 'static,
-) -> std::io::Result<T> {
-    tokio::task::spawn_blocking(f).await.unwrap_or_else(|e| Err(std::io::Error::other(e.to_string())))
-}
-
-fn read_local_meta(file: &std::fs::File, location: &str) -> Result<StoredMeta, ObjectsError> {
-    let corrupt = |why| ObjectsError::Corrupt(location.to_owned(), why);
-    let size = file.metadata()?.len();
-    let footer = pread(file, size.checked_sub(FOOTER).ok_or(corrupt("shorter than its footer"))?, FOOTER)?;
-    let json_at = meta_range(size, &footer).map_err(corrupt)?;
-    let json = pread(file, json_at.start, json_at.end - json_at.start)?;
-    decode_meta(&json, size, json_at.end - json_at.start).map_err(corrupt)
-}
-
-async fn read_remote_meta(
-    store: &dyn ObjectStore,
-    location: &Path,
-    size: u64,
-) -> Result<StoredMeta, ObjectsError> {
-    let corrupt = |why| ObjectsError::Corrupt(location.to_string(), why);
-    let footer_at = size.checked_sub(FOOTER).ok_or(corrupt("shorter than its footer"))?;
-    let footer = store.get_range(location, footer_at..size).await?;
-    let json_at = meta_range(size, &footer).map_err(corrupt)?;
-    let json_len = json_at.end - json_at.start;
-    let json = store.get_range(location, json_at).await?;
-    decode_meta(&json, size, json_len).map_err(corrupt)
-}
-
-/// Where the metadata JSON sits in an object of `size` bytes ending with `footer`.
-fn meta_range(size: u64, footer: &[u8]) -> Result<std::ops::Range<u64>, &'static str> {
-    if footer.len() != FOOTER as usize || &footer[8..] != MAGIC {
-        return Err("bad footer");
-    }
-    let json_len = u64::from_le_bytes(footer[..8].try_into().map_err(|_| "bad footer")?);
-    if json_len > MAX_META || json_len + FOOTER > size {
-        return Err("bad metadata length");
-    }
-    Ok(size - FOOTER - json_len..size - FOOTER)
-}
-
-fn decode_meta(json: &[u8], size: u64, json_len: u64) -> Result<StoredMeta, &'static str> {
-    let meta: StoredMeta = serde_json::from_slice(json).map_err(|_| "metadata is not JSON")?;
-    if meta.length + json_len + FOOTER != size {
-        return Err("body length disagrees with metadata");
-    }
-    Ok(meta)
-}
-
-/// `len` bytes of `file` at `at`. Reads above [`INLINE_READ`] go into pooled buffers: a
-/// fresh megabyte per response was mostly page faults and zeroing (a third of the 1 MiB hit
-/// path's time in a profile).
-pub(crate) fn pread(file: &std::fs::File, at: u64, len: u64) -> std::io::Result<Bytes> {
-    if len <= INLINE_READ {
-        let mut buf = vec![0u8; len as usize];
-        return file.read_exact_at(&mut buf, at).map(|()| Bytes::from(buf));
-    }
-    let mut buf = Pooled::take(len as usize);
-    file.read_exact_at(&mut buf.0, at)?;
-    Ok(Bytes::from_owner(buf))
-}
-
-/// A read buffer that goes back to a small pool when the last `Bytes` of it is dropped
-/// (after hyper has written it), so large reads reuse warm, already-mapped memory.
-struct Pooled(Vec<u8>);
-
-/// Buffers kept for reuse; beyond this they are freed.
-const POOL_BUFFERS: usize = 64;
-static POOL: Mutex<Vec<Vec<u8>>> = Mutex::new(Vec::new());
-
-impl Pooled {
-    fn take(len: usize) -> Self {
-        let reused = POOL.lock().unwrap_or_else(|e| e.into_inner()).pop();
-        let mut buf = reused.unwrap_or_default();
-        // Only growth is zeroed; a reused buffer of the usual size is not touched.
-        buf.resize(len, 0);
-        Self(buf)
-    }
-}
-
-impl AsRef<[u8]> for Pooled {
-    fn as_ref(&self) -> &[u8] {
-        &self.0
-    }
-}
-
-impl Drop for Pooled {
-    fn drop(&mut self) {
-        let buf = std::mem::take(&mut self.0);
-        if buf.capacity() <= ONE_PIECE as usize {
-            let mut pool = POOL.lock().unwrap_or_else(|e| e.into_inner());
-            if pool.len() < POOL_BUFFERS {
-                pool.push(buf);
-            }
-        }
-    }
-}
-
-/// [`pread`] on a blocking thread.
-pub(crate) async fn pread_blocking(file: Arc<std::fs::File>, at: u64, len: u64) -> std::io::Result<Bytes> {
-    tokio::task::spawn_blocking(move || pread(&file, at, len))
-        .await
-        .unwrap_or_else(|e| Err(std::io::Error::other(e.to_string())))
-}
-
-/// Streams `start..end` of an open file, one chunk read (on a blocking thread) each time the
-/// connection asks for more. Nothing is read ahead: a client that stops reading holds one
-/// chunk and no thread, however many such streams are open (a read-ahead channel held four
-/// chunks and a blocking thread per stalled download).
-fn local_stream(
-    file: Arc<std::fs::File>,
-    start: u64,
-    end: u64,
-) -> futures_util::stream::BoxStream<'static, Result<Bytes, std::io::Error>> {
-    futures_util::stream::unfold(Some((file, start)), move |next| async move {
-        let (file, at) = next?;
-        if at >= end {
-            return None;
-        }
-        let n = (end - at).min(STREAM_CHUNK);
-        match pread_blocking(file.clone(), at, n).await {
-            Ok(bytes) => Some((Ok(bytes), Some((file, at + n)))),
-            Err(e) => Some((Err(e), None)),
-        }
-    })
-    .boxed()
-}
-
-/// Uploads a staged file: one put when small, else a multipart upload (atomic on completion;
-/// aborted on any error so no part lingers).
-async fn upload(
-    store: &dyn ObjectStore,
-    location: &Path,
-    staged: tempfile::NamedTempFile,
-) -> Result<(), ObjectsError> {
-    const PART: u64 = 8 << 20;
-    let file = Arc::new(staged.reopen()?);
-    let size = file.metadata()?.len();
-    if size <= PART {
-        let body = pread_blocking(file, 0, size).await?;
-        store.put(location, PutPayload::from(body)).await?;
-        return Ok(());
-    }
-    let mut upload = object_store::WriteMultipart::new_with_chunk_size(
-        store.put_multipart(location).await?,
-        PART as usize,
-    );
-    let mut at = 0u64;
-    let result: Result<(), ObjectsError> = async {
-        while at < size {
-            let n = (size - at).min(PART);
-            let chunk = pread_blocking(file.clone(), at, n).await?;
-            upload.wait_for_capacity(2).await?;
-            upload.put(chunk);
-            at += n;
-        }
-        Ok(())
-    }
-    .await;
-    match result {
-        Ok(()) => {
-            upload.finish().await?;
-            Ok(())
-        }
-        Err(e) => {
-            let _ = upload.abort().await;
-            Err(e)
-        }
     }
 }

@@ -1,9 +1,12 @@
-//! Fetching from origins: failover between primary and backup, redirects followed by hand
-//! with every hop checked, timeouts for connect, first byte and idle, and a health probe.
+//! Fetching from origins: failover along the rule's origins (`origin`, `origins` by priority,
+//! `backup_origin`), redirects followed by hand with every hop checked, timeouts for connect,
+//! first byte and idle, a health probe, and SigV4 signing for private buckets.
 //!
-//! Nothing from the client reaches the origin: not its query string (unless the rule lists
-//! parameters), not `Range`, `Authorization`, cookies or `Accept-Encoding`. Fills ask for
-//! `identity`, so what is stored is the object itself and its length can be checked.
+//! Nothing from the client reaches the origin unless the rule says so: not its query string
+//! (unless the rule lists parameters), not cookies or other headers (unless `headers` passes
+//! them), never `Authorization` or `Accept-Encoding`, and `Range` and conditionals only for a
+//! proxy rule (`store: false`). Requests ask for `identity`, so what is stored is the object
+//! itself and its length can be checked.
 
 use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -66,8 +69,21 @@ impl FetchError {
 #[derive(Debug)]
 pub struct Fetched {
     pub response: reqwest::Response,
-    /// 0 primary, 1 backup.
+    /// Which origin answered, in the order tried when all are up (0: the first).
     pub origin: usize,
+}
+
+/// What one origin request carries beyond the object's URL.
+#[derive(Debug, Default, Clone)]
+pub struct Ask {
+    /// A revalidation's validators.
+    pub validators: Option<Validators>,
+    /// Client headers the rule passes (a proxy's `Range` and conditionals among them).
+    pub passed: HeaderMap,
+    /// A proxy request: `206`, `304`, `412` and `416` are answers to pass back, not failures.
+    pub proxy: bool,
+    /// A proxy's `HEAD`: sent as `HEAD` (fills always `GET`).
+    pub head: bool,
 }
 
 /// Validators of a stored copy, for revalidation.
@@ -82,8 +98,8 @@ pub struct Validators {
 #[derive(Debug)]
 pub struct OriginClient {
     client: reqwest::Client,
-    /// Until when (unix ms) the primary is considered down; 0 when up.
-    primary_down_until: AtomicU64,
+    /// Until when (unix ms) each origin is considered down; 0 when up.
+    down_until: Vec<AtomicU64>,
     allow_local: bool,
 }
 
@@ -117,44 +133,44 @@ impl OriginClient {
             .dns_resolver(GuardedResolver { trusted_hosts: Arc::new(trusted_hosts), allow_local })
             .build()
             .expect("an HTTP client with static settings");
-        Self { client, primary_down_until: AtomicU64::new(0), allow_local }
+        let down_until = rule.origins.iter().map(|_| AtomicU64::new(0)).collect();
+        Self { client, down_until, allow_local }
     }
 
     pub fn primary_up(&self) -> bool {
-        self.primary_down_until.load(Ordering::Relaxed) <= httpdns_core::clock::unix_ms()
+        self.up(0)
     }
 
-    fn mark_primary(&self, up: bool, rule: &Rule) {
+    fn up(&self, idx: usize) -> bool {
+        self.down_until.get(idx).is_none_or(|d| d.load(Ordering::Relaxed) <= httpdns_core::clock::unix_ms())
+    }
+
+    fn mark(&self, idx: usize, up: bool, rule: &Rule) {
         let until = if up { 0 } else { httpdns_core::clock::unix_ms() + rule.spec.probe_interval_ms };
-        self.primary_down_until.store(until, Ordering::Relaxed);
+        if let Some(d) = self.down_until.get(idx) {
+            d.store(until, Ordering::Relaxed);
+        }
     }
 
-    /// Fetches `path_and_query` (encoded, no leading `/`) from the rule's origins: the primary
-    /// first unless it is down, the backup when the primary fails over.
-    pub async fn fetch(
-        &self,
-        rule: &Rule,
-        path_and_query: &str,
-        validators: Option<&Validators>,
-    ) -> Result<Fetched, FetchError> {
+    /// Fetches `path_and_query` (encoded, no leading `/`) from the rule's origins in order,
+    /// those marked down (a failure within the last probe interval) after those up; each one
+    /// that fails over hands on to the next, as the backup always did.
+    pub async fn fetch(&self, rule: &Rule, path_and_query: &str, ask: &Ask) -> Result<Fetched, FetchError> {
         let mut order: Vec<usize> = (0..rule.origins.len()).collect();
-        if order.len() > 1 && !self.primary_up() {
-            order.swap(0, 1);
-        }
+        // Stable: priority order among the up ones, then among the down ones.
+        order.sort_by_key(|i| !self.up(*i));
         let mut last = FetchError::Unreachable("no origin".into());
         for (i, idx) in order.iter().copied().enumerate() {
-            let result = self.fetch_from(rule, idx, path_and_query, validators).await;
+            let result = self.fetch_from(rule, idx, path_and_query, ask).await;
             match result {
                 Ok(response) => {
-                    if idx == 0 {
-                        self.mark_primary(true, rule);
-                    }
+                    self.mark(idx, true, rule);
                     return Ok(Fetched { response, origin: idx });
                 }
                 Err(e) => {
                     let over = e.fails_over(rule);
-                    if idx == 0 && over && !matches!(e, FetchError::NotFound) {
-                        self.mark_primary(false, rule);
+                    if over && !matches!(e, FetchError::NotFound) {
+                        self.mark(idx, false, rule);
                     }
                     tracing::debug!(rule = %rule.name, origin = idx, error = %e, "Origin fetch failed.");
                     last = e;
@@ -172,20 +188,28 @@ impl OriginClient {
         rule: &Rule,
         idx: usize,
         path_and_query: &str,
-        validators: Option<&Validators>,
+        ask: &Ask,
     ) -> Result<reqwest::Response, FetchError> {
         let mut url = object_url(&rule.origins[idx], path_and_query)?;
         for _ in 0..=MAX_REDIRECTS {
             check_hop(rule, &url, self.allow_local).await?;
-            let mut req = self.client.get(url.clone()).headers(fill_headers(rule));
-            if let Some(v) = validators {
-                if let Some(e) = v.etag.as_deref().and_then(|e| HeaderValue::from_str(e).ok()) {
-                    req = req.header(reqwest::header::IF_NONE_MATCH, e);
-                }
-                if let Some(d) = v.last_modified.as_deref().and_then(|d| HeaderValue::from_str(d).ok()) {
-                    req = req.header(reqwest::header::IF_MODIFIED_SINCE, d);
+            let mut headers = ask.passed.clone();
+            for (k, v) in fill_headers(rule) {
+                if let Some(k) = k {
+                    headers.insert(k, v);
                 }
             }
+            if let Some(v) = &ask.validators {
+                if let Some(e) = v.etag.as_deref().and_then(|e| HeaderValue::from_str(e).ok()) {
+                    headers.insert(reqwest::header::IF_NONE_MATCH, e);
+                }
+                if let Some(d) = v.last_modified.as_deref().and_then(|d| HeaderValue::from_str(d).ok()) {
+                    headers.insert(reqwest::header::IF_MODIFIED_SINCE, d);
+                }
+            }
+            let method = if ask.head { reqwest::Method::HEAD } else { reqwest::Method::GET };
+            sign(rule, method.as_str(), &url, &mut headers);
+            let req = self.client.request(method, url.clone()).headers(headers);
             let response = match tokio::time::timeout(rule.first_byte_timeout(), req.send()).await {
                 Err(_) => return Err(FetchError::Timeout),
                 Ok(Err(e)) if e.is_timeout() => return Err(FetchError::Timeout),
@@ -204,6 +228,7 @@ impl OriginClient {
             }
             return match status.as_u16() {
                 200 | 304 => Ok(response),
+                206 | 412 | 416 if ask.proxy => Ok(response),
                 404 | 410 => Err(FetchError::NotFound),
                 s => Err(FetchError::Status(s)),
             };
@@ -215,10 +240,12 @@ impl OriginClient {
     pub async fn probe(&self, rule: &Rule) -> bool {
         let Some(path) = &rule.spec.probe_path else { return true };
         let Ok(url) = rule.origins[0].join(path) else { return false };
-        let req = self.client.head(url).headers(fill_headers(rule)).send();
+        let mut headers = fill_headers(rule);
+        sign(rule, "HEAD", &url, &mut headers);
+        let req = self.client.head(url).headers(headers).send();
         let up = matches!(tokio::time::timeout(rule.first_byte_timeout(), req).await,
             Ok(Ok(r)) if r.status().is_success() || r.status().is_redirection());
-        self.mark_primary(up, rule);
+        self.mark(0, up, rule);
         up
     }
 }
@@ -231,10 +258,34 @@ fn object_url(base: &Url, path_and_query: &str) -> Result<Url, FetchError> {
     Url::parse(&s).map_err(|e| FetchError::Invalid(format!("origin URL: {e}")))
 }
 
-/// The headers of every origin request: the rule's, then ours (which win).
+/// Signs a request for a private bucket (`origin_auth`): every hop, since a redirect changes
+/// the URL the signature covers.
+fn sign(rule: &Rule, method: &str, url: &Url, headers: &mut HeaderMap) {
+    let Some(auth) = &rule.spec.origin_auth else { return };
+    let date = crate::sigv4::amz_date(httpdns_core::clock::unix_ms() / 1000);
+    let signer = crate::sigv4::Signer {
+        access_key_id: &auth.access_key_id,
+        secret_access_key: &auth.secret_access_key,
+        region: &auth.region,
+    };
+    let range = headers.get(reqwest::header::RANGE).and_then(|r| r.to_str().ok());
+    let authorization = signer.authorization(method, url, &date, range);
+    let value = |s: &str| HeaderValue::from_str(s).unwrap_or_else(|_| HeaderValue::from_static(""));
+    headers.insert(HeaderName::from_static("x-amz-date"), value(&date));
+    headers.insert(
+        HeaderName::from_static("x-amz-content-sha256"),
+        HeaderValue::from_static(crate::sigv4::EMPTY_SHA256),
+    );
+    let mut authorization = value(&authorization);
+    authorization.set_sensitive(true);
+    headers.insert(reqwest::header::AUTHORIZATION, authorization);
+}
+
+/// The headers every origin request sets: the rule's (`set_headers`, then `headers.set`), then
+/// ours (which win).
 fn fill_headers(rule: &Rule) -> HeaderMap {
     let mut h = HeaderMap::new();
-    for (k, v) in &rule.spec.set_headers {
+    for (k, v) in rule.spec.set_headers.iter().chain(&rule.spec.headers.set) {
         if let (Ok(k), Ok(v)) = (HeaderName::from_bytes(k.as_bytes()), HeaderValue::from_str(v)) {
             h.insert(k, v);
         }

@@ -10,6 +10,8 @@ use httpdns_core::model::FieldError;
 use serde::{Deserialize, Serialize};
 use url::Url;
 
+pub use crate::upstream::{HeaderRules, OriginAuth, OriginSpec, REDACTED};
+
 /// One rule as stored (`/admin/v1/mirror/rules/{name}`). Defaults are written out when stored,
 /// so a read shows what is in force.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -17,8 +19,27 @@ use url::Url;
 pub struct RuleSpec {
     /// The request path prefix, e.g. `/image`. Matched on whole segments.
     pub path_prefix: String,
-    /// The primary origin's base URL; the key is appended to its path.
+    /// The primary origin's base URL; the key is appended to its path. May be left out when
+    /// `origins` lists them.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub origin: String,
+    /// More origins, tried after `origin` by ascending priority (then `backup_origin`), each
+    /// failing over to the next by the same rules as the backup.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub origins: Vec<OriginSpec>,
+    /// Credentials of a private origin bucket: every origin request is SigV4-signed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub origin_auth: Option<OriginAuth>,
+    /// Which client request headers reach the origin, and what is set on origin requests.
+    #[serde(default, skip_serializing_if = "HeaderRules::is_empty")]
+    pub headers: HeaderRules,
+    /// `false`: proxy without keeping a copy (every request streamed from the origin, with its
+    /// `Range` and conditionals).
+    #[serde(default = "yes")]
+    pub store: bool,
+    /// Fill objects larger than this in ranges of this size (`None`: whole).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slice_bytes: Option<u64>,
     /// A backup origin, tried when the primary fails (5xx, timeout, refused) or is down.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub backup_origin: Option<String>,
@@ -95,10 +116,6 @@ fn yes() -> bool {
     true
 }
 
-/// Headers a rule may not set: they would break framing or leak client state.
-const FORBIDDEN_SET_HEADERS: &[&str] =
-    &["content-length", "transfer-encoding", "connection", "range", "accept-encoding", "te", "upgrade"];
-
 impl RuleSpec {
     /// Whether the rule compiles: the URLs and prefixes parse and every other field is in range.
     pub fn validate(&self) -> Result<(), FieldError> {
@@ -111,9 +128,9 @@ impl RuleSpec {
     /// again, on their resolved addresses, at every connect.
     pub fn validate_with(&self, allow_local: bool) -> Result<(), FieldError> {
         self.validate()?;
-        let fields = std::iter::once(("origin", &self.origin))
-            .chain(self.backup_origin.iter().map(|o| ("backup_origin", o)))
-            .chain(self.redirect_origins.iter().map(|o| ("redirect_origins", o)));
+        let ordered = crate::upstream::ordered(&self.origin, &self.origins, self.backup_origin.as_deref());
+        let fields =
+            ordered.into_iter().chain(self.redirect_origins.iter().map(|o| ("redirect_origins", o.as_str())));
         for (field, raw) in fields {
             let url = parse_origin(raw, field)?;
             match host_class(&url) {
@@ -189,20 +206,52 @@ impl RuleSpec {
         if let Some(t) = self.ttl_s {
             bounded("ttl_s", t, 1, 10 * 365 * 86_400)?;
         }
-        for (k, v) in &self.set_headers {
-            let name = http::HeaderName::from_bytes(k.as_bytes())
-                .map_err(|_| FieldError::new("set_headers", format!("{k:.64?} is not a header name")))?;
-            if FORBIDDEN_SET_HEADERS.contains(&name.as_str()) {
-                return Err(FieldError::new("set_headers", format!("{k} may not be set on origin fetches")));
-            }
-            if http::HeaderValue::from_str(v).is_err() || v.contains(['\r', '\n']) || v.len() > 1024 {
+        crate::upstream::check_set("set_headers", &self.set_headers)?;
+        crate::upstream::check_origins(&self.origins)?;
+        self.headers.check()?;
+        if let Some(auth) = &self.origin_auth {
+            auth.check()?;
+        }
+        if let Some(n) = self.slice_bytes {
+            bounded("slice_bytes", n, 1 << 20, 1 << 30)?;
+            if !self.store {
                 return Err(FieldError::new(
-                    "set_headers",
-                    format!("the value of {k} is not a valid header value"),
+                    "slice_bytes",
+                    "slices are stored copies; a store: false rule keeps none",
                 ));
             }
         }
         Ok(())
+    }
+}
+
+/// A stored rule as reads show it (admin API, `export`, console): the secret of `origin_auth`
+/// replaced by [`REDACTED`].
+pub fn redacted(mut body: serde_json::Value) -> serde_json::Value {
+    if let Some(secret) = body.pointer_mut("/origin_auth/secret_access_key") {
+        *secret = serde_json::Value::String(REDACTED.into());
+    }
+    body
+}
+
+impl RuleSpec {
+    /// A write that sends the secret back as reads show it keeps the stored secret (a read,
+    /// edited, written again; `export` then `apply`), as long as the key id is the same; with
+    /// no such stored secret it is refused.
+    pub fn keep_secret(&mut self, stored: Option<&RuleSpec>) -> Result<(), FieldError> {
+        let Some(new) = self.origin_auth.as_mut().filter(|a| a.secret_access_key == REDACTED) else {
+            return Ok(());
+        };
+        match stored.and_then(|s| s.origin_auth.as_ref()) {
+            Some(old) if old.access_key_id == new.access_key_id => {
+                new.secret_access_key = old.secret_access_key.clone();
+                Ok(())
+            }
+            _ => Err(FieldError::new(
+                "origin_auth.secret_access_key",
+                format!("{REDACTED} keeps the stored secret, and this rule has none for this access_key_id"),
+            )),
+        }
     }
 }
 
@@ -294,10 +343,12 @@ pub struct Rule {
 impl Rule {
     pub fn compile(name: &str, spec: RuleSpec) -> Result<Self, FieldError> {
         let prefix = parse_prefix(&spec.path_prefix)?;
-        let mut origins = vec![parse_origin(&spec.origin, "origin")?];
-        if let Some(b) = &spec.backup_origin {
-            origins.push(parse_origin(b, "backup_origin")?);
+        let ordered = crate::upstream::ordered(&spec.origin, &spec.origins, spec.backup_origin.as_deref());
+        if ordered.is_empty() {
+            return Err(FieldError::new("origin", "give origin or origins"));
         }
+        let origins =
+            ordered.iter().map(|(field, raw)| parse_origin(raw, field)).collect::<Result<Vec<_>, _>>()?;
         let replace_prefix = match spec.replace_prefix.as_deref() {
             None | Some("") => Vec::new(),
             Some(r) => parse_prefix(r).map_err(|e| FieldError::new("replace_prefix", e.message))?,

@@ -18,7 +18,7 @@ use crate::fill::{self, FillError, FillHead, FillState};
 use crate::key::ObjectKey;
 use crate::metrics::Outcome;
 use crate::objects::{store_path, Found, StoredMeta};
-use crate::origin::{FetchError, Validators};
+use crate::origin::{Ask, FetchError, Validators};
 use crate::{Mirror, RuleRuntime};
 
 /// What the mirror listeners serve: [`router`] behind [`HotHits`].
@@ -41,6 +41,8 @@ pub(crate) struct Request {
     /// Canonical forwarded query, when the rule lets the query select the object.
     pub(crate) query_key: Option<String>,
     process: Option<ImageProcess>,
+    /// The answer depends on `Accept` (`format,auto`): sent with `Vary: Accept`.
+    vary_accept: bool,
     pub(crate) head_only: bool,
     /// The connection's handle: a body streamed from a file or the store holds a unit on it.
     pub(crate) conn: Option<httpdns_net::ConnHandle>,
@@ -74,19 +76,36 @@ async fn serve_request(mirror: &Arc<Mirror>, request: axum::extract::Request) ->
             return r;
         }
     };
-    let req = match parse(mirror, &uri, head_only) {
+    let req = match parse(mirror, &uri, head_only, headers.get(header::ACCEPT)) {
         Ok(r) => Request { conn, ..r },
         Err(resp) => return *resp,
     };
-    let (outcome, resp) = match &req.process {
+    let (outcome, mut resp) = match &req.process {
         Some(ops) => crate::variant::serve(mirror, &req, ops, &headers).await,
+        None if !req.runtime.rule.spec.store => crate::proxy::serve(mirror, &req, &headers).await,
         None => original(mirror, &req, &headers).await,
     };
     req.runtime.series.request(outcome);
+    if req.vary_accept {
+        resp.headers_mut().insert(header::VARY, HeaderValue::from_static("Accept"));
+    }
     resp
 }
 
-fn parse(mirror: &Mirror, uri: &Uri, head_only: bool) -> Result<Request, Box<Response>> {
+/// [`parse`] of a path given to the admin API (prefetch): why it is not one the gateway serves.
+pub(crate) fn parse_path(mirror: &Mirror, uri: &Uri) -> Result<Request, String> {
+    parse(mirror, uri, false, None).map_err(|resp| match resp.status() {
+        StatusCode::NOT_FOUND => "no mirror rule matches this path".to_owned(),
+        _ => "not a valid mirror path (or query)".to_owned(),
+    })
+}
+
+fn parse(
+    mirror: &Mirror,
+    uri: &Uri,
+    head_only: bool,
+    accept: Option<&HeaderValue>,
+) -> Result<Request, Box<Response>> {
     let bad = |field: &str, msg: String| {
         Box::new(error(StatusCode::BAD_REQUEST, "InvalidArgument", Some(field), &msg))
     };
@@ -101,15 +120,34 @@ fn parse(mirror: &Mirror, uri: &Uri, head_only: bool) -> Result<Request, Box<Res
     let key = ObjectKey::parse(&rest).map_err(|e| bad("path", e.0.to_owned()))?;
     let rule = &runtime.rule;
     let mut process = None;
+    let mut vary_accept = false;
     let mut forwarded: Vec<(String, String)> = Vec::new();
     for (k, v) in form_urlencoded::parse(uri.query().unwrap_or("").as_bytes()) {
         if k == "x-oss-process" {
             if process.is_some() {
                 return Err(bad("x-oss-process", "given more than once".into()));
             }
+            if rule.spec.image_process && !rule.spec.store {
+                return Err(bad(
+                    "x-oss-process",
+                    "this rule proxies without keeping copies; variants need one".into(),
+                ));
+            }
             if rule.spec.image_process {
-                let ops = mirror.images.process(&v).map_err(|e| bad(&e.param, e.to_string()))?;
-                process = Some(ops);
+                let webp = accept.and_then(|a| a.to_str().ok()).is_some_and(crate::negotiate::accepts_webp);
+                let resolved = crate::negotiate::resolve(&v, webp);
+                vary_accept |= resolved.is_some();
+                match resolved.as_deref() {
+                    // `image/format,auto` for a client without WebP: the original as it is.
+                    Some(chain) if chain.eq_ignore_ascii_case("image") => {}
+                    chain => {
+                        let ops = mirror
+                            .images
+                            .process(chain.unwrap_or(&v))
+                            .map_err(|e| bad(&e.param, e.to_string()))?;
+                        process = Some(ops);
+                    }
+                }
             }
         } else if rule.spec.pass_query
             && (rule.query_params.is_empty() || rule.query_params.contains(k.as_ref()))
@@ -131,7 +169,7 @@ fn parse(mirror: &Mirror, uri: &Uri, head_only: bool) -> Result<Request, Box<Res
         origin_path.push('?');
         origin_path.push_str(q);
     }
-    Ok(Request { runtime, segments, origin_path, query_key, process, head_only, conn: None })
+    Ok(Request { runtime, segments, origin_path, query_key, process, vary_accept, head_only, conn: None })
 }
 
 impl Request {
@@ -168,13 +206,13 @@ async fn original(mirror: &Arc<Mirror>, req: &Request, headers: &HeaderMap) -> (
                     etag: found.meta.origin_etag.clone(),
                     last_modified: found.meta.origin_last_modified.clone(),
                 };
-                let started = fill::join_or_start(
-                    mirror,
-                    &req.runtime,
-                    &location,
-                    req.origin_path.clone(),
-                    Some(validators),
-                );
+                let ask = Ask {
+                    validators: Some(validators),
+                    passed: rule.spec.headers.passed(headers),
+                    ..Ask::default()
+                };
+                let started =
+                    fill::join_or_start(mirror, &req.runtime, &location, req.origin_path.clone(), ask);
                 if age_ms <= (ttl + rule.spec.stale_if_error_s) * 1000 {
                     // RFC 5861: serve the stale copy while the revalidation runs.
                     let mut resp = serve_found(mirror, &found, req, headers, "HIT").await;
@@ -203,8 +241,12 @@ async fn original(mirror: &Arc<Mirror>, req: &Request, headers: &HeaderMap) -> (
     if mirror.known_missing(&location) {
         return Failure::from(&FillError::Fetch(FetchError::NotFound)).served();
     }
+    if rule.spec.slice_bytes.is_some() {
+        return crate::slice::serve(mirror, req, headers, &location).await;
+    }
+    let ask = Ask { passed: rule.spec.headers.passed(headers), ..Ask::default() };
     let (fill, started) =
-        match fill::join_or_start(mirror, &req.runtime, &location, req.origin_path.clone(), None) {
+        match fill::join_or_start(mirror, &req.runtime, &location, req.origin_path.clone(), ask) {
             Ok(f) => f,
             Err(e) => return Failure::from(&e).served(),
         };
@@ -310,8 +352,9 @@ impl httpdns_net::http::Shortcut for HotHits {
             return None;
         }
         let mirror = &self.0;
-        let req = parse(mirror, head.uri, false).ok()?;
-        if req.process.is_some() {
+        let req = parse(mirror, head.uri, false, None).ok()?;
+        // A proxy rule never answers from the store, even a copy kept before it was one.
+        if req.process.is_some() || req.vary_accept || !req.runtime.rule.spec.store {
             return None;
         }
         let location = req.original_location();

@@ -402,8 +402,9 @@ async fn stored_or_filled(
     if mirror.known_missing(location) {
         return Err(VariantError::Fill(FillError::Fetch(FetchError::NotFound)));
     }
-    let (fill, _) = fill::join_or_start(mirror, runtime, location, origin_path.to_owned(), None)
-        .map_err(VariantError::Fill)?;
+    let (fill, _) =
+        fill::join_or_start(mirror, runtime, location, origin_path.to_owned(), Default::default())
+            .map_err(VariantError::Fill)?;
     match fill.finished().await {
         FillState::Done { .. } => {}
         FillState::Failed(e) => return Err(VariantError::Fill(e)),

@@ -61,6 +61,10 @@ pub const ENV_VARS: &[(&str, &str)] = &[
         "MiB of small stored bodies (up to 1 MiB each) the mirror keeps in memory; 0 turns it off",
     ),
     (
+        "HTTPDNS_MIRROR_MAX_BYTES",
+        "byte cap of the mirror's copies on the local disk (`50G`, `512M`, bytes; least recently used copies go first); unset or `off`: no cap",
+    ),
+    (
         "HTTPDNS_MIRROR_SENDFILE",
         "plain (unencrypted) connections send local copies' bodies above 64 KiB held in memory from their files with sendfile(2) (true/false, default true)",
     ),
@@ -186,6 +190,8 @@ pub struct Config {
     pub mirror_store: MirrorStore,
     /// Bytes of small bodies the mirror keeps in memory (0: none).
     pub mirror_memory: u64,
+    /// Byte cap of the local store's copies (`HTTPDNS_MIRROR_MAX_BYTES`); `None`: no cap.
+    pub mirror_max_bytes: Option<u64>,
     /// Plain HTTP/1.1 sends large bodies in memory from their files (`httpdns_net::sendfile`).
     pub mirror_sendfile: bool,
     /// Image variants: memory budget, its wait, the store limit (and the render budgets).
@@ -330,6 +336,8 @@ struct MirrorFile {
     s3_endpoint: Option<String>,
     s3_region: Option<String>,
     memory_mb: Option<u64>,
+    /// `HTTPDNS_MIRROR_MAX_BYTES` in the file: `"50G"`.
+    max_bytes: Option<String>,
     sendfile: Option<bool>,
     image_memory_mb: Option<u64>,
     image_wait_ms: Option<u64>,
@@ -673,6 +681,22 @@ impl Config {
             return Err(err("mirror.memory_mb", "must be at most 1048576 (1 TiB)"));
         }
 
+        let mirror_max_bytes = match env("HTTPDNS_MIRROR_MAX_BYTES") {
+            Some(v) => {
+                httpdns_mirror::cap::parse_bytes(&v).map_err(|e| err("HTTPDNS_MIRROR_MAX_BYTES", e))?
+            }
+            None => match &file.mirror.max_bytes {
+                Some(v) => httpdns_mirror::cap::parse_bytes(v).map_err(|e| err("mirror.max_bytes", e))?,
+                None => None,
+            },
+        };
+        if mirror_max_bytes.is_some() && !matches!(mirror_store, MirrorStore::Local) {
+            return Err(err(
+                "HTTPDNS_MIRROR_MAX_BYTES",
+                "caps the local store only; an S3 store's copies follow the bucket's lifecycle rules",
+            ));
+        }
+
         let client_qps = match env("HTTPDNS_CLIENT_RATE_LIMIT_QPS") {
             Some(v) if v.trim().eq_ignore_ascii_case("off") => None,
             Some(v) => Some(
@@ -828,6 +852,7 @@ impl Config {
             client_rate_limit,
             mirror_store,
             mirror_memory: mirror_memory_mb << 20,
+            mirror_max_bytes,
             mirror_sendfile,
             mirror_images,
             api_addr,

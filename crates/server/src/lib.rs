@@ -169,10 +169,16 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
             httpdns_mirror::MirrorMetrics::new(&prometheus),
         )
         .allowing_local_origins(config.allow_local_origins)
-        .with_images(config.mirror_images.clone()),
+        .with_images(config.mirror_images.clone())
+        .with_prefetch_dir(config.data_dir.join("mirror").join("prefetch")),
     );
     tracing::info!(store = mirror.objects.backend_name(), "Mirror store ready.");
+    if let Some(cap) = mirror.objects.cap() {
+        prometheus.register(cap.collector()).context("registering the store cap's metrics")?;
+    }
     catalog.attach_mirror(mirror.clone()).await;
+    // After the rules are in: a job a crash left running goes on.
+    mirror.resume_prefetches();
 
     let trusted_proxies =
         Arc::new(httpdns_core::cidr::CidrTable::new(config.trusted_proxies.iter().map(|n| (*n, ()))));
@@ -408,9 +414,13 @@ fn mirror_objects(config: &Config, nofile: u64) -> anyhow::Result<httpdns_mirror
             // Large bodies in memory keep their files open (sent with sendfile): connections
             // may take half of the descriptors, these a quarter.
             let open_files = usize::try_from(nofile / 4).unwrap_or(usize::MAX).min(1 << 14);
-            Ok(httpdns_mirror::Objects::local(root, tmp)?
+            let objects = httpdns_mirror::Objects::local(root, tmp)?
                 .with_memory(config.mirror_memory)
-                .with_sendfile(if config.mirror_sendfile { open_files } else { 0 }))
+                .with_sendfile(if config.mirror_sendfile { open_files } else { 0 });
+            Ok(match config.mirror_max_bytes {
+                Some(max) => objects.with_cap(max)?,
+                None => objects,
+            })
         }
         MirrorStore::S3 { .. } => {
             Ok(httpdns_mirror::Objects::remote(s3_objects(config)?, tmp)?.with_memory(config.mirror_memory))

@@ -14,6 +14,7 @@ mod auth;
 mod body;
 mod mirror;
 mod policy;
+mod prefetch;
 mod resources;
 mod tokens;
 
@@ -29,6 +30,8 @@ use httpdns_catalog::ResourceKind;
 
 /// Largest object the admin API writes into the mirror store in one request.
 const MAX_OBJECT_WRITE: usize = 256 << 20;
+/// Largest prefetch request: 100,000 paths of up to about 160 bytes.
+const MAX_PREFETCH_BODY: usize = 16 << 20;
 
 /// The admin routes, without auth (the caller layers [`require_token`]).
 pub fn routes() -> Router<AppState> {
@@ -47,6 +50,12 @@ pub fn routes() -> Router<AppState> {
         .route("/admin/v1/policy/series", get(policy::series))
         .route("/admin/v1/mirror/purge", axum::routing::post(mirror::purge))
         .route("/admin/v1/mirror/report", get(mirror::report))
+        .route(
+            "/admin/v1/mirror/prefetch",
+            axum::routing::post(prefetch::start)
+                .layer(axum::extract::DefaultBodyLimit::max(MAX_PREFETCH_BODY)),
+        )
+        .route("/admin/v1/mirror/prefetch/{id}", get(prefetch::progress))
         .route(
             "/admin/v1/mirror/objects/{*path}",
             axum::routing::put(mirror::write)

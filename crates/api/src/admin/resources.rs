@@ -61,7 +61,7 @@ pub(crate) async fn get_one<R: ResourceKind>(
         return Err(ApiError::not_found(format!("no {} {name:?}", R::KIND.as_str())));
     };
     let spec: serde_json::Value = serde_json::from_str(&res.body).map_err(|e| ApiError::internal(&e))?;
-    Ok(json_response(StatusCode::OK, &spec, Some(res.revision)))
+    Ok(json_response(StatusCode::OK, &R::shown(spec), Some(res.revision)))
 }
 
 /// The optional precondition of a write: `If-None-Match: *` (create only) or `If-Match: "N"`
@@ -95,7 +95,12 @@ pub(crate) async fn put_one<R: ResourceKind>(
 ) -> Result<Response, ApiError> {
     let name = name_of::<R>(&raw)?;
     let pre = precondition(&headers)?;
-    let spec: R::Spec = body::parse(&bytes)?;
+    let mut spec: R::Spec = body::parse(&bytes)?;
+    if R::has_secrets() {
+        let stored = app.catalog.store().get(R::KIND, &name).await.map_err(|e| ApiError::unavailable(&e))?;
+        let old = stored.and_then(|r| serde_json::from_str::<R::Spec>(&r.body).ok());
+        R::keep_secrets(&mut spec, old.as_ref()).map_err(ApiError::invalid)?;
+    }
     R::validate(&spec, &app.settings.validation).map_err(ApiError::invalid)?;
     // Store the canonical form (defaults filled in), so reads and the snapshot agree.
     let canonical = serde_json::to_string(&spec).map_err(|e| ApiError::internal(&e))?;
@@ -124,7 +129,8 @@ pub(crate) async fn put_one<R: ResourceKind>(
     })?;
     tracing::info!(kind = R::KIND.as_str(), %name, revision = written.revision, created = written.created, "Admin write.");
     let status = if written.created { StatusCode::CREATED } else { StatusCode::OK };
-    Ok(json_response(status, &spec, Some(written.revision)))
+    let shown = R::shown(serde_json::to_value(&spec).map_err(|e| ApiError::internal(&e))?);
+    Ok(json_response(status, &shown, Some(written.revision)))
 }
 
 pub(crate) async fn delete_one<R: ResourceKind>(
@@ -198,21 +204,24 @@ pub(crate) async fn list<R: ResourceKind>(
         return Err(ApiError::bad_request("InvalidArgument", "q", "at most 256 bytes"));
     }
     let implied = R::implied(&app.catalog.snapshot());
+    // A kind with secrets is searched in what reads show, never in the stored secret (the
+    // filter would otherwise tell, one guess at a time, whether a secret contains a string).
     // One more than asked tells whether there is a next page.
-    let mut rows: Vec<Resource> = if let (true, Some(q)) = (implied.is_empty(), filter) {
+    let mut rows: Vec<Resource> = if let (true, Some(q)) = (implied.is_empty() && !R::has_secrets(), filter) {
         app.catalog
             .store()
             .list_matching(R::KIND, params.after.as_deref(), limit + 1, q)
             .await
             .map_err(|e| ApiError::unavailable(&e))?
-    } else if implied.is_empty() {
+    } else if implied.is_empty() && filter.is_none() {
         app.catalog
             .store()
             .list(R::KIND, params.after.as_deref(), limit + 1)
             .await
             .map_err(|e| ApiError::unavailable(&e))?
     } else {
-        // Implied resources (pools) are few: merge them with the stored ones in memory.
+        // Implied resources (pools) are few: merge them with the stored ones in memory. Kinds
+        // with secrets (mirror rules) are few too, and searched here as reads show them.
         let mut stored =
             app.catalog.store().list(R::KIND, None, i64::MAX).await.map_err(|e| ApiError::unavailable(&e))?;
         for name in implied {
@@ -225,7 +234,15 @@ pub(crate) async fn list<R: ResourceKind>(
         stored
             .into_iter()
             .filter(|r| r.name.as_str() > after)
-            .filter(|r| filter.is_none_or(|q| r.name.contains(q) || r.body.contains(q)))
+            .filter(|r| {
+                filter.is_none_or(|q| {
+                    let shown = || match serde_json::from_str(&r.body) {
+                        Ok(body) if R::has_secrets() => R::shown(body).to_string(),
+                        _ => r.body.clone(),
+                    };
+                    r.name.contains(q) || shown().contains(q)
+                })
+            })
             .take(limit as usize + 1)
             .collect()
     };
@@ -238,7 +255,7 @@ pub(crate) async fn list<R: ResourceKind>(
     let items = rows
         .into_iter()
         .map(|r| {
-            let spec = serde_json::from_str(&r.body).unwrap_or(serde_json::Value::Null);
+            let spec = R::shown(serde_json::from_str(&r.body).unwrap_or(serde_json::Value::Null));
             ListItem { name: r.name, revision: r.revision, updated_at_ms: r.updated_at, spec }
         })
         .collect();

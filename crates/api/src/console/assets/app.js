@@ -397,7 +397,9 @@ async function mirrorPage() {
     prev = { at: now, rows };
     report.replaceChildren(
       h('h2', {}, 'Rules'),
-      table((rules.json ? rules.json.items : []).map(r => ({ name: r.name, path_prefix: r.spec.path_prefix, origin: r.spec.origin, pass_query: r.spec.pass_query }))),
+      table((rules.json ? rules.json.items : []).map(r => ({ name: r.name, path_prefix: r.spec.path_prefix,
+        origin: [r.spec.origin, ...(r.spec.origins || []).map(o => o.url)].filter(Boolean).join(', '),
+        store: r.spec.store === false ? 'proxy' : 'yes', pass_query: r.spec.pass_query }))),
       h('h2', {}, 'Traffic per prefix since start'),
       mirrorChart(rows),
       table(rows, [['path_prefix', 'Prefix'], ['requests', 'Requests'], ['hits', 'Hits'], ['hit_ratio', 'Hit ratio', r => pct(r.hit_ratio)],
@@ -434,7 +436,33 @@ async function mirrorPage() {
     const o = res.json;
     found.replaceChildren(table([{ stored: 'yes', size: o.length, etag: o.etag, 'content type': o.content_type, 'age (s)': o.age_s }]));
   });
-  page('Mirror', report, may() ? h('h2', {}, 'Purge') : null, may() ? purge : null, purged, h('h2', {}, 'Object lookup'), lookup, found);
+  // Prefetch: copies filled ahead of traffic, the job's progress polled until it ends.
+  const prefetch = h('form', { class: 'grid', 'aria-label': 'Prefetch' },
+    h('label', {}, 'Paths, one per line', h('textarea', { name: 'paths', required: true, rows: 4, placeholder: '/image/a.jpg' })),
+    h('button', { type: 'submit', class: 'secondary' }, 'Prefetch'));
+  const progress = h('div', { role: 'status', id: 'prefetch-progress' });
+  const watch = async id => {
+    for (;;) {
+      const res = await api('GET', '/admin/v1/mirror/prefetch/' + encodeURIComponent(id));
+      if (!res.ok) return showError(prefetch, res);
+      const p = res.json;
+      const finished = p.done + p.failed;
+      progress.replaceChildren(
+        h('progress', { max: String(Math.max(p.total, 1)), value: String(finished), 'aria-label': 'Prefetch progress' }),
+        h('p', {}, `${finished} of ${p.total}: ${p.done} filled, ${p.failed} failed (${p.state})`));
+      if (p.state !== 'running' || !progress.isConnected) return;
+      await new Promise(r => setTimeout(r, 1000));
+    }
+  };
+  prefetch.addEventListener('submit', async ev => {
+    ev.preventDefault();
+    const paths = prefetch.elements.paths.value.split('\n').map(l => l.trim()).filter(Boolean);
+    const res = await api('POST', '/admin/v1/mirror/prefetch', { paths });
+    if (!res.ok) return showError(prefetch, res);
+    watch(res.json.id);
+  });
+  page('Mirror', report, may() ? h('h2', {}, 'Purge') : null, may() ? purge : null, purged, h('h2', {}, 'Object lookup'), lookup, found,
+    may() ? h('h2', {}, 'Prefetch') : null, may() ? prefetch : null, progress);
   await load();
 }
 
