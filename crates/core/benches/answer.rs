@@ -39,7 +39,7 @@ fn model(domains: usize, nodes: usize, pools: usize) -> Model {
         .map(|i| {
             (
                 DomainName::parse(&format!("d{i}.example.com")).unwrap(),
-                DomainSpec { pool: tok(&format!("pool{}", i % pools)), ttl: 60, max_answers: 4 },
+                DomainSpec::pooled(tok(&format!("pool{}", i % pools)), 60, 4),
             )
         })
         .collect();

@@ -148,6 +148,20 @@ pub struct ManagedAnswer {
     pub ttl: u32,
     pub ips: Vec<IpAddr>,
     pub status: AnswerStatus,
+    /// What chose the pool that answered (rule, split entry, backup).
+    pub via: Via,
+}
+
+/// What chose the pool an answer came from, for explanations and tests: the domain's `pool`
+/// when all are unset.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Via {
+    /// The index of the rule that matched.
+    pub rule: Option<u16>,
+    /// The index of the split entry the client hashed to.
+    pub split: Option<u16>,
+    /// The backup pool answered (the chosen pool had too few nodes up).
+    pub backup: bool,
 }
 
 /// Why a managed answer holds what it holds.
@@ -252,7 +266,22 @@ struct Accounts {
 #[derive(Debug, Default)]
 struct Domains {
     specs: FastMap<DomainName, DomainSpec>,
+    /// Wildcard domains (`*.img.example.com`) by the name their label stands under
+    /// (`img.example.com`), so a name's wildcard is found by slicing off its first label,
+    /// without building a string.
+    wildcards: FastMap<Box<str>, DomainSpec>,
     pools: Vec<Token>,
+}
+
+impl Domains {
+    /// The domain answering `name`: its own, else the wildcard of its parent (one label).
+    fn find(&self, name: &str) -> Option<&DomainSpec> {
+        match self.specs.get(name) {
+            Some(d) => Some(d),
+            None if self.wildcards.is_empty() => None,
+            None => self.wildcards.get(name.split_once('.')?.1),
+        }
+    }
 }
 
 #[derive(Debug)]
@@ -337,20 +366,21 @@ impl Snapshot {
         Some((id, self.accounts.by_id.get(&id)?))
     }
 
-    /// Whether `name` is a managed domain.
+    /// Whether `name` is a managed domain (itself or through a wildcard).
     pub fn is_managed(&self, name: &DomainName) -> bool {
-        self.domains.specs.contains_key(name)
+        self.domains.find(name.as_str()).is_some()
     }
 
-    /// The spec of a managed domain.
+    /// The spec answering `name`: the domain of that name, else the wildcard `*.<parent>` of
+    /// its parent (a wildcard stands for exactly one label; `docs/scheduling.md`).
     pub fn domain(&self, name: &DomainName) -> Option<&DomainSpec> {
-        self.domains.specs.get(name)
+        self.domains.find(name.as_str())
     }
 
-    /// The spec of the managed domain spelled `name` (lowercase, no trailing dot), without
+    /// [`domain`](Self::domain) for a name spelled `name` (lowercase, no trailing dot), without
     /// making a [`DomainName`] of it first: no valid name, no managed domain.
     pub fn domain_named(&self, name: &str) -> Option<&DomainSpec> {
-        self.domains.specs.get(name)
+        self.domains.find(name)
     }
 
     /// The nearest managed name strictly above `name` (`www.example.com` for
@@ -412,8 +442,22 @@ impl Snapshot {
         seed: u64,
         health: &impl NodeHealth,
     ) -> Resolution {
-        match self.domains.specs.get(name) {
-            Some(domain) => Resolution::Managed(self.resolve_domain(domain, family, client, seed, health)),
+        self.resolve_with(name, family, client, &crate::schedule::NO_ATTRS, seed, health)
+    }
+
+    /// [`resolve`](Self::resolve) for a client that says more of itself (rules by app version
+    /// and tag).
+    pub fn resolve_with(
+        &self,
+        name: &DomainName,
+        family: Family,
+        client: &ClientView,
+        attrs: &crate::schedule::ClientAttrs,
+        seed: u64,
+        health: &impl NodeHealth,
+    ) -> Resolution {
+        match self.domains.find(name.as_str()) {
+            Some(domain) => Resolution::Managed(self.resolve_for(domain, family, client, attrs, seed, health)),
             None => Resolution::NotManaged,
         }
     }
@@ -428,33 +472,7 @@ impl Snapshot {
         seed: u64,
         health: &impl NodeHealth,
     ) -> ManagedAnswer {
-        // Every pool a domain names exists (created empty if nothing else names it).
-        let pool = &self.pools[self.pool_index[&domain.pool] as usize];
-        let fam = pool.family(family);
-        let ttl = domain.ttl;
-        if fam.nodes.is_empty() {
-            let other = pool.family(family.other());
-            let status =
-                if other.nodes.is_empty() { AnswerStatus::NoHealthyNode } else { AnswerStatus::NoRecord };
-            return ManagedAnswer { ttl, ips: Vec::new(), status };
-        }
-
-        let ranking = fam.ranking(client, &self.nodes, &self.policy);
-        let max = domain.max_answers as usize;
-        let mut ips = Vec::with_capacity(max.min(fam.nodes.len()));
-        let up = |n: u32| health.is_up(n);
-        let status = if ranking.same_isp.any_up(&up) {
-            ranking.same_isp.pick(max, seed, &up, &self.nodes, &mut ips);
-            AnswerStatus::Ok
-        } else if ranking.all.any_up(&up) {
-            ranking.all.pick(max, seed, &up, &self.nodes, &mut ips);
-            AnswerStatus::Ok
-        } else {
-            let list = if ranking.same_isp.entries.is_empty() { &ranking.all } else { &ranking.same_isp };
-            list.pick(max, seed, &|_| true, &self.nodes, &mut ips);
-            AnswerStatus::FailOpen
-        };
-        ManagedAnswer { ttl, ips, status }
+        self.resolve_for(domain, family, client, &crate::schedule::NO_ATTRS, seed, health)
     }
 }
 
@@ -603,6 +621,7 @@ pub fn client_seed(ip: IpAddr) -> u64 {
 
 mod build;
 mod explain;
+mod route;
 
 pub use build::NodeUpdate;
 pub use explain::{Explanation, NodeExplanation};
