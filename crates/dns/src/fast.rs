@@ -114,7 +114,8 @@ pub(crate) fn try_answer<H: NodeHealth, C: Fn(IpAddr) -> (ClientView, u8)>(
         return None;
     }
 
-    let domain = ctx.snapshot.domain_named(name)?;
+    // An alias (`cname`) is a CNAME answer: the general path's.
+    let domain = ctx.snapshot.domain_named(name).filter(|d| d.cname.is_none())?;
     let client = edns.as_ref().and_then(|e| e.subnet).map_or(peer, |s| s.addr);
     let (view, bits) = (ctx.classify)(client);
     let answer = ctx.snapshot.resolve_domain(domain, family, &view, client_seed(client), ctx.health);
@@ -280,7 +281,7 @@ mod tests {
         let mut nodes: Vec<(String, NodeSpec)> =
             (1..=6).map(|i| (format!("v4-{i}"), node(&format!("1.1.1.{i}"), "telecom"))).collect();
         nodes.extend((1..=3).map(|i| (format!("v6-{i}"), node(&format!("2402:4e00::{i}"), "unicom"))));
-        let spec = |max| DomainSpec { pool: tok("edge"), ttl: 60, max_answers: max };
+        let spec = |max| DomainSpec::pooled(tok("edge"), 60, max);
         let model = Model {
             nodes,
             pools: vec![(tok("edge"), PoolSpec::default())],

@@ -143,6 +143,8 @@ impl Prepared {
             v4: matches!(self.req.qtype, QType::A | QType::Addrs),
             v6: matches!(self.req.qtype, QType::Aaaa | QType::Addrs),
             client: self.client,
+            // DNSPod's `/d` has no app attributes; rules match it by carrier and region.
+            attrs: &httpdns_core::schedule::NO_ATTRS,
         }
     }
 
