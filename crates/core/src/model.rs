@@ -163,6 +163,12 @@ pub struct HealthCheckSpec {
     pub healthy_threshold: u32,
     #[serde(default = "default_unhealthy_threshold")]
     pub unhealthy_threshold: u32,
+    /// Statuses that count as healthy (`http`/`https`); empty: any 2xx.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub expected_status: Vec<u16>,
+    /// Text the body must contain (`http`/`https` with `GET`), searched in its first 64 KiB.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub body_match: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -224,6 +230,23 @@ impl PoolSpec {
                 ))
             }
             _ => {}
+        }
+        if !hc.expected_status.is_empty() && hc.kind == HealthCheckKind::Tcp {
+            return Err(FieldError::new("health_check.expected_status", "a tcp check has no status"));
+        }
+        if hc.expected_status.len() > 32 || hc.expected_status.iter().any(|c| !(100..=599).contains(c)) {
+            return Err(FieldError::new("health_check.expected_status", "at most 32 statuses, each 100 to 599"));
+        }
+        if let Some(m) = &hc.body_match {
+            if hc.kind == HealthCheckKind::Tcp || hc.method == HealthCheckMethod::Head {
+                return Err(FieldError::new("health_check.body_match", "only an http or https GET check reads a body"));
+            }
+            if m.is_empty() || m.len() > 256 || m.chars().any(char::is_control) {
+                return Err(FieldError::new(
+                    "health_check.body_match",
+                    "must be 1 to 256 characters without control characters",
+                ));
+            }
         }
         if !(100..=3_600_000).contains(&hc.interval_ms) {
             return Err(FieldError::new("health_check.interval_ms", "must be 100 to 3600000"));
@@ -532,6 +555,14 @@ mod tests {
         let p: PoolSpec =
             serde_json::from_str(r#"{"health_check":{"kind":"tcp","port":80,"timeout_ms":5000}}"#).unwrap();
         assert_eq!(p.validate().unwrap_err().field, "health_check.timeout_ms");
+        let hc = |extra: &str| {
+            let json = format!(r#"{{"health_check":{{"kind":"http","port":80{extra}}}}}"#);
+            serde_json::from_str::<PoolSpec>(&json).unwrap().validate()
+        };
+        hc(r#","expected_status":[200,301],"body_match":"OK""#).unwrap();
+        assert_eq!(hc(r#","expected_status":[99]"#).unwrap_err().field, "health_check.expected_status");
+        assert_eq!(hc(r#","method":"HEAD","body_match":"OK""#).unwrap_err().field, "health_check.body_match");
+        assert_eq!(hc(r#","body_match":"""#).unwrap_err().field, "health_check.body_match");
     }
 
     #[test]
