@@ -29,6 +29,7 @@ mod origin;
 mod persistence;
 mod promtool;
 mod proxy;
+mod scheduling;
 mod sendfile;
 mod shortcut;
 mod shutdown;
