@@ -377,3 +377,45 @@ async fn apply_and_export_know_the_scheduling_fields() {
     let text = std::fs::read_to_string(&exported).unwrap();
     assert!(text.contains("cname: cdn.vendor.example") && text.contains("min_healthy: 2"), "{text}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn per_domain_stats_by_frontend_and_place_and_the_busiest_series() {
+    let (s, _tmp) = server_with_dns(None).await;
+    s.seed().await;
+    two_vendors(&s).await;
+    s.put_ok("/admin/v1/domains/*.img.sched.test", json!({"pool": "vendor-a"})).await;
+    for _ in 0..3 {
+        s.text("/d?dn=www.example.com&ip=1.0.1.9").await;
+    }
+    s.text("/resolve?host=www.example.com&ip=1.0.2.9").await;
+    let dns = s.dns.unwrap();
+    for sub in ["+subnet=1.0.2.0/24", "+tcp"] {
+        dig_short(&dns, &["www.example.com", "A", sub]).await;
+    }
+    s.text("/d?dn=a.img.sched.test&ip=1.0.1.9").await;
+    s.text("/d?dn=b.img.sched.test&ip=1.0.1.9").await;
+
+    let (status, st) = s.admin(Method::GET, "/admin/v1/domains/www.example.com/stats?window=1h", None).await;
+    assert_eq!(status, StatusCode::OK, "{st}");
+    assert_eq!(st["total"], 6, "{st}");
+    assert_eq!(st["by_frontend"], json!({"d": 3, "resolve": 1, "udp": 1, "tcp": 1}), "{st}");
+    let places = st["by_place"].as_array().unwrap();
+    assert_eq!(places[0], json!({"isp": "telecom", "region": "beijing", "queries": 3}), "{st}");
+    assert!(places.contains(&json!({"isp": "unicom", "region": "shanghai", "queries": 2})), "{st}");
+    assert_eq!(st["series"].as_array().unwrap().iter().map(|m| m["queries"].as_u64().unwrap()).sum::<u64>(), 6);
+    // A wildcard's figures are those of the names it answered.
+    let (_, w) = s.admin(Method::GET, "/admin/v1/domains/*.img.sched.test/stats", None).await;
+    assert_eq!(w["total"], 2, "{w}");
+
+    let (status, err) = s.admin(Method::GET, "/admin/v1/domains/www.example.com/stats?window=2h", None).await;
+    assert_eq!((status, &err["field"]), (StatusCode::BAD_REQUEST, &json!("window")));
+    let (status, _) = s.admin(Method::GET, "/admin/v1/domains/nope.sched.test/stats", None).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    let (status, _) =
+        s.http.get(s.url("/admin/v1/domains/www.example.com/stats")).send().await.map(|r| (r.status(), ())).unwrap();
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+
+    let metrics = s.text("/metrics").await;
+    assert!(metrics.contains("httpdns_domain_queries_recent{domain=\"www.example.com\"} 6"), "{metrics}");
+    assert!(metrics.contains("httpdns_domain_queries_recent{domain=\"*.img.sched.test\"} 2"));
+}

@@ -132,10 +132,17 @@ impl Answers {
         self.snapshot.snapshot.node_by_ip(ip).map(|n| n.spec.isp.to_string())
     }
 
-    /// Counts the answers in the metrics of `endpoint`.
-    pub(crate) fn count(&self, app: &AppState, endpoint: Endpoint, started: std::time::Instant) {
+    /// Counts the answers of `names` (the question's) in the metrics of `endpoint`, and each
+    /// managed one in its domain's figures (`httpdns_dns::tally`).
+    pub(crate) fn count(&self, app: &AppState, endpoint: Endpoint, names: &[DomainName], started: std::time::Instant) {
         for n in &self.names {
             app.metrics.answer(endpoint, n.outcome);
+        }
+        let minute = httpdns_core::clock::unix_s() / 60;
+        for name in names {
+            if let Some((key, _)) = self.snapshot.snapshot.domain_entry(name.as_str()) {
+                app.metrics.dns.domains.record(key, endpoint.label(), &self.view, minute);
+            }
         }
         app.metrics.answer_time(endpoint, started.elapsed());
     }

@@ -255,7 +255,7 @@ async fn entries(
             ));
         }
     }
-    found.count(app, Endpoint::Resolve, started);
+    found.count(app, Endpoint::Resolve, &req.hosts, started);
     Ok((dns, found.outcomes()))
 }
 

@@ -264,7 +264,7 @@ async fn answer(
     let attrs = attrs(pairs);
     let question = Question { names: &req.names, v4: req.v4, v6: req.v6, client, attrs: &attrs };
     let found = crate::answer::answer(app, published, question).await;
-    found.count(app, Endpoint::V2, started);
+    found.count(app, Endpoint::V2, &req.names, started);
     let outcomes = found.outcomes();
     if outcomes.contains(&Outcome::UpstreamError) {
         return Err(ApiError::new(

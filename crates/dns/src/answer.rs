@@ -139,6 +139,17 @@ pub struct Context<'a, H, C> {
     /// Classifies a client address (operator networks, GeoIP): its view, and how many
     /// leading bits of the address decided it (see `httpdns_geo::classify_scoped`).
     pub classify: C,
+    /// Where address questions of managed domains are counted, and the front-end's label.
+    pub tally: Option<(&'a crate::tally::DomainTally, &'static str)>,
+}
+
+impl<H, C> Context<'_, H, C> {
+    /// Counts an address question for the domain resource `domain` (see [`crate::tally`]).
+    pub(crate) fn count(&self, domain: &str, view: &ClientView) {
+        if let Some((tally, frontend)) = self.tally {
+            tally.record(domain, frontend, view, httpdns_core::clock::unix_s() / 60);
+        }
+    }
 }
 
 fn error_reply(id: u16, op_code: OpCode, code: ResponseCode) -> Vec<u8> {
@@ -351,7 +362,7 @@ fn fill<H: NodeHealth, C: Fn(IpAddr) -> (ClientView, u8)>(
     let Ok(name) = DomainName::parse(&qname.to_ascii()) else {
         return Filled::same_for_all(ResponseCode::Refused, None);
     };
-    let Some(domain) = ctx.snapshot.domain(&name) else {
+    let Some((key, domain)) = ctx.snapshot.domain_entry(name.as_str()) else {
         // Below a managed name (its own zone apex here) this server is the authority: the
         // name does not exist (NXDOMAIN), or exists only as the parent of a managed name
         // (NODATA). Either way with the zone's SOA, so resolvers cache the answer.
@@ -372,6 +383,9 @@ fn fill<H: NodeHealth, C: Fn(IpAddr) -> (ClientView, u8)>(
     };
     response.metadata.authoritative = true;
     if domain.cname.is_some() && !matches!(question.query_type(), RecordType::SOA | RecordType::NS) {
+        if matches!(question.query_type(), RecordType::A | RecordType::AAAA) {
+            ctx.count(key, &(ctx.classify)(client).0);
+        }
         return crate::alias::fill(response, question, client, domain, ctx);
     }
     let ttl = domain.ttl;
@@ -405,6 +419,7 @@ fn fill<H: NodeHealth, C: Fn(IpAddr) -> (ClientView, u8)>(
     if let Some(family) = family {
         let (view, bits) = (ctx.classify)(client);
         scope = Some(bits);
+        ctx.count(key, &view);
         if let Resolution::Managed(a) =
             ctx.snapshot.resolve(&name, family, &view, client_seed(client), ctx.health)
         {

@@ -115,13 +115,15 @@ pub(crate) fn try_answer<H: NodeHealth, C: Fn(IpAddr) -> (ClientView, u8)>(
     }
 
     // An alias (`cname`) is a CNAME answer: the general path's.
-    let domain = ctx.snapshot.domain_named(name).filter(|d| d.cname.is_none())?;
+    let (key, domain) = ctx.snapshot.domain_entry(name).filter(|(_, d)| d.cname.is_none())?;
     let client = edns.as_ref().and_then(|e| e.subnet).map_or(peer, |s| s.addr);
     let (view, bits) = (ctx.classify)(client);
     let answer = ctx.snapshot.resolve_domain(domain, family, &view, client_seed(client), ctx.health);
     if answer.ips.is_empty() {
         return None;
     }
+    // Counted only once answered here: a question the general path takes over counts there.
+    ctx.count(key, &view);
 
     let rdlen: usize = if family == Family::V4 { 4 } else { 16 };
     let mut out = Vec::with_capacity(question_end + answer.ips.len() * (12 + rdlen) + 32);
@@ -308,7 +310,7 @@ mod tests {
 
     fn both(query: &[u8], peer: IpAddr, transport: Transport) -> (Option<Reply>, Option<Answer>) {
         let snap = snapshot();
-        let ctx = Context { snapshot: &snap, health: &AllUp, classify };
+        let ctx = Context { snapshot: &snap, health: &AllUp, classify, tally: None };
         (try_answer(query, peer, transport, &ctx), answer_general(query, peer, transport, &ctx))
     }
 
@@ -350,7 +352,7 @@ mod tests {
         let peer: IpAddr = "203.0.113.9".parse().unwrap();
         let q = |name, qtype| build_query_with(1, name, qtype, None, QueryFlags::default()).unwrap();
         let snap = snapshot();
-        let ctx = Context { snapshot: &snap, health: &AllUp, classify };
+        let ctx = Context { snapshot: &snap, health: &AllUp, classify, tally: None };
         for query in [
             q("www.example.com.", RecordType::MX),
             q("www.example.com.", RecordType::SOA),

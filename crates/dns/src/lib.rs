@@ -6,6 +6,7 @@
 //! * `alias`: the CNAME answer of a managed name that is an alias (`cname`).
 //! * [`listen`]: the UDP and TCP listeners (UDP read and written in batches, `batch`).
 //! * [`metrics`]: counts and latency of every DNS front-end.
+//! * [`tally`]: per-domain query counts of every front-end, by minute.
 
 mod alias;
 pub mod answer;
@@ -13,6 +14,7 @@ mod batch;
 mod fast;
 pub mod listen;
 pub mod metrics;
+pub mod tally;
 pub mod upstream;
 
 pub use answer::{

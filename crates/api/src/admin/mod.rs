@@ -10,6 +10,7 @@
 
 mod auth;
 mod body;
+mod domain_stats;
 mod mirror;
 mod resources;
 
@@ -32,6 +33,7 @@ pub fn routes() -> Router<AppState> {
         .route("/admin/v1/nodes/{name}/metrics", axum::routing::post(crate::live::reports::one))
         .route("/admin/v1/metrics", axum::routing::post(crate::live::reports::batch))
         .route("/admin/v1/explain", get(crate::live::explain::handle))
+        .route("/admin/v1/domains/{name}/stats", get(domain_stats::stats))
         .route("/admin/v1/overview", get(crate::console::overview::handle))
         .route("/admin/v1/events/summary", get(crate::events::admin::summary))
         .route("/admin/v1/localdns/map", get(crate::events::admin::localdns_map))

@@ -190,7 +190,7 @@ impl Prepared {
                 Err(_) => return ApiError::internal(&"cannot encrypt with the account key").into_whole(),
             }
         }
-        found.count(app, Endpoint::D, started);
+        found.count(app, Endpoint::D, &req.names, started);
 
         let mut resp = Whole::new(Bytes::from(body));
         let h = resp.headers_mut();

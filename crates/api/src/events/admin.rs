@@ -23,7 +23,7 @@ use crate::state::AppState;
 const OWN_FLUSH_WAIT: Duration = Duration::from_secs(2);
 
 /// A window: `30s` is refused (minutes are the grain), `5m`, `1h`, `7d`.
-pub(super) fn parse_window(
+pub(crate) fn parse_window(
     raw: Option<&str>,
     default: &str,
     retention: Duration,

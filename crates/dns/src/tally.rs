@@ -1,0 +1,244 @@
+//! Per-domain query counts of this replica, by minute: by front-end, and by the client's
+//! carrier and region, for `GET /admin/v1/domains/{name}/stats` and the busiest-names series
+//! of `/metrics`.
+//!
+//! Every front-end counts the address questions (A, AAAA, and `/d`, `/resolve`, `/v2/d`
+//! names) of managed domains here, keyed by the domain resource that answered (a wildcard's
+//! name for the names it covers). The counts live in memory for [`WINDOW_MINUTES`]; each
+//! minute holds at most [`MAX_NAMES`] names (more fold into [`OTHER`]) and each name at most
+//! [`MAX_KEYS`] (front-end, carrier, region) triples (more fold into carrier and region
+//! `other`), so neither memory nor the series' cardinality follows the client population.
+//! The map is split into shards by name, each behind its own mutex held for one increment,
+//! so front-ends on different threads rarely meet.
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::sync::Mutex;
+
+use httpdns_core::{ClientView, Token};
+use prometheus::core::{Collector, Desc};
+use prometheus::proto::MetricFamily;
+use prometheus::{GaugeVec, Opts};
+
+/// Minutes of counts kept: the longest window a stats request may ask.
+pub const WINDOW_MINUTES: u64 = 60;
+/// Names counted per minute (across shards) before the rest fold into [`OTHER`].
+pub const MAX_NAMES: usize = 16_384;
+/// (front-end, carrier, region) triples per name and minute before the rest fold.
+pub const MAX_KEYS: usize = 512;
+/// The name that counts what the caps fold.
+pub const OTHER: &str = "(other)";
+/// How many of the busiest names `/metrics` exports.
+pub const TOP_NAMES: usize = 20;
+
+const SHARDS: usize = 16;
+
+type Key = (&'static str, Option<Token>, Option<Token>);
+
+#[derive(Debug, Default)]
+struct Minute {
+    at: u64,
+    names: HashMap<Box<str>, HashMap<Key, u64>>,
+}
+
+#[derive(Debug, Default)]
+struct Shard {
+    /// Oldest first; at most [`WINDOW_MINUTES`].
+    minutes: VecDeque<Minute>,
+}
+
+/// The per-domain counts (see the module docs).
+#[derive(Debug)]
+pub struct DomainTally {
+    shards: Box<[Mutex<Shard>]>,
+}
+
+impl Default for DomainTally {
+    fn default() -> Self {
+        Self { shards: (0..SHARDS).map(|_| Mutex::new(Shard::default())).collect() }
+    }
+}
+
+/// The counts of one domain over a window.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct DomainStats {
+    pub total: u64,
+    pub by_frontend: BTreeMap<&'static str, u64>,
+    /// (carrier, region) → queries; unknown carriers and regions as `unknown`.
+    pub by_place: BTreeMap<(String, String), u64>,
+    /// Queries per minute (Unix minute), oldest first, minutes without queries left out.
+    pub per_minute: Vec<(u64, u64)>,
+}
+
+impl DomainTally {
+    /// Counts one question for `domain` (the resource's name) from `frontend`, at `minute`
+    /// (Unix seconds / 60).
+    pub fn record(&self, domain: &str, frontend: &'static str, view: &ClientView, minute: u64) {
+        let mut shard = self.shards[shard_of(domain)].lock().unwrap_or_else(|e| e.into_inner());
+        let current = match shard.minutes.back_mut() {
+            Some(m) if m.at == minute => m,
+            // A clock step backwards counts into the newest minute rather than reorder them.
+            Some(m) if m.at > minute => m,
+            _ => {
+                while shard.minutes.front().is_some_and(|m| m.at + WINDOW_MINUTES <= minute)
+                    || shard.minutes.len() >= WINDOW_MINUTES as usize
+                {
+                    shard.minutes.pop_front();
+                }
+                shard.minutes.push_back(Minute { at: minute, names: HashMap::new() });
+                shard.minutes.back_mut().expect("just pushed")
+            }
+        };
+        let names = &mut current.names;
+        let keys = match names.get_mut(domain) {
+            Some(k) => k,
+            None => {
+                let name = if names.len() >= MAX_NAMES / SHARDS { OTHER } else { domain };
+                names.entry(name.into()).or_default()
+            }
+        };
+        let key: Key = (frontend, view.isp.clone(), view.region.clone());
+        if let Some(n) = keys.get_mut(&key) {
+            *n += 1;
+            return;
+        }
+        let key = if keys.len() >= MAX_KEYS { (frontend, other_token(), other_token()) } else { key };
+        *keys.entry(key).or_default() += 1;
+    }
+
+    /// The counts of `domain` over the `minutes` up to and including `now` (a Unix minute).
+    pub fn stats(&self, domain: &str, minutes: u64, now: u64) -> DomainStats {
+        // A name lives in its shard; what the caps folded lives in every shard.
+        let shards: Vec<usize> = if domain == OTHER { (0..SHARDS).collect() } else { vec![shard_of(domain)] };
+        let mut out = DomainStats::default();
+        let mut per_minute: BTreeMap<u64, u64> = BTreeMap::new();
+        for i in shards {
+            let shard = self.shards[i].lock().unwrap_or_else(|e| e.into_inner());
+            for m in shard.minutes.iter().filter(|m| m.at + minutes > now && m.at <= now) {
+                let Some(keys) = m.names.get(domain) else { continue };
+                for ((frontend, isp, region), n) in keys {
+                    *per_minute.entry(m.at).or_default() += n;
+                    *out.by_frontend.entry(frontend).or_default() += n;
+                    let label = |t: &Option<Token>| t.as_ref().map_or("unknown", Token::as_str).to_owned();
+                    *out.by_place.entry((label(isp), label(region))).or_default() += n;
+                    out.total += n;
+                }
+            }
+        }
+        out.per_minute = per_minute.into_iter().collect();
+        out
+    }
+
+    /// The `n` names with the most queries over the `minutes` up to `now`, most first (ties
+    /// by name).
+    pub fn busiest(&self, n: usize, minutes: u64, now: u64) -> Vec<(String, u64)> {
+        let mut totals: HashMap<String, u64> = HashMap::new();
+        for shard in self.shards.iter() {
+            let shard = shard.lock().unwrap_or_else(|e| e.into_inner());
+            for m in shard.minutes.iter().filter(|m| m.at + minutes > now && m.at <= now) {
+                for (name, keys) in &m.names {
+                    *totals.entry(name.to_string()).or_default() += keys.values().sum::<u64>();
+                }
+            }
+        }
+        let mut list: Vec<(String, u64)> = totals.into_iter().collect();
+        list.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+        list.truncate(n);
+        list
+    }
+}
+
+fn other_token() -> Option<Token> {
+    Token::parse("other").ok()
+}
+
+/// FNV-1a of the name, for its shard.
+fn shard_of(name: &str) -> usize {
+    let h = name.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3));
+    (h % SHARDS as u64) as usize
+}
+
+/// `/metrics`: `domain_queries_recent{domain}`, the queries of the [`TOP_NAMES`] busiest
+/// domains over the last 5 minutes, computed at each scrape (a gauge: which names are the
+/// busiest changes, and a counter per name ever seen would grow without bound).
+#[derive(Debug)]
+pub struct BusiestDomains {
+    pub tally: std::sync::Arc<DomainTally>,
+    desc: Vec<Desc>,
+}
+
+/// Minutes the busiest-names gauge covers.
+pub const BUSIEST_MINUTES: u64 = 5;
+// The registry adds the `httpdns_` prefix.
+const BUSIEST_NAME: &str = "domain_queries_recent";
+const BUSIEST_HELP: &str = "Queries of the busiest managed domains over the last 5 minutes (top 20), by domain.";
+
+impl BusiestDomains {
+    pub fn new(tally: std::sync::Arc<DomainTally>) -> Self {
+        let desc = gauge(&[]).desc().into_iter().cloned().collect();
+        Self { tally, desc }
+    }
+}
+
+fn gauge(values: &[(String, u64)]) -> GaugeVec {
+    let g = GaugeVec::new(Opts::new(BUSIEST_NAME, BUSIEST_HELP), &["domain"]).expect("valid metric");
+    for (name, n) in values {
+        g.with_label_values(&[name.as_str()]).set(*n as f64);
+    }
+    g
+}
+
+impl Collector for BusiestDomains {
+    fn desc(&self) -> Vec<&Desc> {
+        self.desc.iter().collect()
+    }
+
+    fn collect(&self) -> Vec<MetricFamily> {
+        let now = httpdns_core::clock::unix_s() / 60;
+        gauge(&self.tally.busiest(TOP_NAMES, BUSIEST_MINUTES, now)).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn view(isp: &str, region: &str) -> ClientView {
+        ClientView { isp: Token::parse(isp).ok(), region: Token::parse(region).ok() }
+    }
+
+    #[test]
+    fn counts_by_frontend_place_and_minute_within_the_window() {
+        let t = DomainTally::default();
+        t.record("a.example", "d", &view("telecom", "beijing"), 100);
+        t.record("a.example", "udp", &view("telecom", "beijing"), 100);
+        t.record("a.example", "udp", &ClientView::default(), 101);
+        t.record("b.example", "udp", &ClientView::default(), 101);
+        let s = t.stats("a.example", 60, 101);
+        assert_eq!(s.total, 3);
+        assert_eq!(s.by_frontend, BTreeMap::from([("d", 1), ("udp", 2)]));
+        assert_eq!(s.by_place[&("telecom".into(), "beijing".into())], 2);
+        assert_eq!(s.by_place[&("unknown".into(), "unknown".into())], 1);
+        assert_eq!(s.per_minute, [(100, 2), (101, 1)]);
+        assert_eq!(t.stats("a.example", 1, 101).total, 1, "a one-minute window");
+        assert_eq!(t.stats("a.example", 60, 100 + WINDOW_MINUTES).total, 1, "minute 100 left the window");
+        assert_eq!(t.busiest(1, 60, 101), [("a.example".to_owned(), 3)]);
+    }
+
+    #[test]
+    fn names_and_keys_are_capped() {
+        let t = DomainTally::default();
+        for i in 0..(MAX_NAMES * 2) {
+            t.record(&format!("n{i}.example"), "d", &ClientView::default(), 7);
+        }
+        let names: usize = t.shards.iter().map(|s| s.lock().unwrap().minutes[0].names.len()).sum();
+        assert!(names <= MAX_NAMES + SHARDS, "{names}");
+        assert!(t.stats(OTHER, 60, 7).total >= MAX_NAMES as u64);
+        for i in 0..(MAX_KEYS * 2) {
+            t.record("k.example", "d", &view("telecom", &format!("r{i}")), 8);
+        }
+        let s = t.stats("k.example", 1, 8);
+        assert_eq!(s.total, MAX_KEYS as u64 * 2);
+        assert!(s.by_place.len() <= MAX_KEYS + 1);
+        assert_eq!(s.by_place[&("other".into(), "other".into())], MAX_KEYS as u64);
+    }
+}
