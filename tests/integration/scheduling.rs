@@ -56,6 +56,7 @@ async fn split_follows_weights_sticks_and_moves_the_least_on_a_weight_change() {
     const N: u32 = 10_000;
     let before = answers(&s, "cdn.sched.test", (0..N).map(client)).await;
     let share_a = before.iter().filter(|a| *a == "1.1.1.1").count() as f64 / f64::from(N);
+    eprintln!("split 70/30: vendor-a {share_a}");
     assert!(before.iter().all(|a| a == "1.1.1.1" || a == "2.2.2.2"), "one vendor each");
     assert!((share_a - 0.70).abs() <= 0.01, "vendor-a share {share_a} for weight 70/100");
 
