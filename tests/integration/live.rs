@@ -23,7 +23,11 @@ pub(crate) const FAIL: u16 = 500;
 const STALL: u16 = 1;
 
 /// An HTTP listener on `ip:port` whose status can be changed while it runs.
-pub(crate) async fn node_listener(ip: &str, port: u16, status: u16) -> (Behaviour, tokio::task::JoinHandle<()>) {
+pub(crate) async fn node_listener(
+    ip: &str,
+    port: u16,
+    status: u16,
+) -> (Behaviour, tokio::task::JoinHandle<()>) {
     let listener = TcpListener::bind(SocketAddr::new(ip.parse().unwrap(), port)).await.unwrap();
     let behaviour = Behaviour(Arc::new(AtomicU16::new(status)));
     let b = behaviour.clone();

@@ -49,9 +49,7 @@ async fn two_vendors(s: &Server) {
 async fn split_follows_weights_sticks_and_moves_the_least_on_a_weight_change() {
     let (s, _tmp) = server_with_dns(None).await;
     two_vendors(&s).await;
-    let split = |a: u32, b: u32| {
-        json!({"split": [{"pool": "vendor-a", "weight": a}, {"pool": "vendor-b", "weight": b}], "max_answers": 1})
-    };
+    let split = |a: u32, b: u32| json!({"split": [{"pool": "vendor-a", "weight": a}, {"pool": "vendor-b", "weight": b}], "max_answers": 1});
     s.put_ok("/admin/v1/domains/cdn.sched.test", split(70, 30)).await;
     const N: u32 = 10_000;
     let before = answers(&s, "cdn.sched.test", (0..N).map(client)).await;
@@ -97,8 +95,13 @@ async fn split_follows_weights_sticks_and_moves_the_least_on_a_weight_change() {
 
 /// `dig +short` at the server (UDP), off the runtime (dig blocks).
 async fn dig_short(dns: &std::net::SocketAddr, args: &[&str]) -> String {
-    let mut all: Vec<String> =
-        vec![format!("@{}", dns.ip()), "-p".into(), dns.port().to_string(), "+short".into(), "+tries=1".into()];
+    let mut all: Vec<String> = vec![
+        format!("@{}", dns.ip()),
+        "-p".into(),
+        dns.port().to_string(),
+        "+short".into(),
+        "+tries=1".into(),
+    ];
     all.extend(args.iter().map(|a| (*a).to_owned()));
     tool("dig", all).await
 }
@@ -137,9 +140,7 @@ async fn backup_and_all_down_follow_the_health_checks() {
         )
         .await;
     }
-    let domain = |when: &str| {
-        json!({"pool": "primary", "backup_pool": "spare", "min_healthy": 2, "when_all_down": when, "max_answers": 8})
-    };
+    let domain = |when: &str| json!({"pool": "primary", "backup_pool": "spare", "min_healthy": 2, "when_all_down": when, "max_answers": 8});
     s.put_ok("/admin/v1/domains/b.sched.test", domain("fail_open")).await;
     let answer = || async {
         let resp = s.get("/d?dn=b.sched.test&ip=1.2.3.4").await;
@@ -151,8 +152,10 @@ async fn backup_and_all_down_follow_the_health_checks() {
     let reach = |want: (&'static str, &'static str)| {
         let answer = &answer;
         async move {
-            let ok = eventually(Duration::from_secs(5), || async { answer().await == (want.0.into(), want.1.into()) })
-                .await;
+            let ok = eventually(Duration::from_secs(5), || async {
+                answer().await == (want.0.into(), want.1.into())
+            })
+            .await;
             assert!(ok, "wanted {want:?}, got {:?}", answer().await);
         }
     };
@@ -162,7 +165,10 @@ async fn backup_and_all_down_follow_the_health_checks() {
     n42.0.store(FAIL, Ordering::Relaxed);
     reach(("127.0.0.43", "ok")).await;
     let (_, e) = s.admin(Method::GET, "/admin/v1/explain?dn=b.sched.test&ip=1.2.3.4", None).await;
-    assert_eq!((&e["answers"][0]["decided_by"], &e["answers"][0]["chosen_pool"]), (&json!("backup"), &json!("primary")));
+    assert_eq!(
+        (&e["answers"][0]["decided_by"], &e["answers"][0]["chosen_pool"]),
+        (&json!("backup"), &json!("primary"))
+    );
 
     // The backup down too: the thin primary's live node beats nothing.
     n43.0.store(FAIL, Ordering::Relaxed);
@@ -213,8 +219,17 @@ async fn cname_answers_on_dig_kdig_and_d() {
     // kdig over TCP, full answer section: the CNAME carries the domain's TTL.
     let out = tool(
         "kdig",
-        vec![format!("@{}", dns.ip()), "-p".into(), dns.port().to_string(), "+tcp".into(), "+noall".into(),
-             "+answer".into(), "+subnet=8.8.8.0/24".into(), "www.alias.test".into(), "A".into()],
+        vec![
+            format!("@{}", dns.ip()),
+            "-p".into(),
+            dns.port().to_string(),
+            "+tcp".into(),
+            "+noall".into(),
+            "+answer".into(),
+            "+subnet=8.8.8.0/24".into(),
+            "www.alias.test".into(),
+            "A".into(),
+        ],
     )
     .await;
     let lines: Vec<Vec<&str>> = out.lines().map(|l| l.split_whitespace().collect()).collect();
@@ -279,7 +294,8 @@ async fn rules_pick_pools_by_app_version_and_tag() {
     let v2 = |query: &'static str| {
         let s = &s;
         async move {
-            let body: Value = s.get(&format!("/v2/d?id=100&dn=app.sched.test{query}")).await.json().await.unwrap();
+            let body: Value =
+                s.get(&format!("/v2/d?id=100&dn=app.sched.test{query}")).await.json().await.unwrap();
             body["data"]["answers"][0]["v4"]["ips"][0].as_str().unwrap_or_default().to_owned()
         }
     };
@@ -291,17 +307,22 @@ async fn rules_pick_pools_by_app_version_and_tag() {
     let resolve = |query: &'static str| {
         let s = &s;
         async move {
-            let body: Value = s.get(&format!("/resolve?host=app.sched.test{query}")).await.json().await.unwrap();
+            let body: Value =
+                s.get(&format!("/resolve?host=app.sched.test{query}")).await.json().await.unwrap();
             body["dns"][0]["ips"][0].as_str().unwrap_or_default().to_owned()
         }
     };
     assert_eq!(resolve("&app_version=6&tag=beta").await, "3.3.3.3");
     assert_eq!(resolve("&app_version=4.0").await, "2.2.2.2");
     assert_eq!(resolve("").await, "1.1.1.1");
-    let (_, e) =
-        s.admin(Method::GET, "/admin/v1/explain?dn=app.sched.test&ip=1.2.3.4&app_version=5.4&tag=beta", None).await;
+    let (_, e) = s
+        .admin(Method::GET, "/admin/v1/explain?dn=app.sched.test&ip=1.2.3.4&app_version=5.4&tag=beta", None)
+        .await;
     let a = &e["answers"][0];
-    assert_eq!((&a["decided_by"], &a["rule"]["index"], &a["pool"]), (&json!("rule"), &json!(0), &json!("canary")));
+    assert_eq!(
+        (&a["decided_by"], &a["rule"]["index"], &a["pool"]),
+        (&json!("rule"), &json!(0), &json!("canary"))
+    );
 }
 
 #[tokio::test]
@@ -314,7 +335,10 @@ async fn bad_scheduling_fields_are_refused_naming_the_field() {
         (json!({"split": [{"pool": "a", "weight": 2000000}]}), "split[0].weight"),
         (json!({"pool": "a", "when_all_down": "backup"}), "when_all_down"),
         (json!({"pool": "a", "when_all_down": "sometimes"}), "when_all_down"),
-        (json!({"pool": "a", "rules": [{"match": {"app_version": "=>5"}, "pool": "b"}]}), "rules[0].match.app_version"),
+        (
+            json!({"pool": "a", "rules": [{"match": {"app_version": "=>5"}, "pool": "b"}]}),
+            "rules[0].match.app_version",
+        ),
         (json!({"pool": "a", "rules": [{"match": {}, "pool": "b"}]}), "rules[0].match"),
         (json!({"cname": "x.example", "backup_pool": "b"}), "backup_pool"),
         (json!({"cname": "not a name"}), "cname"),
@@ -366,14 +390,19 @@ async fn apply_and_export_know_the_scheduling_fields() {
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let (_, got) = s.admin(Method::GET, "/admin/v1/domains/split.apply.test", None).await;
     assert_eq!(got["split"][1], json!({"pool": "vendor-b", "weight": 30}));
-    assert_eq!((&got["when_all_down"], &got["rules"][0]["match"]["app_version"]), (&json!("backup"), &json!(">=5.2")));
+    assert_eq!(
+        (&got["when_all_down"], &got["rules"][0]["match"]["app_version"]),
+        (&json!("backup"), &json!(">=5.2"))
+    );
     let (status, _) = s.admin(Method::GET, "/admin/v1/domains/*.img.apply.test", None).await;
     assert_eq!(status, StatusCode::OK);
     // Exported and applied back: no change.
     let exported = tmp.path().join("export.yaml");
     let out = run(admin(vec!["export".into(), "-o".into(), exported.display().to_string()])).await;
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let out = run(admin(vec!["apply".into(), "-f".into(), exported.display().to_string(), "--dry-run".into()])).await;
+    let out =
+        run(admin(vec!["apply".into(), "-f".into(), exported.display().to_string(), "--dry-run".into()]))
+            .await;
     assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "no changes");
     let text = std::fs::read_to_string(&exported).unwrap();
     assert!(text.contains("cname: cdn.vendor.example") && text.contains("min_healthy: 2"), "{text}");
@@ -403,7 +432,10 @@ async fn per_domain_stats_by_frontend_and_place_and_the_busiest_series() {
     let places = st["by_place"].as_array().unwrap();
     assert_eq!(places[0], json!({"isp": "telecom", "region": "beijing", "queries": 3}), "{st}");
     assert!(places.contains(&json!({"isp": "unicom", "region": "shanghai", "queries": 2})), "{st}");
-    assert_eq!(st["series"].as_array().unwrap().iter().map(|m| m["queries"].as_u64().unwrap()).sum::<u64>(), 6);
+    assert_eq!(
+        st["series"].as_array().unwrap().iter().map(|m| m["queries"].as_u64().unwrap()).sum::<u64>(),
+        6
+    );
     // A wildcard's figures are those of the names it answered.
     let (_, w) = s.admin(Method::GET, "/admin/v1/domains/*.img.sched.test/stats", None).await;
     assert_eq!(w["total"], 2, "{w}");
@@ -412,8 +444,13 @@ async fn per_domain_stats_by_frontend_and_place_and_the_busiest_series() {
     assert_eq!((status, &err["field"]), (StatusCode::BAD_REQUEST, &json!("window")));
     let (status, _) = s.admin(Method::GET, "/admin/v1/domains/nope.sched.test/stats", None).await;
     assert_eq!(status, StatusCode::NOT_FOUND);
-    let (status, _) =
-        s.http.get(s.url("/admin/v1/domains/www.example.com/stats")).send().await.map(|r| (r.status(), ())).unwrap();
+    let (status, _) = s
+        .http
+        .get(s.url("/admin/v1/domains/www.example.com/stats"))
+        .send()
+        .await
+        .map(|r| (r.status(), ()))
+        .unwrap();
     assert_eq!(status, StatusCode::UNAUTHORIZED);
 
     let metrics = s.text("/metrics").await;

@@ -32,8 +32,12 @@ pub(crate) struct Question<'a> {
 
 /// The attributes a request states: an app version (read leniently, see
 /// [`ClientAttrs::parse_version`]) and comma-separated tag lists.
-pub(crate) fn client_attrs<'a>(app_version: Option<&str>, tags: impl IntoIterator<Item = &'a str>) -> ClientAttrs {
-    let mut attrs = ClientAttrs { app_version: app_version.and_then(ClientAttrs::parse_version), tags: Vec::new() };
+pub(crate) fn client_attrs<'a>(
+    app_version: Option<&str>,
+    tags: impl IntoIterator<Item = &'a str>,
+) -> ClientAttrs {
+    let mut attrs =
+        ClientAttrs { app_version: app_version.and_then(ClientAttrs::parse_version), tags: Vec::new() };
     for list in tags {
         attrs.add_tags(list);
     }
@@ -134,7 +138,13 @@ impl Answers {
 
     /// Counts the answers of `names` (the question's) in the metrics of `endpoint`, and each
     /// managed one in its domain's figures (`httpdns_dns::tally`).
-    pub(crate) fn count(&self, app: &AppState, endpoint: Endpoint, names: &[DomainName], started: std::time::Instant) {
+    pub(crate) fn count(
+        &self,
+        app: &AppState,
+        endpoint: Endpoint,
+        names: &[DomainName],
+        started: std::time::Instant,
+    ) {
         for n in &self.names {
             app.metrics.answer(endpoint, n.outcome);
         }

@@ -235,11 +235,17 @@ impl PoolSpec {
             return Err(FieldError::new("health_check.expected_status", "a tcp check has no status"));
         }
         if hc.expected_status.len() > 32 || hc.expected_status.iter().any(|c| !(100..=599).contains(c)) {
-            return Err(FieldError::new("health_check.expected_status", "at most 32 statuses, each 100 to 599"));
+            return Err(FieldError::new(
+                "health_check.expected_status",
+                "at most 32 statuses, each 100 to 599",
+            ));
         }
         if let Some(m) = &hc.body_match {
             if hc.kind == HealthCheckKind::Tcp || hc.method == HealthCheckMethod::Head {
-                return Err(FieldError::new("health_check.body_match", "only an http or https GET check reads a body"));
+                return Err(FieldError::new(
+                    "health_check.body_match",
+                    "only an http or https GET check reads a body",
+                ));
             }
             if m.is_empty() || m.len() > 256 || m.chars().any(char::is_control) {
                 return Err(FieldError::new(
@@ -363,7 +369,10 @@ impl DomainSpec {
                 ("when_all_down", !self.when_all_down.is_default()),
             ];
             if let Some((field, _)) = extra.iter().find(|(_, set)| *set) {
-                return Err(FieldError::new(*field, "a cname domain answers with its alias only; remove this field"));
+                return Err(FieldError::new(
+                    *field,
+                    "a cname domain answers with its alias only; remove this field",
+                ));
             }
             return Ok(());
         }
@@ -530,14 +539,17 @@ mod tests {
         let d = |json: &str| serde_json::from_str::<DomainSpec>(json).unwrap().validate();
         d(r#"{"split":[{"pool":"a","weight":70},{"pool":"b","weight":30}],"backup_pool":"c","min_healthy":2,"when_all_down":"backup"}"#).unwrap();
         d(r#"{"cname":"cdn.vendor.example"}"#).unwrap();
-        d(r#"{"pool":"edge","rules":[{"match":{"app_version":">=5.2","tag":"beta"},"pool":"canary"}]}"#).unwrap();
+        d(r#"{"pool":"edge","rules":[{"match":{"app_version":">=5.2","tag":"beta"},"pool":"canary"}]}"#)
+            .unwrap();
         assert_eq!(d("{}").unwrap_err().field, "pool");
         assert_eq!(d(r#"{"pool":"a","split":[{"pool":"b","weight":1}]}"#).unwrap_err().field, "split");
         assert_eq!(d(r#"{"cname":"x.example","pool":"a"}"#).unwrap_err().field, "pool");
         assert_eq!(d(r#"{"pool":"a","when_all_down":"backup"}"#).unwrap_err().field, "when_all_down");
         assert_eq!(d(r#"{"pool":"a","backup_pool":"a"}"#).unwrap_err().field, "backup_pool");
         assert_eq!(d(r#"{"pool":"a","min_healthy":0}"#).unwrap_err().field, "min_healthy");
-        let bad = serde_json::from_str::<DomainSpec>(r#"{"pool":"a","rules":[{"match":{"app_version":"=>5"},"pool":"b"}]}"#);
+        let bad = serde_json::from_str::<DomainSpec>(
+            r#"{"pool":"a","rules":[{"match":{"app_version":"=>5"},"pool":"b"}]}"#,
+        );
         assert!(bad.unwrap_err().to_string().contains("semver"));
         // The defaults are not written back, so stored bodies of plain domains are unchanged.
         let plain: DomainSpec = serde_json::from_str(r#"{"pool":"edge"}"#).unwrap();

@@ -184,7 +184,10 @@ impl RuleMatch {
     pub fn holds(&self, view: &ClientView, attrs: &ClientAttrs) -> bool {
         self.isp.as_ref().is_none_or(|i| view.isp.as_ref() == Some(i))
             && self.region.as_ref().is_none_or(|r| view.region.as_ref() == Some(r))
-            && self.app_version.as_ref().is_none_or(|range| attrs.app_version.as_ref().is_some_and(|v| range.matches(v)))
+            && self
+                .app_version
+                .as_ref()
+                .is_none_or(|range| attrs.app_version.as_ref().is_some_and(|v| range.matches(v)))
             && self.tag.as_ref().is_none_or(|t| attrs.tags.iter().any(|c| c == t.as_str()))
     }
 
@@ -285,7 +288,14 @@ mod tests {
     }
 
     fn seeds(n: u32) -> impl Iterator<Item = u64> {
-        (0..n).map(|i| crate::snapshot::client_seed(std::net::IpAddr::from([1, (i >> 16) as u8, (i >> 8) as u8, i as u8])))
+        (0..n).map(|i| {
+            crate::snapshot::client_seed(std::net::IpAddr::from([
+                1,
+                (i >> 16) as u8,
+                (i >> 8) as u8,
+                i as u8,
+            ]))
+        })
     }
 
     #[test]

@@ -269,7 +269,7 @@ struct Domains {
     /// Wildcard domains (`*.img.example.com`) by the name their label stands under
     /// (`img.example.com`), so a name's wildcard is found by slicing off its first label,
     /// without building a string.
-    wildcards: FastMap<Box<str>, DomainSpec>,
+    wildcards: FastMap<Box<str>, (DomainName, DomainSpec)>,
     pools: Vec<Token>,
 }
 
@@ -279,7 +279,17 @@ impl Domains {
         match self.specs.get(name) {
             Some(d) => Some(d),
             None if self.wildcards.is_empty() => None,
-            None => self.wildcards.get(name.split_once('.')?.1),
+            None => self.wildcards.get(name.split_once('.')?.1).map(|(_, d)| d),
+        }
+    }
+
+    /// [`find`](Self::find) with the name of the domain resource that answers (the wildcard's
+    /// for a name it covers).
+    fn find_entry(&self, name: &str) -> Option<(&str, &DomainSpec)> {
+        match self.specs.get_key_value(name) {
+            Some((k, d)) => Some((k.as_str(), d)),
+            None if self.wildcards.is_empty() => None,
+            None => self.wildcards.get(name.split_once('.')?.1).map(|(k, d)| (k.as_str(), d)),
         }
     }
 }
@@ -383,6 +393,12 @@ impl Snapshot {
         self.domains.find(name)
     }
 
+    /// [`domain_named`](Self::domain_named) with the name of the domain resource that answers
+    /// it: the name itself, or the wildcard (`*.img.example.com`) that covers it.
+    pub fn domain_entry(&self, name: &str) -> Option<(&str, &DomainSpec)> {
+        self.domains.find_entry(name)
+    }
+
     /// The nearest managed name strictly above `name` (`www.example.com` for
     /// `a.www.example.com`), with its spec: the zone `name` would be in.
     pub fn enclosing_domain(&self, name: &DomainName) -> Option<(DomainName, &DomainSpec)> {
@@ -457,7 +473,9 @@ impl Snapshot {
         health: &impl NodeHealth,
     ) -> Resolution {
         match self.domains.find(name.as_str()) {
-            Some(domain) => Resolution::Managed(self.resolve_for(domain, family, client, attrs, seed, health)),
+            Some(domain) => {
+                Resolution::Managed(self.resolve_for(domain, family, client, attrs, seed, health))
+            }
             None => Resolution::NotManaged,
         }
     }

@@ -27,7 +27,8 @@ pub(crate) fn fill<'s, H: NodeHealth, C: Fn(IpAddr) -> (ClientView, u8)>(
     ctx: &Context<'s, H, C>,
 ) -> Filled {
     let qtype = question.query_type();
-    let done = |ttl: u32, scope: Option<u8>| Filled::Done { code: ResponseCode::NoError, scope, ttl: Some(ttl) };
+    let done =
+        |ttl: u32, scope: Option<u8>| Filled::Done { code: ResponseCode::NoError, scope, ttl: Some(ttl) };
     // The owner as the question spelled it (0x20 case randomisation), then each target.
     let mut owner = question.name().clone();
     let mut ttl = u32::MAX;

@@ -264,7 +264,15 @@ pub(crate) fn answer_general<H: NodeHealth, C: Fn(IpAddr) -> (ClientView, u8)>(
                         s.source_prefix(),
                     )));
                 }
-                return Some(Answer::Forward(Forward { name, qtype, client, response, limit, transport, alias: None }));
+                return Some(Answer::Forward(Forward {
+                    name,
+                    qtype,
+                    client,
+                    response,
+                    limit,
+                    transport,
+                    alias: None,
+                }));
             }
             (ResponseCode::Refused, false, None, 0)
         }
@@ -278,7 +286,15 @@ pub(crate) fn answer_general<H: NodeHealth, C: Fn(IpAddr) -> (ClientView, u8)>(
             }
             let qtype = question.query_type();
             let alias = Some((owner, ttl));
-            return Some(Answer::Forward(Forward { name: target, qtype, client, response, limit, transport, alias }));
+            return Some(Answer::Forward(Forward {
+                name: target,
+                qtype,
+                client,
+                response,
+                limit,
+                transport,
+                alias,
+            }));
         }
     };
     if let (Some(s), Some(edns)) = (subnet, response.edns.as_mut()) {

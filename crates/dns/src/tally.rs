@@ -153,7 +153,8 @@ fn other_token() -> Option<Token> {
 
 /// FNV-1a of the name, for its shard.
 fn shard_of(name: &str) -> usize {
-    let h = name.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3));
+    let h =
+        name.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3));
     (h % SHARDS as u64) as usize
 }
 
@@ -170,7 +171,8 @@ pub struct BusiestDomains {
 pub const BUSIEST_MINUTES: u64 = 5;
 // The registry adds the `httpdns_` prefix.
 const BUSIEST_NAME: &str = "domain_queries_recent";
-const BUSIEST_HELP: &str = "Queries of the busiest managed domains over the last 5 minutes (top 20), by domain.";
+const BUSIEST_HELP: &str =
+    "Queries of the busiest managed domains over the last 5 minutes (top 20), by domain.";
 
 impl BusiestDomains {
     pub fn new(tally: std::sync::Arc<DomainTally>) -> Self {

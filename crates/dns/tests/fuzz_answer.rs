@@ -36,7 +36,12 @@ fn snapshot() -> Snapshot {
 
 fn run(bytes: &[u8], transport: Transport) -> Option<Answer> {
     let snap = snapshot();
-    let ctx = Context { snapshot: &snap, health: &AllUp, classify: |_: IpAddr| (ClientView::default(), 0), tally: None };
+    let ctx = Context {
+        snapshot: &snap,
+        health: &AllUp,
+        classify: |_: IpAddr| (ClientView::default(), 0),
+        tally: None,
+    };
     answer(bytes, "203.0.113.1".parse().unwrap(), transport, &ctx)
 }
 

@@ -43,8 +43,12 @@ fn handler() -> Handler {
     };
     let snapshot = Arc::new(Snapshot::build(model, Policy::default(), 1));
     Arc::new(move |bytes, peer, transport| {
-        let ctx =
-            Context { snapshot: &snapshot, health: &AllUp, classify: |_: IpAddr| (ClientView::default(), 0), tally: None };
+        let ctx = Context {
+            snapshot: &snapshot,
+            health: &AllUp,
+            classify: |_: IpAddr| (ClientView::default(), 0),
+            tally: None,
+        };
         answer(bytes, peer, transport, &ctx)
     })
 }

@@ -21,7 +21,8 @@ pub(crate) async fn stats(
     Path(raw): Path<String>,
     RawQuery(query): RawQuery,
 ) -> Result<Response, ApiError> {
-    let name = Domains::canonical_name(&raw).map_err(|e| ApiError::bad_request("InvalidName", "name", e.message))?;
+    let name =
+        Domains::canonical_name(&raw).map_err(|e| ApiError::bad_request("InvalidName", "name", e.message))?;
     let pairs: Vec<(String, String)> =
         form_urlencoded::parse(query.as_deref().unwrap_or("").as_bytes()).into_owned().collect();
     let window = pairs.iter().find(|(k, _)| k == "window").map(|(_, v)| v.as_str());

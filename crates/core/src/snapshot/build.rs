@@ -112,7 +112,7 @@ impl Snapshot {
             }
             match name.wildcard_parent() {
                 Some(parent) => {
-                    wildcards.insert(parent.into(), spec);
+                    wildcards.insert(parent.into(), (name.clone(), spec));
                 }
                 None => {
                     specs.insert(name, spec);

@@ -7,9 +7,9 @@ use std::net::IpAddr;
 use serde::Serialize;
 
 use super::{AnswerStatus, ClientView, Family, NodeHealth, Resolution, Snapshot, Via};
-use crate::schedule::ClientAttrs;
 use crate::live::LatencySource;
 use crate::name::DomainName;
+use crate::schedule::ClientAttrs;
 use crate::score::ScoreTerms;
 
 /// The explanation of one answer.

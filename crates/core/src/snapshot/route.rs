@@ -32,7 +32,12 @@ impl Snapshot {
     ) -> ManagedAnswer {
         let (chosen, mut via) = choose(domain, client, attrs, seed);
         let Some(pool) = chosen.and_then(|p| self.pool_entry(p)) else {
-            return ManagedAnswer { ttl: domain.ttl, ips: Vec::new(), status: AnswerStatus::NoHealthyNode, via };
+            return ManagedAnswer {
+                ttl: domain.ttl,
+                ips: Vec::new(),
+                status: AnswerStatus::NoHealthyNode,
+                via,
+            };
         };
         let backup = domain.backup_pool.as_ref().and_then(|b| self.pool_entry(b));
         let from = |pool: &PoolEntry, via: Via| {
@@ -164,4 +169,153 @@ fn choose<'d>(
         return (i.map(|i| &domain.split[i].pool), via);
     }
     (domain.pool.as_ref(), via)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::net::IpAddr;
+
+    use super::*;
+    use crate::model::{DomainSpec, NodeSpec};
+    use crate::schedule::{ClientAttrs, Rule, RuleMatch, SplitEntry, VersionRange, NO_ATTRS};
+    use crate::snapshot::{Model, Policy, Resolution};
+    use crate::DomainName;
+
+    fn tok(s: &str) -> Token {
+        Token::parse(s).unwrap()
+    }
+
+    fn node(id: &str, ip: &str, pool: &str) -> (String, NodeSpec) {
+        let spec = serde_json::from_value(serde_json::json!(
+            {"ip": ip, "pool": pool, "isp": "telecom", "region": "beijing"}))
+        .unwrap();
+        (id.into(), spec)
+    }
+
+    /// Nodes down by index.
+    struct Down(Vec<u32>);
+    impl NodeHealth for Down {
+        fn is_up(&self, n: u32) -> bool {
+            !self.0.contains(&n)
+        }
+    }
+
+    fn snapshot(domains: Vec<(&str, DomainSpec)>) -> Snapshot {
+        let model = Model {
+            // Indices 0, 1: primary; 2: spare; 3: canary.
+            nodes: vec![
+                node("p1", "1.1.1.1", "primary"),
+                node("p2", "1.1.1.2", "primary"),
+                node("s1", "2.2.2.1", "spare"),
+                node("c1", "3.3.3.1", "canary"),
+            ],
+            domains: domains.into_iter().map(|(n, d)| (DomainName::parse_pattern(n).unwrap(), d)).collect(),
+            ..Model::default()
+        };
+        Snapshot::build(model, Policy { band: 0.0, ..Policy::default() }, 1)
+    }
+
+    fn answer(
+        s: &Snapshot,
+        name: &str,
+        attrs: &ClientAttrs,
+        down: &[u32],
+    ) -> (Vec<IpAddr>, AnswerStatus, Via) {
+        match s.resolve_with(
+            &DomainName::parse(name).unwrap(),
+            Family::V4,
+            &ClientView::default(),
+            attrs,
+            9,
+            &Down(down.to_vec()),
+        ) {
+            Resolution::Managed(a) => (a.ips, a.status, a.via),
+            Resolution::NotManaged => panic!("{name} is not managed"),
+        }
+    }
+
+    fn ip(s: &str) -> IpAddr {
+        s.parse().unwrap()
+    }
+
+    #[test]
+    fn backup_answers_when_the_pool_runs_thin_and_when_all_down_decides_after() {
+        let domain = |when: WhenAllDown| {
+            let mut d = DomainSpec::pooled(tok("primary"), 60, 4);
+            d.backup_pool = Some(tok("spare"));
+            d.min_healthy = 2;
+            d.when_all_down = when;
+            d
+        };
+        let s = snapshot(vec![
+            ("f.example", domain(WhenAllDown::FailOpen)),
+            ("b.example", domain(WhenAllDown::Backup)),
+            ("e.example", domain(WhenAllDown::Empty)),
+        ]);
+        let (ips, status, via) = answer(&s, "f.example", &NO_ATTRS, &[]);
+        assert_eq!((ips.len(), status, via.backup), (2, AnswerStatus::Ok, false));
+        // One of two primaries down: below min_healthy, the backup answers.
+        let (ips, status, via) = answer(&s, "f.example", &NO_ATTRS, &[1]);
+        assert_eq!((ips, status, via.backup), (vec![ip("2.2.2.1")], AnswerStatus::Ok, true));
+        // The backup down too: what the primary has up.
+        let (ips, status, _) = answer(&s, "f.example", &NO_ATTRS, &[1, 2]);
+        assert_eq!((ips, status), (vec![ip("1.1.1.1")], AnswerStatus::Ok));
+        // All down.
+        let (ips, status, _) = answer(&s, "f.example", &NO_ATTRS, &[0, 1, 2]);
+        assert_eq!((ips.len(), status), (2, AnswerStatus::FailOpen));
+        let (ips, status, via) = answer(&s, "b.example", &NO_ATTRS, &[0, 1, 2]);
+        assert_eq!((ips, status, via.backup), (vec![ip("2.2.2.1")], AnswerStatus::FailOpen, true));
+        let (ips, status, _) = answer(&s, "e.example", &NO_ATTRS, &[0, 1, 2]);
+        assert_eq!((ips, status), (vec![], AnswerStatus::NoHealthyNode));
+    }
+
+    #[test]
+    fn empty_without_backup_answers_nothing_only_when_all_are_down() {
+        let mut d = DomainSpec::pooled(tok("primary"), 60, 4);
+        d.when_all_down = WhenAllDown::Empty;
+        let s = snapshot(vec![("e.example", d)]);
+        assert_eq!(answer(&s, "e.example", &NO_ATTRS, &[0]).0, [ip("1.1.1.2")]);
+        assert_eq!(answer(&s, "e.example", &NO_ATTRS, &[0, 1]).1, AnswerStatus::NoHealthyNode);
+    }
+
+    #[test]
+    fn a_rule_wins_over_the_split_and_explain_names_both() {
+        let mut d = DomainSpec::pooled(tok("primary"), 60, 4);
+        d.pool = None;
+        d.split = vec![
+            SplitEntry { pool: tok("primary"), weight: 1 },
+            SplitEntry { pool: tok("spare"), weight: 1 },
+        ];
+        d.rules = vec![Rule {
+            matches: RuleMatch {
+                app_version: Some(VersionRange::parse(">=5.2").unwrap()),
+                ..RuleMatch::default()
+            },
+            pool: tok("canary"),
+        }];
+        let s = snapshot(vec![("r.example", d)]);
+        let beta = ClientAttrs { app_version: ClientAttrs::parse_version("5.3"), tags: vec![] };
+        let (ips, _, via) = answer(&s, "r.example", &beta, &[]);
+        assert_eq!((ips, via.rule, via.split), (vec![ip("3.3.3.1")], Some(0), None));
+        let (_, _, via) = answer(&s, "r.example", &NO_ATTRS, &[]);
+        assert!(via.split.is_some() && via.rule.is_none());
+        let name = DomainName::parse("r.example").unwrap();
+        let e = s.explain(&name, Family::V4, &ClientView::default(), &beta, 9, &Down(vec![])).unwrap();
+        assert_eq!((e.decided_by, e.pool.as_str(), e.rule.unwrap().index), ("rule", "canary", 0));
+    }
+
+    #[test]
+    fn a_wildcard_covers_one_label_and_the_exact_name_wins() {
+        let s = snapshot(vec![
+            ("*.img.example", DomainSpec::pooled(tok("spare"), 60, 4)),
+            ("exact.img.example", DomainSpec::pooled(tok("canary"), 60, 4)),
+        ]);
+        assert_eq!(answer(&s, "a.img.example", &NO_ATTRS, &[]).0, [ip("2.2.2.1")]);
+        assert_eq!(answer(&s, "exact.img.example", &NO_ATTRS, &[]).0, [ip("3.3.3.1")]);
+        for not in ["img.example", "x.a.img.example"] {
+            assert!(s.domain(&DomainName::parse(not).unwrap()).is_none(), "{not}");
+        }
+        assert_eq!(s.domain_entry("b.img.example").map(|(k, _)| k), Some("*.img.example"));
+        assert_eq!(s.stats().domains, 2);
+    }
 }
