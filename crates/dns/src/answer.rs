@@ -68,7 +68,8 @@ pub struct Forward {
     transport: Transport,
     /// When the question was an alias (`cname`) answered here: the owner of the records found
     /// upstream (the alias's target, already in the answer as a CNAME) and the alias's TTL.
-    alias: Option<(Name, u32)>,
+    /// Boxed: a `Name` is large, and every forwarded answer but an alias's carries `None`.
+    alias: Option<Box<(Name, u32)>>,
 }
 
 impl Forward {
@@ -87,7 +88,7 @@ impl Forward {
                 // The owner name as the question spelled it: resolvers that randomise the
                 // case of their questions (0x20, draft-vixie-dnsext-dns0x20) match answers by it.
                 // After a CNAME, the records are the target's.
-                let asked = match &self.alias {
+                let asked = match self.alias.as_deref() {
                     Some((owner, _)) => Some(owner.clone()),
                     None => self.response.queries.first().map(|q| q.name().clone()),
                 };
@@ -285,7 +286,7 @@ pub(crate) fn answer_general<H: NodeHealth, C: Fn(IpAddr) -> (ClientView, u8)>(
                 )));
             }
             let qtype = question.query_type();
-            let alias = Some((owner, ttl));
+            let alias = Some(Box::new((owner, ttl)));
             return Some(Answer::Forward(Forward {
                 name: target,
                 qtype,

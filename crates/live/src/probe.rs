@@ -102,9 +102,8 @@ async fn http_status<S: AsyncRead + AsyncWrite + Unpin>(
     let mut parts = line.split(' ');
     let version = parts.next().unwrap_or("");
     let status = parts.next().and_then(|s| s.parse::<u16>().ok());
-    let code = match (version.starts_with("HTTP/1."), status) {
-        (true, Some(code)) => code,
-        _ => return Err(ProbeError::BadResponse),
+    let (true, Some(code)) = (version.starts_with("HTTP/1."), status) else {
+        return Err(ProbeError::BadResponse);
     };
     let expected = if check.expected_status.is_empty() {
         (200..300).contains(&code)

@@ -29,7 +29,7 @@ pub(crate) async fn stats(
     let (window, minutes) =
         crate::events::admin::parse_window(window, "1h", Duration::from_secs(WINDOW_MINUTES * 60))?;
     let published = app.catalog.snapshot();
-    if !published.snapshot.domain_entry(&name).is_some_and(|(key, _)| key == name) {
+    if published.snapshot.domain_entry(&name).is_none_or(|(key, _)| key != name) {
         return Err(ApiError::not_found(format!("domain {name}")));
     }
     let now = httpdns_core::clock::unix_s() / 60;
