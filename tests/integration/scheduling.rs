@@ -239,6 +239,21 @@ async fn cname_answers_on_dig_kdig_and_d() {
     let out = dig_short(&dns, &["local.alias.test", "A", "+subnet=1.0.2.0/24"]).await;
     assert_eq!(out.lines().collect::<Vec<_>>(), ["www.example.com.", "2.2.2.1", "2.2.2.2"], "{out}");
 
+    // DoH (wire format): the same CNAME and target for the client's subnet.
+    let q = httpdns_dns::build_query(
+        9,
+        "www.alias.test.",
+        hickory_proto::rr::RecordType::A,
+        Some(("1.0.2.0".parse().unwrap(), 24)),
+    )
+    .unwrap();
+    use base64::Engine as _;
+    let wire = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(&q);
+    let resp = s.get(&format!("/dns-query?dns={wire}")).await;
+    let m = hickory_proto::op::Message::from_vec(&resp.bytes().await.unwrap()).unwrap();
+    let got: Vec<String> = m.answers.iter().map(|r| format!("{} {}", r.name, r.data)).collect();
+    assert_eq!(got, ["www.alias.test. cdn.partner.example.", "cdn.partner.example. 9.9.9.1"]);
+
     // /d, /resolve and /v2/d: the target's addresses for the client.
     assert_eq!(s.text("/d?dn=www.alias.test&ip=1.0.2.77").await, "9.9.9.1");
     assert_eq!(s.text("/d?dn=www.alias.test&ip=8.8.8.8&ttl=1").await, "9.9.9.2,120");
