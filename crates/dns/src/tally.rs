@@ -14,6 +14,10 @@
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::Mutex;
 
+// The maps on the answer path hash with foldhash (SipHash would be most of a count's cost);
+// their keys are managed names and bounded labels, not what a client chooses.
+use foldhash::HashMap as FastMap;
+
 use httpdns_core::{ClientView, Token};
 use prometheus::core::{Collector, Desc};
 use prometheus::proto::MetricFamily;
@@ -31,19 +35,28 @@ pub const OTHER: &str = "(other)";
 pub const TOP_NAMES: usize = 20;
 
 const SHARDS: usize = 16;
+/// Distinct (carrier, region) pairs a shard keeps labels for before the rest fold.
+const MAX_PLACES: usize = 4096;
+/// The place of what the caps folded: carrier and region `other`.
+const OTHER_PLACE: u64 = u64::MAX;
 
-type Key = (&'static str, Option<Token>, Option<Token>);
+/// A front-end and a place: the place as a hash of its carrier and region, so that counting
+/// a question neither clones the tokens (their reference counts are shared by every thread
+/// answering) nor hashes them twice; each shard keeps the labels of its places once.
+type Key = (&'static str, u64);
 
 #[derive(Debug, Default)]
 struct Minute {
     at: u64,
-    names: HashMap<Box<str>, HashMap<Key, u64>>,
+    names: FastMap<Box<str>, FastMap<Key, u64>>,
 }
 
 #[derive(Debug, Default)]
 struct Shard {
     /// Oldest first; at most [`WINDOW_MINUTES`].
     minutes: VecDeque<Minute>,
+    /// The carrier and region of each place hash counted in this shard.
+    places: FastMap<u64, (Option<Token>, Option<Token>)>,
 }
 
 /// The per-domain counts (see the module docs).
@@ -73,19 +86,21 @@ impl DomainTally {
     /// Counts one question for `domain` (the resource's name) from `frontend`, at `minute`
     /// (Unix seconds / 60).
     pub fn record(&self, domain: &str, frontend: &'static str, view: &ClientView, minute: u64) {
-        let mut shard = self.shards[shard_of(domain)].lock().unwrap_or_else(|e| e.into_inner());
-        let current = match shard.minutes.back_mut() {
+        let place = place_of(view);
+        let mut guard = self.shards[shard_of(domain)].lock().unwrap_or_else(|e| e.into_inner());
+        let Shard { minutes, places } = &mut *guard;
+        let current = match minutes.back_mut() {
             Some(m) if m.at == minute => m,
             // A clock step backwards counts into the newest minute rather than reorder them.
             Some(m) if m.at > minute => m,
             _ => {
-                while shard.minutes.front().is_some_and(|m| m.at + WINDOW_MINUTES <= minute)
-                    || shard.minutes.len() >= WINDOW_MINUTES as usize
+                while minutes.front().is_some_and(|m| m.at + WINDOW_MINUTES <= minute)
+                    || minutes.len() >= WINDOW_MINUTES as usize
                 {
-                    shard.minutes.pop_front();
+                    minutes.pop_front();
                 }
-                shard.minutes.push_back(Minute { at: minute, names: HashMap::new() });
-                shard.minutes.back_mut().expect("just pushed")
+                minutes.push_back(Minute { at: minute, names: FastMap::default() });
+                minutes.back_mut().expect("just pushed")
             }
         };
         let names = &mut current.names;
@@ -96,13 +111,19 @@ impl DomainTally {
                 names.entry(name.into()).or_default()
             }
         };
-        let key: Key = (frontend, view.isp.clone(), view.region.clone());
-        if let Some(n) = keys.get_mut(&key) {
+        if let Some(n) = keys.get_mut(&(frontend, place)) {
             *n += 1;
             return;
         }
-        let key = if keys.len() >= MAX_KEYS { (frontend, other_token(), other_token()) } else { key };
-        *keys.entry(key).or_default() += 1;
+        let known = places.contains_key(&place) || {
+            let room = places.len() < MAX_PLACES;
+            if room {
+                places.insert(place, (view.isp.clone(), view.region.clone()));
+            }
+            room
+        };
+        let place = if keys.len() >= MAX_KEYS || !known { OTHER_PLACE } else { place };
+        *keys.entry((frontend, place)).or_default() += 1;
     }
 
     /// The counts of `domain` over the `minutes` up to and including `now` (a Unix minute).
@@ -115,11 +136,15 @@ impl DomainTally {
             let shard = self.shards[i].lock().unwrap_or_else(|e| e.into_inner());
             for m in shard.minutes.iter().filter(|m| m.at + minutes > now && m.at <= now) {
                 let Some(keys) = m.names.get(domain) else { continue };
-                for ((frontend, isp, region), n) in keys {
+                for ((frontend, place), n) in keys {
                     *per_minute.entry(m.at).or_default() += n;
                     *out.by_frontend.entry(frontend).or_default() += n;
                     let label = |t: &Option<Token>| t.as_ref().map_or("unknown", Token::as_str).to_owned();
-                    *out.by_place.entry((label(isp), label(region))).or_default() += n;
+                    let pair = match shard.places.get(place) {
+                        Some((isp, region)) if *place != OTHER_PLACE => (label(isp), label(region)),
+                        _ => ("other".to_owned(), "other".to_owned()),
+                    };
+                    *out.by_place.entry(pair).or_default() += n;
                     out.total += n;
                 }
             }
@@ -147,15 +172,26 @@ impl DomainTally {
     }
 }
 
-fn other_token() -> Option<Token> {
-    Token::parse("other").ok()
+/// FNV-1a over bytes, continuing from `h`.
+fn fnv(h: u64, bytes: &[u8]) -> u64 {
+    bytes.iter().fold(h, |h, b| (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3))
+}
+
+const FNV_START: u64 = 0xcbf2_9ce4_8422_2325;
+
+/// The hash of a client's carrier and region (an absent one apart from any spelling: tokens
+/// are never empty, and the separators differ). Never [`OTHER_PLACE`].
+fn place_of(view: &ClientView) -> u64 {
+    let part = |h: u64, t: &Option<Token>| match t {
+        Some(t) => fnv(fnv(h, b"="), t.as_str().as_bytes()),
+        None => fnv(h, b"-"),
+    };
+    part(part(FNV_START, &view.isp), &view.region).min(OTHER_PLACE - 1)
 }
 
 /// FNV-1a of the name, for its shard.
 fn shard_of(name: &str) -> usize {
-    let h =
-        name.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3));
-    (h % SHARDS as u64) as usize
+    (fnv(FNV_START, name.as_bytes()) % SHARDS as u64) as usize
 }
 
 /// `/metrics`: `domain_queries_recent{domain}`, the queries of the [`TOP_NAMES`] busiest
