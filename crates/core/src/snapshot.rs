@@ -419,7 +419,9 @@ impl Snapshot {
     /// not managed themselves.
     pub fn has_managed_below(&self, name: &DomainName) -> bool {
         let suffix = format!(".{}", name.as_str());
+        // A wildcard `*.<parent>` lies below its parent and what is above it.
         self.domains.specs.keys().any(|d| d.as_str().ends_with(&suffix))
+            || self.domains.wildcards.keys().any(|p| **p == *name.as_str() || p.ends_with(&suffix))
     }
 
     /// Every node, usable or not, by snapshot index.

@@ -316,6 +316,8 @@ mod tests {
             assert!(s.domain(&DomainName::parse(not).unwrap()).is_none(), "{not}");
         }
         assert_eq!(s.domain_entry("b.img.example").map(|(k, _)| k), Some("*.img.example"));
+        let parent = DomainName::parse("img.example").unwrap();
+        assert!(s.has_managed_below(&parent), "the wildcard makes its parent an empty non-terminal");
         assert_eq!(s.stats().domains, 2);
     }
 }
