@@ -148,6 +148,7 @@ try {
   await page.click('button:has-text("Explain")');
   await page.waitForSelector('text=carrier unicom, region shanghai');
   check((await page.textContent('main')).includes('1.1.1.1'), 'the explanation lists the node');
+  check((await page.textContent('p.decided')).includes("Pool edge, chosen by the domain's pool"), 'and says what chose the pool');
   await shot('explain');
 
   // Config: publish, change, roll back; a concurrent publish is shown, not overwritten.

@@ -350,20 +350,27 @@ async function explainPage() {
     h('label', {}, 'Client address', h('input', { name: 'ip', placeholder: '1.0.2.7' })),
     h('label', {}, 'or carrier', h('input', { name: 'isp', placeholder: 'unicom' })),
     h('label', {}, 'and region', h('input', { name: 'region', placeholder: 'shanghai' })),
+    h('label', {}, 'App version', h('input', { name: 'app_version', placeholder: '5.2.0' })),
+    h('label', {}, 'Tag', h('input', { name: 'tag', placeholder: 'beta' })),
     h('label', {}, 'Family', h('select', { name: 'type' }, ['a', 'aaaa', 'addrs'].map(t => h('option', { value: t }, t)))),
     h('button', { type: 'submit' }, 'Explain'));
   const out = h('div', {});
   form.addEventListener('submit', async ev => {
     ev.preventDefault();
     const p = new URLSearchParams();
-    for (const f of ['dn', 'ip', 'isp', 'region', 'type']) if (form.elements[f].value) p.set(f, form.elements[f].value);
+    for (const f of ['dn', 'ip', 'isp', 'region', 'app_version', 'tag', 'type']) if (form.elements[f].value) p.set(f, form.elements[f].value);
     const res = await api('GET', '/admin/v1/explain?' + p);
     if (!res.ok) return showError(form, res);
     const e = res.json;
-    const parts = [h('p', {}, `Client ${e.client.ip}: carrier ${e.client.isp || 'unknown'}, region ${e.client.region || 'unknown'}; ${e.managed ? 'a managed name' : 'not managed here'} (snapshot ${e.snapshot_revision}).`)];
+    const parts = [h('p', {}, `Client ${e.client.ip}: carrier ${e.client.isp || 'unknown'}, region ${e.client.region || 'unknown'}; ${e.managed ? 'a managed name' : 'not managed here'}${e.cname ? ', an alias of ' + e.cname : ''} (snapshot ${e.snapshot_revision}).`)];
     for (const a of e.answers || []) {
       const rows = a.nodes || a.candidates || [];
       parts.push(h('h2', {}, `${a.family || ''} answer: ${(a.answer || []).join(', ') || 'none'}`));
+      // Which rule, split entry or backup chose the pool (docs/scheduling.md, "Seeing the decision").
+      const why = a.decided_by === 'rule' ? `rule ${a.rule.index + 1} (${JSON.stringify(a.rule.match)})`
+        : a.decided_by === 'split' ? `split entry ${a.split.index + 1} (weight ${a.split.weight} of ${a.split.total_weight})`
+        : a.decided_by === 'backup' ? `the backup: ${a.chosen_pool} had too few nodes up` : 'the domain\'s pool';
+      if (a.pool) parts.push(h('p', { class: 'decided' }, `Pool ${a.pool}, chosen by ${why}.`));
       if (Array.isArray(rows) && rows.length) parts.push(table(rows.map(r => Object.fromEntries(Object.entries(r).map(([k, v]) => [k, typeof v === 'object' && v !== null ? JSON.stringify(v) : v])))));
       else parts.push(h('pre', { class: 'diff' }, JSON.stringify(a, null, 2)));
     }
