@@ -472,3 +472,48 @@ async fn per_domain_stats_by_frontend_and_place_and_the_busiest_series() {
     assert!(metrics.contains("httpdns_domain_queries_recent{domain=\"www.example.com\"} 6"), "{metrics}");
     assert!(metrics.contains("httpdns_domain_queries_recent{domain=\"*.img.sched.test\"} 2"));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn health_checks_take_expected_statuses_and_a_body_match() {
+    let probe = tokio::net::TcpListener::bind("127.0.0.51:0").await.unwrap();
+    let port = probe.local_addr().unwrap().port();
+    drop(probe);
+    let (_ok, _a) = node_listener("127.0.0.51", port, OK).await;
+    let (_failing, _b) = node_listener("127.0.0.52", port, FAIL).await;
+    let tmp = tempfile::tempdir().unwrap();
+    let mut env = crate::support::env(tmp.path(), &Db::Sqlite);
+    env.insert("HTTPDNS_ALLOW_PRIVATE_NODE_IPS".into(), "true".into());
+    let s = Server::start_with(env, Some("[live]\nrefresh_interval_ms = 100\n")).await;
+    let check = |extra: Value| {
+        let mut hc = json!({"kind": "http", "port": port, "path": "/health", "interval_ms": 100,
+            "timeout_ms": 80, "healthy_threshold": 1, "unhealthy_threshold": 1});
+        hc.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
+        json!({"health_check": hc})
+    };
+    s.put_ok("/admin/v1/pools/hc", check(json!({"expected_status": [500]}))).await;
+    for i in [51, 52] {
+        s.put_ok(
+            &format!("/admin/v1/nodes/n{i}"),
+            json!({"ip": format!("127.0.0.{i}"), "pool": "hc", "isp": "telecom", "region": "beijing"}),
+        )
+        .await;
+    }
+    s.put_ok("/admin/v1/domains/hc.sched.test", json!({"pool": "hc", "max_answers": 8})).await;
+    let answer = || async {
+        let resp = s.get("/d?dn=hc.sched.test&ip=1.2.3.4").await;
+        let status = resp.headers()["x-httpdns-status"].to_str().unwrap().to_owned();
+        (resp.text().await.unwrap(), status)
+    };
+    // Only 500 counts as healthy: the node answering 200 leaves.
+    let ok =
+        eventually(Duration::from_secs(5), || async { answer().await == ("127.0.0.52".into(), "ok".into()) })
+            .await;
+    assert!(ok, "{:?}", answer().await);
+    // A body match no node's (empty) body holds: every node down, the pool fails open.
+    s.put_ok("/admin/v1/pools/hc", check(json!({"body_match": "ready"}))).await;
+    let ok = eventually(Duration::from_secs(5), || async { answer().await.1 == "fail-open" }).await;
+    assert!(ok, "{:?}", answer().await);
+    let tcp = json!({"health_check": {"kind": "tcp", "port": port, "body_match": "x"}});
+    let (status, err) = s.put("/admin/v1/pools/hc", tcp).await;
+    assert_eq!((status, &err["field"]), (StatusCode::BAD_REQUEST, &json!("health_check.body_match")));
+}
