@@ -49,9 +49,10 @@ pub(crate) fn client_attrs<'a>(
 const MAX_ALIASES: usize = 8;
 
 /// Where a name's answer comes from once aliases are followed: a domain of the snapshot, or a
-/// name to ask upstream (with the TTL of the alias that led there, which caps the answer's).
+/// name to ask upstream, each with the smallest TTL of the aliases that led there (which caps
+/// the answer's).
 enum Target<'s> {
-    Managed(&'s DomainSpec),
+    Managed(&'s DomainSpec, u32),
     Upstream(DomainName, u32),
     /// An alias loop, or longer than [`MAX_ALIASES`].
     Loop,
@@ -61,7 +62,7 @@ enum Target<'s> {
 fn target<'s>(snapshot: &'s Snapshot, mut domain: &'s DomainSpec) -> Target<'s> {
     let mut ttl = u32::MAX;
     for _ in 0..MAX_ALIASES {
-        let Some(alias) = &domain.cname else { return Target::Managed(domain) };
+        let Some(alias) = &domain.cname else { return Target::Managed(domain, ttl) };
         ttl = ttl.min(domain.ttl);
         match snapshot.domain(alias) {
             Some(next) => domain = next,
@@ -229,9 +230,9 @@ fn managed(app: &AppState, snapshot: &Published, q: Question<'_>) -> (ClientView
             let found = match domain {
                 Some(domain) if domain.cname.is_none() => resolve(domain),
                 Some(domain) => match target(&snapshot.snapshot, domain) {
-                    Target::Managed(d) => {
+                    Target::Managed(d, ttl) => {
                         let mut f = resolve(d);
-                        f.ttl = f.ttl.min(domain.ttl);
+                        f.ttl = f.ttl.min(ttl);
                         f
                     }
                     Target::Upstream(alias, ttl) => {

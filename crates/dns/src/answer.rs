@@ -257,14 +257,7 @@ pub(crate) fn answer_general<H: NodeHealth, C: Fn(IpAddr) -> (ClientView, u8)>(
         Filled::NotManaged(name) => {
             let qtype = question.query_type();
             if matches!(qtype, RecordType::A | RecordType::AAAA) {
-                if let (Some(s), Some(edns)) = (subnet, response.edns.as_mut()) {
-                    // The upstream answer was chosen for (at most) the source prefix.
-                    edns.options_mut().insert(EdnsOption::Subnet(ClientSubnet::new(
-                        s.addr(),
-                        s.source_prefix(),
-                        s.source_prefix(),
-                    )));
-                }
+                echo_source_scope(subnet, &mut response);
                 return Some(Answer::Forward(Forward {
                     name,
                     qtype,
@@ -278,13 +271,7 @@ pub(crate) fn answer_general<H: NodeHealth, C: Fn(IpAddr) -> (ClientView, u8)>(
             (ResponseCode::Refused, false, None, 0)
         }
         Filled::Chase { target, owner, ttl } => {
-            if let (Some(s), Some(edns)) = (subnet, response.edns.as_mut()) {
-                edns.options_mut().insert(EdnsOption::Subnet(ClientSubnet::new(
-                    s.addr(),
-                    s.source_prefix(),
-                    s.source_prefix(),
-                )));
-            }
+            echo_source_scope(subnet, &mut response);
             let qtype = question.query_type();
             let alias = Some(Box::new((owner, ttl)));
             return Some(Answer::Forward(Forward {
@@ -344,6 +331,18 @@ pub(crate) enum Filled {
 impl Filled {
     fn same_for_all(code: ResponseCode, ttl: Option<u32>) -> Self {
         Self::Done { code, scope: None, ttl }
+    }
+}
+
+/// Echoes the client subnet with the source prefix as its scope: an answer asked upstream is
+/// chosen for (at most) the source prefix.
+fn echo_source_scope(subnet: Option<ClientSubnet>, response: &mut Message) {
+    if let (Some(s), Some(edns)) = (subnet, response.edns.as_mut()) {
+        edns.options_mut().insert(EdnsOption::Subnet(ClientSubnet::new(
+            s.addr(),
+            s.source_prefix(),
+            s.source_prefix(),
+        )));
     }
 }
 
