@@ -115,18 +115,27 @@ async fn tool(name: &'static str, args: Vec<String>) -> String {
     .unwrap()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn backup_and_all_down_follow_the_health_checks() {
-    let probe = tokio::net::TcpListener::bind("127.0.0.41:0").await.unwrap();
-    let port = probe.local_addr().unwrap().port();
-    drop(probe);
-    let (n41, _a) = node_listener("127.0.0.41", port, OK).await;
-    let (n42, _b) = node_listener("127.0.0.42", port, OK).await;
-    let (n43, _c) = node_listener("127.0.0.43", port, OK).await;
+/// A port free on `ip` (the fake nodes listen on it at several loopback addresses).
+async fn free_port(ip: &str) -> u16 {
+    let probe = tokio::net::TcpListener::bind((ip, 0)).await.unwrap();
+    probe.local_addr().unwrap().port()
+}
+
+/// A server that takes loopback nodes and folds health into answers every 100 ms.
+async fn checking_server() -> (Server, tempfile::TempDir) {
     let tmp = tempfile::tempdir().unwrap();
     let mut env = crate::support::env(tmp.path(), &Db::Sqlite);
     env.insert("HTTPDNS_ALLOW_PRIVATE_NODE_IPS".into(), "true".into());
-    let s = Server::start_with(env, Some("[live]\nrefresh_interval_ms = 100\n")).await;
+    (Server::start_with(env, Some("[live]\nrefresh_interval_ms = 100\n")).await, tmp)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn backup_and_all_down_follow_the_health_checks() {
+    let port = free_port("127.0.0.41").await;
+    let (n41, _a) = node_listener("127.0.0.41", port, OK).await;
+    let (n42, _b) = node_listener("127.0.0.42", port, OK).await;
+    let (n43, _c) = node_listener("127.0.0.43", port, OK).await;
+    let (s, _tmp) = checking_server().await;
     let check = json!({"health_check": {"kind": "http", "port": port, "path": "/health", "interval_ms": 100,
         "timeout_ms": 80, "healthy_threshold": 1, "unhealthy_threshold": 1, "expected_status": [200]}});
     for pool in ["primary", "spare"] {
@@ -475,15 +484,10 @@ async fn per_domain_stats_by_frontend_and_place_and_the_busiest_series() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn health_checks_take_expected_statuses_and_a_body_match() {
-    let probe = tokio::net::TcpListener::bind("127.0.0.51:0").await.unwrap();
-    let port = probe.local_addr().unwrap().port();
-    drop(probe);
+    let port = free_port("127.0.0.51").await;
     let (_ok, _a) = node_listener("127.0.0.51", port, OK).await;
     let (_failing, _b) = node_listener("127.0.0.52", port, FAIL).await;
-    let tmp = tempfile::tempdir().unwrap();
-    let mut env = crate::support::env(tmp.path(), &Db::Sqlite);
-    env.insert("HTTPDNS_ALLOW_PRIVATE_NODE_IPS".into(), "true".into());
-    let s = Server::start_with(env, Some("[live]\nrefresh_interval_ms = 100\n")).await;
+    let (s, _tmp) = checking_server().await;
     let check = |extra: Value| {
         let mut hc = json!({"kind": "http", "port": port, "path": "/health", "interval_ms": 100,
             "timeout_ms": 80, "healthy_threshold": 1, "unhealthy_threshold": 1});
