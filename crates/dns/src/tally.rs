@@ -5,9 +5,12 @@
 //! Every front-end counts the address questions (A, AAAA, and `/d`, `/resolve`, `/v2/d`
 //! names) of managed domains here, keyed by the domain resource that answered (a wildcard's
 //! name for the names it covers). The counts live in memory for [`WINDOW_MINUTES`]; each
-//! minute holds at most [`MAX_NAMES`] names (more fold into [`OTHER`]) and each name at most
-//! [`MAX_KEYS`] (front-end, carrier, region) triples (more fold into carrier and region
-//! `other`), so neither memory nor the series' cardinality follows the client population.
+//! minute holds at most [`MAX_NAMES`] names (more fold into [`OTHER`]), each name at most
+//! [`MAX_KEYS`] (front-end, carrier, region) triples, and the minute at most [`MAX_ENTRIES`]
+//! triples in all (more fold into carrier and region `other`, one per name and front-end), so
+//! neither memory nor the series' cardinality follows the client population or the number of
+//! managed names: at most about 60 × ([`MAX_ENTRIES`] + [`MAX_NAMES`] × 7) counters, some
+//! tens of megabytes, in the worst case.
 //! The map is split into shards by name, each behind its own mutex held for one increment,
 //! so front-ends on different threads rarely meet.
 
@@ -26,9 +29,11 @@ use prometheus::{GaugeVec, Opts};
 /// Minutes of counts kept: the longest window a stats request may ask.
 pub const WINDOW_MINUTES: u64 = 60;
 /// Names counted per minute (across shards) before the rest fold into [`OTHER`].
-pub const MAX_NAMES: usize = 16_384;
+pub const MAX_NAMES: usize = 4096;
 /// (front-end, carrier, region) triples per name and minute before the rest fold.
-pub const MAX_KEYS: usize = 512;
+pub const MAX_KEYS: usize = 256;
+/// (front-end, carrier, region) triples per minute, over every name.
+pub const MAX_ENTRIES: usize = 16_384;
 /// The name that counts what the caps fold.
 pub const OTHER: &str = "(other)";
 /// How many of the busiest names `/metrics` exports.
@@ -49,6 +54,8 @@ type Key = (&'static str, u64);
 struct Minute {
     at: u64,
     names: FastMap<Box<str>, FastMap<Key, u64>>,
+    /// Triples in `names`, over every name.
+    entries: usize,
 }
 
 #[derive(Debug, Default)]
@@ -99,10 +106,11 @@ impl DomainTally {
                 {
                     minutes.pop_front();
                 }
-                minutes.push_back(Minute { at: minute, names: FastMap::default() });
+                minutes.push_back(Minute { at: minute, names: FastMap::default(), entries: 0 });
                 minutes.back_mut().expect("just pushed")
             }
         };
+        let full = current.entries >= MAX_ENTRIES / SHARDS;
         let names = &mut current.names;
         let keys = match names.get_mut(domain) {
             Some(k) => k,
@@ -122,8 +130,12 @@ impl DomainTally {
             }
             room
         };
-        let place = if keys.len() >= MAX_KEYS || !known { OTHER_PLACE } else { place };
-        *keys.entry((frontend, place)).or_default() += 1;
+        let place = if full || keys.len() >= MAX_KEYS || !known { OTHER_PLACE } else { place };
+        let n = keys.entry((frontend, place)).or_insert_with(|| {
+            current.entries += 1;
+            0
+        });
+        *n += 1;
     }
 
     /// The counts of `domain` over the `minutes` up to and including `now` (a Unix minute).
@@ -278,5 +290,17 @@ mod tests {
         assert_eq!(s.total, MAX_KEYS as u64 * 2);
         assert!(s.by_place.len() <= MAX_KEYS + 1);
         assert_eq!(s.by_place[&("other".into(), "other".into())], MAX_KEYS as u64);
+        // 256 names from 300 places each (76,800 triples, past MAX_ENTRIES): the minute's
+        // triples stay bounded, and nothing counted is lost.
+        let (names, places) = (256, 300);
+        for i in 0..names * places {
+            let place = view("telecom", &format!("p{}", i / names));
+            t.record(&format!("m{}.example", i % names), "d", &place, 9);
+        }
+        let entries: usize = t.shards.iter().map(|s| s.lock().unwrap().minutes.back().unwrap().entries).sum();
+        assert!(entries <= MAX_ENTRIES + names, "{entries}");
+        assert!(entries >= MAX_ENTRIES, "the cap was reached: {entries}");
+        let total: u64 = (0..names).map(|i| t.stats(&format!("m{i}.example"), 1, 9).total).sum();
+        assert_eq!(total, (names * places) as u64, "folded, not lost");
     }
 }
