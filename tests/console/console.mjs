@@ -127,6 +127,15 @@ try {
   await page.click('tr:has-text("edge-1") >> text=Enable');
   await page.waitForSelector('tr:has-text("edge-1") >> text=Disable');
 
+  // The domain's figures: the questions /d was just asked, charted per minute.
+  await page.goto(`${BASE}/console#/domains`);
+  await page.click('button[aria-label="Figures of www.example.com"]');
+  await page.waitForSelector('#domain-chart svg.domain-chart rect.bar');
+  const asked = await page.$$eval('#domain-chart rect.bar', rs => rs.reduce((n, r) => n + Number(r.dataset.value), 0));
+  check(asked > 0 && (await page.textContent('section.figures h2')).includes(`${asked} questions`), 'the domain figures chart the questions of /d: ' + asked);
+  check((await page.textContent('section.figures')).includes('d'), 'and count them by front-end');
+  await page.locator('#domain-chart').screenshot({ path: `${SHOTS}/domain-chart.png` });
+
   await page.goto(`${BASE}/console#/pools`);
   await page.waitForSelector('td:has-text("edge")');
   await shot('pools');
@@ -139,6 +148,7 @@ try {
   await page.click('button:has-text("Explain")');
   await page.waitForSelector('text=carrier unicom, region shanghai');
   check((await page.textContent('main')).includes('1.1.1.1'), 'the explanation lists the node');
+  check((await page.textContent('p.decided')).includes("Pool edge, chosen by the domain's pool"), 'and says what chose the pool');
   await shot('explain');
 
   // Config: publish, change, roll back; a concurrent publish is shown, not overwritten.

@@ -15,15 +15,19 @@ use crate::support::{eventually, Db, Server};
 
 /// How a fake edge node answers its health check.
 #[derive(Clone)]
-struct Behaviour(Arc<AtomicU16>);
+pub(crate) struct Behaviour(pub(crate) Arc<AtomicU16>);
 
-const OK: u16 = 200;
-const FAIL: u16 = 500;
+pub(crate) const OK: u16 = 200;
+pub(crate) const FAIL: u16 = 500;
 /// Accept, then never answer (slower than any timeout).
 const STALL: u16 = 1;
 
 /// An HTTP listener on `ip:port` whose status can be changed while it runs.
-async fn node_listener(ip: &str, port: u16, status: u16) -> (Behaviour, tokio::task::JoinHandle<()>) {
+pub(crate) async fn node_listener(
+    ip: &str,
+    port: u16,
+    status: u16,
+) -> (Behaviour, tokio::task::JoinHandle<()>) {
     let listener = TcpListener::bind(SocketAddr::new(ip.parse().unwrap(), port)).await.unwrap();
     let behaviour = Behaviour(Arc::new(AtomicU16::new(status)));
     let b = behaviour.clone();

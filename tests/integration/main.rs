@@ -35,6 +35,7 @@ mod promtool;
 mod proxy;
 mod push;
 mod rollout;
+mod scheduling;
 mod sendfile;
 mod shortcut;
 mod shutdown;

@@ -9,8 +9,10 @@
 use std::net::IpAddr;
 use std::sync::Arc;
 
+use httpdns_core::model::DomainSpec;
+use httpdns_core::schedule::ClientAttrs;
 use httpdns_core::snapshot::client_seed;
-use httpdns_core::{ClientView, DomainName, Family};
+use httpdns_core::{ClientView, DomainName, Family, Snapshot};
 
 use crate::metrics::{Endpoint, Outcome};
 use crate::state::AppState;
@@ -24,6 +26,50 @@ pub(crate) struct Question<'a> {
     pub v6: bool,
     /// The client the answer is for (`ip=`/`cip=`, else the connection's).
     pub(crate) client: IpAddr,
+    /// What the client says of itself (app version, tags), for domains' rules.
+    pub(crate) attrs: &'a ClientAttrs,
+}
+
+/// The attributes a request states: an app version (read leniently, see
+/// [`ClientAttrs::parse_version`]) and comma-separated tag lists.
+pub(crate) fn client_attrs<'a>(
+    app_version: Option<&str>,
+    tags: impl IntoIterator<Item = &'a str>,
+) -> ClientAttrs {
+    let mut attrs =
+        ClientAttrs { app_version: app_version.and_then(ClientAttrs::parse_version), tags: Vec::new() };
+    for list in tags {
+        attrs.add_tags(list);
+    }
+    attrs
+}
+
+/// Largest number of aliases followed inside the snapshot (`cname` to a managed name that is
+/// itself an alias), so a loop an operator made ends.
+const MAX_ALIASES: usize = 8;
+
+/// Where a name's answer comes from once aliases are followed: a domain of the snapshot, or a
+/// name to ask upstream, each with the smallest TTL of the aliases that led there (which caps
+/// the answer's).
+enum Target<'s> {
+    Managed(&'s DomainSpec, u32),
+    Upstream(DomainName, u32),
+    /// An alias loop, or longer than [`MAX_ALIASES`].
+    Loop,
+}
+
+/// Follows `domain`'s aliases inside `snapshot`.
+fn target<'s>(snapshot: &'s Snapshot, mut domain: &'s DomainSpec) -> Target<'s> {
+    let mut ttl = u32::MAX;
+    for _ in 0..MAX_ALIASES {
+        let Some(alias) = &domain.cname else { return Target::Managed(domain, ttl) };
+        ttl = ttl.min(domain.ttl);
+        match snapshot.domain(alias) {
+            Some(next) => domain = next,
+            None => return Target::Upstream(alias.clone(), ttl),
+        }
+    }
+    Target::Loop
 }
 
 /// The addresses of one family of one name.
@@ -91,10 +137,23 @@ impl Answers {
         self.snapshot.snapshot.node_by_ip(ip).map(|n| n.spec.isp.to_string())
     }
 
-    /// Counts the answers in the metrics of `endpoint`.
-    pub(crate) fn count(&self, app: &AppState, endpoint: Endpoint, started: std::time::Instant) {
+    /// Counts the answers of `names` (the question's) in the metrics of `endpoint`, and each
+    /// managed one in its domain's figures (`httpdns_dns::tally`).
+    pub(crate) fn count(
+        &self,
+        app: &AppState,
+        endpoint: Endpoint,
+        names: &[DomainName],
+        started: std::time::Instant,
+    ) {
         for n in &self.names {
             app.metrics.answer(endpoint, n.outcome);
+        }
+        let minute = httpdns_core::clock::unix_s() / 60;
+        for name in names {
+            if let Some((key, _)) = self.snapshot.snapshot.domain_entry(name.as_str()) {
+                app.metrics.dns.domains.record(key, endpoint.label(), &self.view, minute);
+            }
         }
         app.metrics.answer_time(endpoint, started.elapsed());
     }
@@ -116,9 +175,16 @@ pub(crate) fn better(a: Outcome, b: Outcome) -> Outcome {
 pub(crate) async fn answer(app: &AppState, snapshot: Arc<Published>, q: Question<'_>) -> Answers {
     let (view, mut names, pending) = managed(app, &snapshot, q);
     // Every upstream question at once: a batch waits for its slowest name, not their sum.
-    let lookups = pending.iter().map(|(i, fam)| upstream(app, &q.names[*i], *fam, q.client));
+    let lookups = pending.iter().map(|(i, fam, alias)| {
+        let name = alias.as_ref().map_or(&q.names[*i], |(n, _)| n);
+        upstream(app, name, *fam, q.client)
+    });
     let found = futures_util::future::join_all(lookups).await;
-    for ((i, fam), f) in pending.into_iter().zip(found) {
+    for ((i, fam, alias), mut f) in pending.into_iter().zip(found) {
+        if let Some((_, ttl)) = alias {
+            // The alias's own TTL bounds how long its target's addresses may be kept.
+            f.ttl = f.ttl.min(ttl);
+        }
         match fam {
             Family::V4 => names[i].v4 = Some(f),
             Family::V6 => names[i].v6 = Some(f),
@@ -133,8 +199,9 @@ pub(crate) fn answer_local(app: &AppState, snapshot: &Arc<Published>, q: Questio
     pending.is_empty().then(|| finish(app, view, names, snapshot.clone()))
 }
 
-/// The families of unmanaged names that the upstream resolver is to answer, by name index.
-type Pending = Vec<(usize, Family)>;
+/// The families of unmanaged names that the upstream resolver is to answer, by name index;
+/// for an alias, the name to ask instead and the alias's TTL.
+type Pending = Vec<(usize, Family, Option<(DomainName, u32)>)>;
 
 /// The managed names' answers from the snapshot, and what is left for the upstream.
 fn managed(app: &AppState, snapshot: &Published, q: Question<'_>) -> (ClientView, Vec<NameAnswer>, Pending) {
@@ -156,14 +223,29 @@ fn managed(app: &AppState, snapshot: &Published, q: Question<'_>) -> (ClientView
             if !wanted {
                 continue;
             }
+            let resolve = |domain: &DomainSpec| {
+                let a = snapshot.snapshot.resolve_for(domain, fam, &view, q.attrs, seed, &snapshot.health);
+                FamilyAnswer { ips: a.ips, ttl: a.ttl, outcome: Outcome::from_status(a.status) }
+            };
             let found = match domain {
-                Some(domain) => {
-                    let a = snapshot.snapshot.resolve_domain(domain, fam, &view, seed, &snapshot.health);
-                    FamilyAnswer { ips: a.ips, ttl: a.ttl, outcome: Outcome::from_status(a.status) }
-                }
+                Some(domain) if domain.cname.is_none() => resolve(domain),
+                Some(domain) => match target(&snapshot.snapshot, domain) {
+                    Target::Managed(d, ttl) => {
+                        let mut f = resolve(d);
+                        f.ttl = f.ttl.min(ttl);
+                        f
+                    }
+                    Target::Upstream(alias, ttl) => {
+                        if app.upstream.is_configured() {
+                            pending.push((i, fam, Some((alias, ttl))));
+                        }
+                        FamilyAnswer::empty(Outcome::UpstreamError)
+                    }
+                    Target::Loop => FamilyAnswer::empty(Outcome::NoHealthyNode),
+                },
                 None => {
                     if app.upstream.is_configured() {
-                        pending.push((i, fam));
+                        pending.push((i, fam, None));
                     }
                     FamilyAnswer::empty(Outcome::NotManaged)
                 }

@@ -28,6 +28,7 @@ async fn answer(app: &AppState, wire: &[u8], client: IpAddr) -> Option<Reply> {
             snapshot: &published.snapshot,
             health: &published.health,
             classify: |ip| httpdns_geo::classify_scoped(&published.snapshot, &app.geo, ip),
+            tally: Some((&app.metrics.dns.domains, "doh")),
         };
         httpdns_dns::answer(wire, client, Transport::Encrypted, &ctx)?
     };

@@ -20,7 +20,7 @@ pub enum Endpoint {
 impl Endpoint {
     pub const ALL: [Endpoint; 3] = [Endpoint::D, Endpoint::Resolve, Endpoint::V2];
 
-    fn label(self) -> &'static str {
+    pub(crate) fn label(self) -> &'static str {
         match self {
             Endpoint::D => "d",
             Endpoint::Resolve => "resolve",

@@ -202,7 +202,11 @@ async fn entries(
         ));
     }
     let client = req.ip.unwrap_or(peer);
-    let question = Question { names: &req.hosts, v4: req.v4, v6: req.v6, client };
+    // `app_version` and `tag` (comma-separated, repeatable) for the domains' rules.
+    let value = |k: &str| pairs.iter().find(|(n, _)| n == k).map(|(_, v)| v.as_ref());
+    let tags = pairs.iter().filter(|(n, _)| n == "tag").map(|(_, v)| v.as_ref());
+    let attrs = crate::answer::client_attrs(value("app_version"), tags);
+    let question = Question { names: &req.hosts, v4: req.v4, v6: req.v6, client, attrs: &attrs };
     let found = crate::answer::answer(app, published, question).await;
     let client_ip = client.to_string();
     let client_isp = found.view.isp.as_ref().filter(|_| req.labels).map(ToString::to_string);
@@ -251,7 +255,7 @@ async fn entries(
             ));
         }
     }
-    found.count(app, Endpoint::Resolve, started);
+    found.count(app, Endpoint::Resolve, &req.hosts, started);
     Ok((dns, found.outcomes()))
 }
 

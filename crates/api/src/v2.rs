@@ -224,6 +224,16 @@ fn family(f: Option<&FamilyAnswer>, domain_ttl: Option<u32>) -> Option<FamilyJso
     })
 }
 
+/// The client's attributes for the domains' rules: the app version from `sdns-app_version`,
+/// else `v` (the SDKs send their protocol version there, `1.0`, unless the app sets its own),
+/// and tags from `tags` and `sdns-tag` (comma-separated). They are in the clear in every mode.
+fn attrs(pairs: &Pairs<'_>) -> httpdns_core::schedule::ClientAttrs {
+    let get = |k: &str| pairs.iter().find(|(n, _)| n == k).map(|(_, v)| v.as_ref());
+    let version = get("sdns-app_version").filter(|v| !v.is_empty()).or(get("v"));
+    let tags = pairs.iter().filter(|(n, _)| n == "tags" || n == "sdns-tag").map(|(_, v)| v.as_ref());
+    crate::answer::client_attrs(version, tags)
+}
+
 pub(crate) async fn handle(
     State(app): State<AppState>,
     PeerAddr(peer): PeerAddr,
@@ -251,9 +261,10 @@ async fn answer(
     let published = app.catalog.snapshot_full();
     let (req, seal) = authenticate(app, &published, pairs)?;
     let client = req.cip.unwrap_or(peer);
-    let question = Question { names: &req.names, v4: req.v4, v6: req.v6, client };
+    let attrs = attrs(pairs);
+    let question = Question { names: &req.names, v4: req.v4, v6: req.v6, client, attrs: &attrs };
     let found = crate::answer::answer(app, published, question).await;
-    found.count(app, Endpoint::V2, started);
+    found.count(app, Endpoint::V2, &req.names, started);
     let outcomes = found.outcomes();
     if outcomes.contains(&Outcome::UpstreamError) {
         return Err(ApiError::new(

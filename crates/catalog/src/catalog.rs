@@ -484,7 +484,7 @@ fn apply(state: &mut ModelState, change: &Change, metrics: &CatalogMetrics) {
                 state.pools.insert(name.clone(), (token, spec));
             }
             Kind::Domain => {
-                let dn = DomainName::parse(&name).map_err(|e| e.to_string())?;
+                let dn = DomainName::parse_pattern(&name).map_err(|e| e.to_string())?;
                 let spec: DomainSpec = serde_json::from_str(body).map_err(|e| e.to_string())?;
                 state.domains.insert(name.clone(), (dn, spec));
             }

@@ -255,7 +255,9 @@ impl ResourceKind for Domains {
     type Spec = DomainSpec;
 
     fn canonical_name(raw: &str) -> Result<String, FieldError> {
-        DomainName::parse(raw).map(|d| d.to_string()).map_err(|e| FieldError::new("name", e.to_string()))
+        DomainName::parse_pattern(raw)
+            .map(|d| d.to_string())
+            .map_err(|e| FieldError::new("name", e.to_string()))
     }
 
     fn validate(spec: &DomainSpec, _: &Validation) -> Result<(), FieldError> {

@@ -1,5 +1,6 @@
-//! Answer cost of the pure core: flat in the number of managed domains, the snapshot
-//! rebuild time for a large node set, and the cost of one node's change at that size.
+//! Answer cost of the pure core: flat in the number of managed domains, the cost of a split,
+//! of rules and of a backup pool against a plain name, the snapshot rebuild time for a large
+//! node set, and the cost of one node's change at that size.
 //!
 //! Run: `cargo bench -p httpdns-core --bench answer`
 
@@ -8,6 +9,7 @@ use std::net::IpAddr;
 
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion};
 use httpdns_core::model::{DomainSpec, NodeSpec};
+use httpdns_core::schedule::{ClientAttrs, Rule, RuleMatch, SplitEntry, VersionRange};
 use httpdns_core::snapshot::{client_seed, AllUp, Model, NodeUpdate, Policy};
 use httpdns_core::{ClientView, DomainName, Family, Snapshot, Token};
 
@@ -39,7 +41,7 @@ fn model(domains: usize, nodes: usize, pools: usize) -> Model {
         .map(|i| {
             (
                 DomainName::parse(&format!("d{i}.example.com")).unwrap(),
-                DomainSpec { pool: tok(&format!("pool{}", i % pools)), ttl: 60, max_answers: 4 },
+                DomainSpec::pooled(tok(&format!("pool{}", i % pools)), 60, 4),
             )
         })
         .collect();
@@ -63,6 +65,53 @@ fn answer(c: &mut Criterion) {
             b.iter(|| {
                 i = (i + 1) & 1023;
                 black_box(snap.resolve(&names[i], Family::V4, &view, seed, &AllUp))
+            })
+        });
+    }
+    group.finish();
+}
+
+/// The same 2,000 nodes in 50 pools, one name per way of choosing the pool: a plain `pool`, a
+/// 70/30 split, three rules (the last one matching), and a split with a backup pool
+/// (`min_healthy` 2, so the chosen pool's up nodes are counted on every answer).
+fn scheduling(c: &mut Criterion) {
+    let tok = |s: &str| Token::parse(s).unwrap();
+    let mut m = model(1_000, 2_000, 50);
+    let split =
+        vec![SplitEntry { pool: tok("pool1"), weight: 70 }, SplitEntry { pool: tok("pool2"), weight: 30 }];
+    let rule = |m: RuleMatch, p: &str| Rule { matches: m, pool: tok(p) };
+    let mut split_d = DomainSpec::pooled(tok("pool0"), 60, 4);
+    split_d.pool = None;
+    split_d.split = split.clone();
+    let mut rules_d = DomainSpec::pooled(tok("pool0"), 60, 4);
+    rules_d.rules = vec![
+        rule(RuleMatch { isp: Some(tok("mobile")), ..RuleMatch::default() }, "pool3"),
+        rule(RuleMatch { tag: Some(tok("beta")), ..RuleMatch::default() }, "pool4"),
+        rule(
+            RuleMatch { app_version: Some(VersionRange::parse(">=5.2").unwrap()), ..RuleMatch::default() },
+            "pool5",
+        ),
+    ];
+    let mut backup_d = split_d.clone();
+    backup_d.backup_pool = Some(tok("pool6"));
+    backup_d.min_healthy = 2;
+    for (name, spec) in [("split", split_d), ("rules", rules_d), ("backup", backup_d)] {
+        m.domains.push((DomainName::parse(&format!("{name}.example.com")).unwrap(), spec));
+    }
+    let snap = Snapshot::build(m, Policy::default(), 1);
+    let view = ClientView { isp: Some(tok("unicom")), region: Some(tok("shanghai")) };
+    let attrs = ClientAttrs { app_version: ClientAttrs::parse_version("5.3.1"), tags: vec!["vip".into()] };
+    // Clients vary, so the split's hash is not answered from one cache line.
+    let seeds: Vec<u64> =
+        (0..1024u32).map(|i| client_seed(IpAddr::from((0x0b00_0000 + i * 7919).to_be_bytes()))).collect();
+    let mut group = c.benchmark_group("resolve_scheduling");
+    for name in ["d1.example.com", "split.example.com", "rules.example.com", "backup.example.com"] {
+        let dn = DomainName::parse(name).unwrap();
+        let mut i = 0usize;
+        group.bench_function(name.split('.').next().unwrap(), |b| {
+            b.iter(|| {
+                i = (i + 1) & 1023;
+                black_box(snap.resolve_with(&dn, Family::V4, &view, &attrs, seeds[i], &AllUp))
             })
         });
     }
@@ -99,5 +148,5 @@ fn rebuild(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, answer, rebuild);
+criterion_group!(benches, answer, scheduling, rebuild);
 criterion_main!(benches);

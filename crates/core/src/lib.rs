@@ -13,6 +13,7 @@
 //! * [`model`]: the operator-facing specs of networks, nodes, pools and domains.
 //! * [`cidr`]: longest-prefix match for operator networks.
 //! * [`proxy_header`]: the PROXY protocol header (v1, v2) that passes on a client's address.
+//! * [`schedule`]: the weighted split, rules by client attributes, the all-down choice.
 //! * [`score`]: the 40/30/20/10 node score.
 //! * [`live`]: measured inputs (probes, agent reports, app feedback) as plain values.
 //! * [`snapshot`]: the immutable answering snapshot and the answer choice.
@@ -24,6 +25,7 @@ pub mod live;
 pub mod model;
 pub mod name;
 pub mod proxy_header;
+pub mod schedule;
 pub mod score;
 pub mod snapshot;
 pub mod token;

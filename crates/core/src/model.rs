@@ -9,6 +9,8 @@ use std::net::IpAddr;
 use serde::{Deserialize, Serialize};
 
 use crate::ip::{classify, IpClass};
+use crate::name::DomainName;
+use crate::schedule::{self, Rule, SplitEntry, WhenAllDown};
 use crate::token::Token;
 
 /// A validation failure that names the field at fault.
@@ -152,7 +154,7 @@ pub struct HealthCheckSpec {
     pub method: HealthCheckMethod,
     /// Server name sent in the TLS handshake of an `https` check (default: none, the address).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub sni: Option<crate::name::DomainName>,
+    pub sni: Option<DomainName>,
     #[serde(default = "default_interval_ms")]
     pub interval_ms: u64,
     #[serde(default = "default_timeout_ms")]
@@ -161,6 +163,12 @@ pub struct HealthCheckSpec {
     pub healthy_threshold: u32,
     #[serde(default = "default_unhealthy_threshold")]
     pub unhealthy_threshold: u32,
+    /// Statuses that count as healthy (`http`/`https`); empty: any 2xx.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub expected_status: Vec<u16>,
+    /// Text the body must contain (`http`/`https` with `GET`), searched in its first 64 KiB.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub body_match: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -223,6 +231,29 @@ impl PoolSpec {
             }
             _ => {}
         }
+        if !hc.expected_status.is_empty() && hc.kind == HealthCheckKind::Tcp {
+            return Err(FieldError::new("health_check.expected_status", "a tcp check has no status"));
+        }
+        if hc.expected_status.len() > 32 || hc.expected_status.iter().any(|c| !(100..=599).contains(c)) {
+            return Err(FieldError::new(
+                "health_check.expected_status",
+                "at most 32 statuses, each 100 to 599",
+            ));
+        }
+        if let Some(m) = &hc.body_match {
+            if hc.kind == HealthCheckKind::Tcp || hc.method == HealthCheckMethod::Head {
+                return Err(FieldError::new(
+                    "health_check.body_match",
+                    "only an http or https GET check reads a body",
+                ));
+            }
+            if m.is_empty() || m.len() > 256 || m.chars().any(char::is_control) {
+                return Err(FieldError::new(
+                    "health_check.body_match",
+                    "must be 1 to 256 characters without control characters",
+                ));
+            }
+        }
         if !(100..=3_600_000).contains(&hc.interval_ms) {
             return Err(FieldError::new("health_check.interval_ms", "must be 100 to 3600000"));
         }
@@ -248,11 +279,30 @@ pub const MAX_TTL: u32 = 86_400;
 /// Largest number of addresses in one answer.
 pub const MAX_ANSWERS: u32 = 32;
 
-/// A managed domain: answered from a node pool instead of upstream DNS.
+/// A managed domain: answered from a node pool (or a weighted split of pools, or by rules)
+/// instead of upstream DNS, or as an alias of another name (`cname`). See
+/// `docs/scheduling.md` for every field.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct DomainSpec {
-    pub pool: Token,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pool: Option<Token>,
+    /// Pools by weight instead of `pool`, sticky per client address.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub split: Vec<SplitEntry>,
+    /// Answered from when fewer than `min_healthy` nodes of the chosen pool are up.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backup_pool: Option<Token>,
+    #[serde(default = "default_min_healthy", skip_serializing_if = "is_default_min_healthy")]
+    pub min_healthy: u32,
+    #[serde(default, skip_serializing_if = "WhenAllDown::is_default")]
+    pub when_all_down: WhenAllDown,
+    /// Answer as an alias of this name instead of from nodes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cname: Option<DomainName>,
+    /// First match wins; no match: `split`, else `pool`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub rules: Vec<Rule>,
     #[serde(default = "default_ttl")]
     pub ttl: u32,
     #[serde(default = "default_max_answers")]
@@ -265,14 +315,86 @@ fn default_ttl() -> u32 {
 fn default_max_answers() -> u32 {
     4
 }
+fn default_min_healthy() -> u32 {
+    1
+}
+fn is_default_min_healthy(n: &u32) -> bool {
+    *n == 1
+}
+
+/// Largest `min_healthy`.
+pub const MAX_MIN_HEALTHY: u32 = 10_000;
 
 impl DomainSpec {
+    /// A domain answered from one pool, every other field at its default.
+    pub fn pooled(pool: Token, ttl: u32, max_answers: u32) -> Self {
+        Self {
+            pool: Some(pool),
+            split: Vec::new(),
+            backup_pool: None,
+            min_healthy: 1,
+            when_all_down: WhenAllDown::FailOpen,
+            cname: None,
+            rules: Vec::new(),
+            ttl,
+            max_answers,
+        }
+    }
+
+    /// Every pool this domain may answer from: `pool`, the split's, the rules', the backup.
+    pub fn pools(&self) -> impl Iterator<Item = &Token> {
+        self.pool
+            .iter()
+            .chain(self.split.iter().map(|e| &e.pool))
+            .chain(self.rules.iter().map(|r| &r.pool))
+            .chain(self.backup_pool.iter())
+    }
+
     pub fn validate(&self) -> Result<(), FieldError> {
         if !(1..=MAX_TTL).contains(&self.ttl) {
             return Err(FieldError::new("ttl", format!("must be 1 to {MAX_TTL} seconds")));
         }
         if !(1..=MAX_ANSWERS).contains(&self.max_answers) {
             return Err(FieldError::new("max_answers", format!("must be 1 to {MAX_ANSWERS}")));
+        }
+        let sources = usize::from(self.pool.is_some()) + usize::from(!self.split.is_empty());
+        if self.cname.is_some() {
+            // An alias has no data of its own (RFC 1034 §3.6.2), so nothing that picks nodes.
+            let extra = [
+                ("pool", self.pool.is_some()),
+                ("split", !self.split.is_empty()),
+                ("rules", !self.rules.is_empty()),
+                ("backup_pool", self.backup_pool.is_some()),
+                ("min_healthy", self.min_healthy != 1),
+                ("when_all_down", !self.when_all_down.is_default()),
+            ];
+            if let Some((field, _)) = extra.iter().find(|(_, set)| *set) {
+                return Err(FieldError::new(
+                    *field,
+                    "a cname domain answers with its alias only; remove this field",
+                ));
+            }
+            return Ok(());
+        }
+        match sources {
+            0 => return Err(FieldError::new("pool", "a domain needs a pool, a split or a cname")),
+            2 => return Err(FieldError::new("split", "give either pool or split, not both")),
+            _ => {}
+        }
+        if !self.split.is_empty() {
+            schedule::validate_split(&self.split)?;
+        }
+        schedule::validate_rules(&self.rules)?;
+        if !(1..=MAX_MIN_HEALTHY).contains(&self.min_healthy) {
+            return Err(FieldError::new("min_healthy", format!("must be 1 to {MAX_MIN_HEALTHY}")));
+        }
+        if self.when_all_down == WhenAllDown::Backup && self.backup_pool.is_none() {
+            return Err(FieldError::new("when_all_down", "\"backup\" needs a backup_pool"));
+        }
+        if let Some(b) = &self.backup_pool {
+            if self.pool.as_ref() == Some(b) || self.split.iter().any(|e| &e.pool == b) {
+                return Err(FieldError::new("backup_pool", "must differ from the pools it backs up"));
+            }
         }
         Ok(())
     }
@@ -413,6 +535,28 @@ mod tests {
     }
 
     #[test]
+    fn domain_scheduling_fields() {
+        let d = |json: &str| serde_json::from_str::<DomainSpec>(json).unwrap().validate();
+        d(r#"{"split":[{"pool":"a","weight":70},{"pool":"b","weight":30}],"backup_pool":"c","min_healthy":2,"when_all_down":"backup"}"#).unwrap();
+        d(r#"{"cname":"cdn.vendor.example"}"#).unwrap();
+        d(r#"{"pool":"edge","rules":[{"match":{"app_version":">=5.2","tag":"beta"},"pool":"canary"}]}"#)
+            .unwrap();
+        assert_eq!(d("{}").unwrap_err().field, "pool");
+        assert_eq!(d(r#"{"pool":"a","split":[{"pool":"b","weight":1}]}"#).unwrap_err().field, "split");
+        assert_eq!(d(r#"{"cname":"x.example","pool":"a"}"#).unwrap_err().field, "pool");
+        assert_eq!(d(r#"{"pool":"a","when_all_down":"backup"}"#).unwrap_err().field, "when_all_down");
+        assert_eq!(d(r#"{"pool":"a","backup_pool":"a"}"#).unwrap_err().field, "backup_pool");
+        assert_eq!(d(r#"{"pool":"a","min_healthy":0}"#).unwrap_err().field, "min_healthy");
+        let bad = serde_json::from_str::<DomainSpec>(
+            r#"{"pool":"a","rules":[{"match":{"app_version":"=>5"},"pool":"b"}]}"#,
+        );
+        assert!(bad.unwrap_err().to_string().contains("semver"));
+        // The defaults are not written back, so stored bodies of plain domains are unchanged.
+        let plain: DomainSpec = serde_json::from_str(r#"{"pool":"edge"}"#).unwrap();
+        assert_eq!(serde_json::to_string(&plain).unwrap(), r#"{"pool":"edge","ttl":60,"max_answers":4}"#);
+    }
+
+    #[test]
     fn pool_health_check_validation() {
         let p: PoolSpec = serde_json::from_str(
             r#"{"health_check":{"kind":"http","port":80,"path":"/health","interval_ms":2000,
@@ -423,6 +567,14 @@ mod tests {
         let p: PoolSpec =
             serde_json::from_str(r#"{"health_check":{"kind":"tcp","port":80,"timeout_ms":5000}}"#).unwrap();
         assert_eq!(p.validate().unwrap_err().field, "health_check.timeout_ms");
+        let hc = |extra: &str| {
+            let json = format!(r#"{{"health_check":{{"kind":"http","port":80{extra}}}}}"#);
+            serde_json::from_str::<PoolSpec>(&json).unwrap().validate()
+        };
+        hc(r#","expected_status":[200,301],"body_match":"OK""#).unwrap();
+        assert_eq!(hc(r#","expected_status":[99]"#).unwrap_err().field, "health_check.expected_status");
+        assert_eq!(hc(r#","method":"HEAD","body_match":"OK""#).unwrap_err().field, "health_check.body_match");
+        assert_eq!(hc(r#","body_match":"""#).unwrap_err().field, "health_check.body_match");
     }
 
     #[test]

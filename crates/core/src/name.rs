@@ -59,6 +59,23 @@ impl DomainName {
         Ok(Self(ascii.into_boxed_str()))
     }
 
+    /// [`parse`](Self::parse), also accepting a wildcard: `*.` followed by a name of at least
+    /// two labels (`*.img.example.com`; `*.com` would capture a whole TLD). A wildcard stands
+    /// for exactly one label (see [`wildcard_parent`](Self::wildcard_parent)).
+    pub fn parse_pattern(input: &str) -> Result<Self, NameError> {
+        let Some(rest) = input.strip_prefix("*.") else { return Self::parse(input) };
+        let parent = Self::parse(rest)?;
+        if !parent.as_str().contains('.') {
+            return Err(NameError::BadCharacter("*".to_owned()));
+        }
+        Ok(Self(format!("*.{parent}").into_boxed_str()))
+    }
+
+    /// For a wildcard `*.img.example.com`, the name its label stands under: `img.example.com`.
+    pub fn wildcard_parent(&self) -> Option<&str> {
+        self.0.strip_prefix("*.")
+    }
+
     fn check(name: &str) -> Result<(), NameError> {
         // One pass over the bytes for the common valid name; only a refused one walks the
         // labels again to say why.
@@ -253,6 +270,17 @@ mod tests {
         ok(&exact, &exact);
         ok(&format!("{exact}."), &exact);
         assert_eq!(bad(&"a".repeat(300)), NameError::TooLong);
+    }
+
+    #[test]
+    fn wildcards_only_where_asked_and_only_whole_leading_labels() {
+        let w = DomainName::parse_pattern("*.IMG.example.com.").unwrap();
+        assert_eq!((w.as_str(), w.wildcard_parent()), ("*.img.example.com", Some("img.example.com")));
+        assert_eq!(DomainName::parse_pattern("a.example.com").unwrap().wildcard_parent(), None);
+        assert!(DomainName::parse("*.example.com").is_err());
+        for bad in ["*.com", "a.*.example.com", "*a.example.com", "*.*.example.com", "*"] {
+            assert!(DomainName::parse_pattern(bad).is_err(), "{bad}");
+        }
     }
 
     proptest::proptest! {

@@ -148,6 +148,20 @@ pub struct ManagedAnswer {
     pub ttl: u32,
     pub ips: Vec<IpAddr>,
     pub status: AnswerStatus,
+    /// What chose the pool that answered (rule, split entry, backup).
+    pub via: Via,
+}
+
+/// What chose the pool an answer came from, for explanations and tests: the domain's `pool`
+/// when all are unset.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Via {
+    /// The index of the rule that matched.
+    pub rule: Option<u16>,
+    /// The index of the split entry the client hashed to.
+    pub split: Option<u16>,
+    /// The backup pool answered (the chosen pool had too few nodes up).
+    pub backup: bool,
 }
 
 /// Why a managed answer holds what it holds.
@@ -247,14 +261,6 @@ struct Accounts {
     tokens: FastMap<String, u32>,
 }
 
-/// The managed names, and the distinct pools they name (in first-seen order), so a snapshot
-/// that shares the map can create those pools without reading it.
-#[derive(Debug, Default)]
-struct Domains {
-    specs: FastMap<DomainName, DomainSpec>,
-    pools: Vec<Token>,
-}
-
 #[derive(Debug)]
 struct PoolEntry {
     name: Token,
@@ -337,45 +343,6 @@ impl Snapshot {
         Some((id, self.accounts.by_id.get(&id)?))
     }
 
-    /// Whether `name` is a managed domain.
-    pub fn is_managed(&self, name: &DomainName) -> bool {
-        self.domains.specs.contains_key(name)
-    }
-
-    /// The spec of a managed domain.
-    pub fn domain(&self, name: &DomainName) -> Option<&DomainSpec> {
-        self.domains.specs.get(name)
-    }
-
-    /// The spec of the managed domain spelled `name` (lowercase, no trailing dot), without
-    /// making a [`DomainName`] of it first: no valid name, no managed domain.
-    pub fn domain_named(&self, name: &str) -> Option<&DomainSpec> {
-        self.domains.specs.get(name)
-    }
-
-    /// The nearest managed name strictly above `name` (`www.example.com` for
-    /// `a.www.example.com`), with its spec: the zone `name` would be in.
-    pub fn enclosing_domain(&self, name: &DomainName) -> Option<(DomainName, &DomainSpec)> {
-        let mut rest = name.as_str();
-        while let Some((_, parent)) = rest.split_once('.') {
-            rest = parent;
-            if let Ok(p) = DomainName::parse(parent) {
-                if let Some(d) = self.domains.specs.get(&p) {
-                    return Some((p, d));
-                }
-            }
-        }
-        None
-    }
-
-    /// Whether some managed name lies below `name` (which is then an empty non-terminal).
-    /// Linear in the number of domains: only asked for names under a managed one that are
-    /// not managed themselves.
-    pub fn has_managed_below(&self, name: &DomainName) -> bool {
-        let suffix = format!(".{}", name.as_str());
-        self.domains.specs.keys().any(|d| d.as_str().ends_with(&suffix))
-    }
-
     /// Every node, usable or not, by snapshot index.
     pub fn nodes(&self) -> &[Arc<NodeEntry>] {
         &self.nodes
@@ -412,8 +379,24 @@ impl Snapshot {
         seed: u64,
         health: &impl NodeHealth,
     ) -> Resolution {
-        match self.domains.specs.get(name) {
-            Some(domain) => Resolution::Managed(self.resolve_domain(domain, family, client, seed, health)),
+        self.resolve_with(name, family, client, &crate::schedule::NO_ATTRS, seed, health)
+    }
+
+    /// [`resolve`](Self::resolve) for a client that says more of itself (rules by app version
+    /// and tag).
+    pub fn resolve_with(
+        &self,
+        name: &DomainName,
+        family: Family,
+        client: &ClientView,
+        attrs: &crate::schedule::ClientAttrs,
+        seed: u64,
+        health: &impl NodeHealth,
+    ) -> Resolution {
+        match self.domains.find(name.as_str()) {
+            Some(domain) => {
+                Resolution::Managed(self.resolve_for(domain, family, client, attrs, seed, health))
+            }
             None => Resolution::NotManaged,
         }
     }
@@ -428,33 +411,7 @@ impl Snapshot {
         seed: u64,
         health: &impl NodeHealth,
     ) -> ManagedAnswer {
-        // Every pool a domain names exists (created empty if nothing else names it).
-        let pool = &self.pools[self.pool_index[&domain.pool] as usize];
-        let fam = pool.family(family);
-        let ttl = domain.ttl;
-        if fam.nodes.is_empty() {
-            let other = pool.family(family.other());
-            let status =
-                if other.nodes.is_empty() { AnswerStatus::NoHealthyNode } else { AnswerStatus::NoRecord };
-            return ManagedAnswer { ttl, ips: Vec::new(), status };
-        }
-
-        let ranking = fam.ranking(client, &self.nodes, &self.policy);
-        let max = domain.max_answers as usize;
-        let mut ips = Vec::with_capacity(max.min(fam.nodes.len()));
-        let up = |n: u32| health.is_up(n);
-        let status = if ranking.same_isp.any_up(&up) {
-            ranking.same_isp.pick(max, seed, &up, &self.nodes, &mut ips);
-            AnswerStatus::Ok
-        } else if ranking.all.any_up(&up) {
-            ranking.all.pick(max, seed, &up, &self.nodes, &mut ips);
-            AnswerStatus::Ok
-        } else {
-            let list = if ranking.same_isp.entries.is_empty() { &ranking.all } else { &ranking.same_isp };
-            list.pick(max, seed, &|_| true, &self.nodes, &mut ips);
-            AnswerStatus::FailOpen
-        };
-        ManagedAnswer { ttl, ips, status }
+        self.resolve_for(domain, family, client, &crate::schedule::NO_ATTRS, seed, health)
     }
 }
 
@@ -603,6 +560,10 @@ pub fn client_seed(ip: IpAddr) -> u64 {
 
 mod build;
 mod explain;
+mod names;
+mod route;
+
+use names::Domains;
 
 pub use build::NodeUpdate;
 pub use explain::{Explanation, NodeExplanation};

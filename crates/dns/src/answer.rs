@@ -66,6 +66,10 @@ pub struct Forward {
     response: Message,
     limit: usize,
     transport: Transport,
+    /// When the question was an alias (`cname`) answered here: the owner of the records found
+    /// upstream (the alias's target, already in the answer as a CNAME) and the alias's TTL.
+    /// Boxed: a `Name` is large, and every forwarded answer but an alias's carries `None`.
+    alias: Option<Box<(Name, u32)>>,
 }
 
 impl Forward {
@@ -77,13 +81,17 @@ impl Forward {
         lookup: Result<crate::upstream::Lookup, crate::upstream::UpstreamError>,
     ) -> Reply {
         self.response.metadata.recursion_available = true;
-        let mut min_ttl = None;
+        let mut min_ttl = self.alias.as_ref().map(|a| a.1);
         match lookup {
             Ok(l) => {
                 self.response.metadata.response_code = l.rcode;
                 // The owner name as the question spelled it: resolvers that randomise the
                 // case of their questions (0x20, draft-vixie-dnsext-dns0x20) match answers by it.
-                let asked = self.response.queries.first().map(|q| q.name().clone());
+                // After a CNAME, the records are the target's.
+                let asked = match self.alias.as_deref() {
+                    Some((owner, _)) => Some(owner.clone()),
+                    None => self.response.queries.first().map(|q| q.name().clone()),
+                };
                 if let Some(qname) = asked.or_else(|| Name::from_ascii(format!("{}.", self.name)).ok()) {
                     for ip in &l.ips {
                         let rdata = match ip {
@@ -93,8 +101,11 @@ impl Forward {
                         self.response.add_answer(Record::from_rdata(qname.clone(), l.ttl, rdata));
                     }
                 }
-                min_ttl = Some(l.ttl);
+                min_ttl = Some(min_ttl.map_or(l.ttl, |t: u32| t.min(l.ttl)));
             }
+            // The CNAME is this server's to give whatever became of its target: NOERROR with
+            // the alias alone, and the resolver chases the target itself (RFC 1034 §4.3.2).
+            Err(_) if self.alias.is_some() => self.response.metadata.response_code = ResponseCode::NoError,
             // Without upstreams this server does not recurse: REFUSED, as an authoritative-only
             // server answers; an upstream failure is SERVFAIL.
             Err(crate::upstream::UpstreamError::NoServers) => {
@@ -129,6 +140,17 @@ pub struct Context<'a, H, C> {
     /// Classifies a client address (operator networks, GeoIP): its view, and how many
     /// leading bits of the address decided it (see `httpdns_geo::classify_scoped`).
     pub classify: C,
+    /// Where address questions of managed domains are counted, and the front-end's label.
+    pub tally: Option<(&'a crate::tally::DomainTally, &'static str)>,
+}
+
+impl<H, C> Context<'_, H, C> {
+    /// Counts an address question for the domain resource `domain` (see [`crate::tally`]).
+    pub(crate) fn count(&self, domain: &str, view: &ClientView) {
+        if let Some((tally, frontend)) = self.tally {
+            tally.record(domain, frontend, view, httpdns_core::clock::unix_s() / 60);
+        }
+    }
 }
 
 fn error_reply(id: u16, op_code: OpCode, code: ResponseCode) -> Vec<u8> {
@@ -235,17 +257,32 @@ pub(crate) fn answer_general<H: NodeHealth, C: Fn(IpAddr) -> (ClientView, u8)>(
         Filled::NotManaged(name) => {
             let qtype = question.query_type();
             if matches!(qtype, RecordType::A | RecordType::AAAA) {
-                if let (Some(s), Some(edns)) = (subnet, response.edns.as_mut()) {
-                    // The upstream answer was chosen for (at most) the source prefix.
-                    edns.options_mut().insert(EdnsOption::Subnet(ClientSubnet::new(
-                        s.addr(),
-                        s.source_prefix(),
-                        s.source_prefix(),
-                    )));
-                }
-                return Some(Answer::Forward(Forward { name, qtype, client, response, limit, transport }));
+                echo_source_scope(subnet, &mut response);
+                return Some(Answer::Forward(Forward {
+                    name,
+                    qtype,
+                    client,
+                    response,
+                    limit,
+                    transport,
+                    alias: None,
+                }));
             }
             (ResponseCode::Refused, false, None, 0)
+        }
+        Filled::Chase { target, owner, ttl } => {
+            echo_source_scope(subnet, &mut response);
+            let qtype = question.query_type();
+            let alias = Some(Box::new((owner, ttl)));
+            return Some(Answer::Forward(Forward {
+                name: target,
+                qtype,
+                client,
+                response,
+                limit,
+                transport,
+                alias,
+            }));
         }
     };
     if let (Some(s), Some(edns)) = (subnet, response.edns.as_mut()) {
@@ -273,7 +310,7 @@ pub(crate) fn answer_general<H: NodeHealth, C: Fn(IpAddr) -> (ClientView, u8)>(
     Some(Answer::Reply(Reply { bytes, rcode: code, min_ttl, client_dependent }))
 }
 
-enum Filled {
+pub(crate) enum Filled {
     /// The response code, the smallest TTL, and for answers that depend on the client, how
     /// many leading bits of its address decided them.
     Done {
@@ -282,11 +319,30 @@ enum Filled {
         ttl: Option<u32>,
     },
     NotManaged(DomainName),
+    /// An alias whose target is not managed here: the CNAME records are in the answer; the
+    /// target's addresses are to be asked upstream for the client.
+    Chase {
+        target: DomainName,
+        owner: Name,
+        ttl: u32,
+    },
 }
 
 impl Filled {
     fn same_for_all(code: ResponseCode, ttl: Option<u32>) -> Self {
         Self::Done { code, scope: None, ttl }
+    }
+}
+
+/// Echoes the client subnet with the source prefix as its scope: an answer asked upstream is
+/// chosen for (at most) the source prefix.
+fn echo_source_scope(subnet: Option<ClientSubnet>, response: &mut Message) {
+    if let (Some(s), Some(edns)) = (subnet, response.edns.as_mut()) {
+        edns.options_mut().insert(EdnsOption::Subnet(ClientSubnet::new(
+            s.addr(),
+            s.source_prefix(),
+            s.source_prefix(),
+        )));
     }
 }
 
@@ -322,7 +378,7 @@ fn fill<H: NodeHealth, C: Fn(IpAddr) -> (ClientView, u8)>(
     let Ok(name) = DomainName::parse(&qname.to_ascii()) else {
         return Filled::same_for_all(ResponseCode::Refused, None);
     };
-    let Some(domain) = ctx.snapshot.domain(&name) else {
+    let Some((key, domain)) = ctx.snapshot.domain_entry(name.as_str()) else {
         // Below a managed name (its own zone apex here) this server is the authority: the
         // name does not exist (NXDOMAIN), or exists only as the parent of a managed name
         // (NODATA). Either way with the zone's SOA, so resolvers cache the answer.
@@ -342,6 +398,12 @@ fn fill<H: NodeHealth, C: Fn(IpAddr) -> (ClientView, u8)>(
         return Filled::same_for_all(code, Some(spec.ttl));
     };
     response.metadata.authoritative = true;
+    if domain.cname.is_some() && !matches!(question.query_type(), RecordType::SOA | RecordType::NS) {
+        if matches!(question.query_type(), RecordType::A | RecordType::AAAA) {
+            ctx.count(key, &(ctx.classify)(client).0);
+        }
+        return crate::alias::fill(response, question, client, domain, ctx);
+    }
     let ttl = domain.ttl;
     let family = match question.query_type() {
         RecordType::A => Some(Family::V4),
@@ -373,6 +435,7 @@ fn fill<H: NodeHealth, C: Fn(IpAddr) -> (ClientView, u8)>(
     if let Some(family) = family {
         let (view, bits) = (ctx.classify)(client);
         scope = Some(bits);
+        ctx.count(key, &view);
         if let Resolution::Managed(a) =
             ctx.snapshot.resolve(&name, family, &view, client_seed(client), ctx.health)
         {
@@ -427,7 +490,7 @@ fn nameservers(apex: &Name, policy: &Policy) -> Vec<Name> {
 }
 
 /// The SOA of a managed name, which is its own zone apex here.
-fn soa(apex: &Name, ttl: u32, revision: i64, policy: &Policy) -> Record {
+pub(crate) fn soa(apex: &Name, ttl: u32, revision: i64, policy: &Policy) -> Record {
     let mname = nameservers(apex, policy).swap_remove(0);
     let rname = policy.hostmaster.as_ref().and_then(fqdn).unwrap_or_else(|| under(apex, "hostmaster"));
     let soa = SOA::new(mname, rname, revision.clamp(0, i64::from(u32::MAX)) as u32, 3600, 600, 86_400, ttl);

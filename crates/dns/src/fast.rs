@@ -114,13 +114,16 @@ pub(crate) fn try_answer<H: NodeHealth, C: Fn(IpAddr) -> (ClientView, u8)>(
         return None;
     }
 
-    let domain = ctx.snapshot.domain_named(name)?;
+    // An alias (`cname`) is a CNAME answer: the general path's.
+    let (key, domain) = ctx.snapshot.domain_entry(name).filter(|(_, d)| d.cname.is_none())?;
     let client = edns.as_ref().and_then(|e| e.subnet).map_or(peer, |s| s.addr);
     let (view, bits) = (ctx.classify)(client);
     let answer = ctx.snapshot.resolve_domain(domain, family, &view, client_seed(client), ctx.health);
     if answer.ips.is_empty() {
         return None;
     }
+    // Counted only once answered here: a question the general path takes over counts there.
+    ctx.count(key, &view);
 
     let rdlen: usize = if family == Family::V4 { 4 } else { 16 };
     let mut out = Vec::with_capacity(question_end + answer.ips.len() * (12 + rdlen) + 32);
@@ -280,7 +283,7 @@ mod tests {
         let mut nodes: Vec<(String, NodeSpec)> =
             (1..=6).map(|i| (format!("v4-{i}"), node(&format!("1.1.1.{i}"), "telecom"))).collect();
         nodes.extend((1..=3).map(|i| (format!("v6-{i}"), node(&format!("2402:4e00::{i}"), "unicom"))));
-        let spec = |max| DomainSpec { pool: tok("edge"), ttl: 60, max_answers: max };
+        let spec = |max| DomainSpec::pooled(tok("edge"), 60, max);
         let model = Model {
             nodes,
             pools: vec![(tok("edge"), PoolSpec::default())],
@@ -307,7 +310,7 @@ mod tests {
 
     fn both(query: &[u8], peer: IpAddr, transport: Transport) -> (Option<Reply>, Option<Answer>) {
         let snap = snapshot();
-        let ctx = Context { snapshot: &snap, health: &AllUp, classify };
+        let ctx = Context { snapshot: &snap, health: &AllUp, classify, tally: None };
         (try_answer(query, peer, transport, &ctx), answer_general(query, peer, transport, &ctx))
     }
 
@@ -349,7 +352,7 @@ mod tests {
         let peer: IpAddr = "203.0.113.9".parse().unwrap();
         let q = |name, qtype| build_query_with(1, name, qtype, None, QueryFlags::default()).unwrap();
         let snap = snapshot();
-        let ctx = Context { snapshot: &snap, health: &AllUp, classify };
+        let ctx = Context { snapshot: &snap, health: &AllUp, classify, tally: None };
         for query in [
             q("www.example.com.", RecordType::MX),
             q("www.example.com.", RecordType::SOA),

@@ -3,14 +3,18 @@
 //! * [`answer`]: one query in wire format answered (managed names authoritatively, with EDNS
 //!   Client Subnet), shared by plain DNS and DNS over HTTPS; the common A/AAAA question is
 //!   answered on the wire without a parsed message (`fast`).
+//! * `alias`: the CNAME answer of a managed name that is an alias (`cname`).
 //! * [`listen`]: the UDP and TCP listeners (UDP read and written in batches, `batch`).
 //! * [`metrics`]: counts and latency of every DNS front-end.
+//! * [`tally`]: per-domain query counts of every front-end, by minute.
 
+mod alias;
 pub mod answer;
 mod batch;
 mod fast;
 pub mod listen;
 pub mod metrics;
+pub mod tally;
 pub mod upstream;
 
 pub use answer::{

@@ -60,6 +60,9 @@ fn slot(rcode: Option<ResponseCode>) -> usize {
 pub struct DnsMetrics {
     queries: [[IntCounter; RCODES.len()]; Frontend::ALL.len()],
     duration: [Histogram; Frontend::ALL.len()],
+    /// Per-domain counts of every front-end, DNS and HTTP (`crate::tally`): here because this
+    /// set is the one every front-end is handed.
+    pub domains: std::sync::Arc<crate::tally::DomainTally>,
 }
 
 impl DnsMetrics {
@@ -82,9 +85,14 @@ impl DnsMetrics {
         .expect("valid metric");
         registry.register(Box::new(queries.clone())).expect("registered once");
         registry.register(Box::new(duration.clone())).expect("registered once");
+        let domains = std::sync::Arc::new(crate::tally::DomainTally::default());
+        registry
+            .register(Box::new(crate::tally::BusiestDomains::new(domains.clone())))
+            .expect("registered once");
         Self {
             queries: Frontend::ALL.map(|f| RCODES.map(|r| queries.with_label_values(&[f.label(), r]))),
             duration: Frontend::ALL.map(|f| duration.with_label_values(&[f.label()])),
+            domains,
         }
     }
 

@@ -27,7 +27,7 @@ fn snapshot() -> Snapshot {
         nodes: vec![("a".into(), node("1.1.1.1")), ("b".into(), node("2402:4e00::1"))],
         domains: vec![(
             DomainName::parse("www.example.com").unwrap(),
-            DomainSpec { pool: tok("edge"), ttl: 60, max_answers: 4 },
+            DomainSpec::pooled(tok("edge"), 60, 4),
         )],
         ..Model::default()
     };
@@ -36,7 +36,12 @@ fn snapshot() -> Snapshot {
 
 fn run(bytes: &[u8], transport: Transport) -> Option<Answer> {
     let snap = snapshot();
-    let ctx = Context { snapshot: &snap, health: &AllUp, classify: |_: IpAddr| (ClientView::default(), 0) };
+    let ctx = Context {
+        snapshot: &snap,
+        health: &AllUp,
+        classify: |_: IpAddr| (ClientView::default(), 0),
+        tally: None,
+    };
     answer(bytes, "203.0.113.1".parse().unwrap(), transport, &ctx)
 }
 

@@ -37,14 +37,18 @@ fn handler() -> Handler {
         pools: vec![(tok("edge"), PoolSpec::default())],
         domains: vec![(
             DomainName::parse("www.example.com").unwrap(),
-            DomainSpec { pool: tok("edge"), ttl: 60, max_answers: 2 },
+            DomainSpec::pooled(tok("edge"), 60, 2),
         )],
         ..Model::default()
     };
     let snapshot = Arc::new(Snapshot::build(model, Policy::default(), 1));
     Arc::new(move |bytes, peer, transport| {
-        let ctx =
-            Context { snapshot: &snapshot, health: &AllUp, classify: |_: IpAddr| (ClientView::default(), 0) };
+        let ctx = Context {
+            snapshot: &snapshot,
+            health: &AllUp,
+            classify: |_: IpAddr| (ClientView::default(), 0),
+            tally: None,
+        };
         answer(bytes, peer, transport, &ctx)
     })
 }

@@ -274,6 +274,8 @@ mod tests {
                 timeout_ms: 2000,
                 healthy_threshold: 1,
                 unhealthy_threshold: 1,
+                expected_status: Vec::new(),
+                body_match: None,
             },
         }
     }

@@ -1,5 +1,7 @@
 //! One probe of one node: a TCP connect, or an HTTP/1.1 request (optionally over TLS) whose
-//! status must be 2xx.
+//! status must be 2xx or one of `expected_status`, and whose body must hold `body_match` when
+//! the check has one (searched in the first [`MAX_BODY`] bytes after the header, as sent: a
+//! chunked body's size lines are not removed, which a short marker almost never straddles).
 
 use std::net::SocketAddr;
 use std::sync::{Arc, OnceLock};
@@ -19,7 +21,12 @@ pub enum ProbeError {
     Io(String),
     BadResponse,
     Status(u16),
+    /// The body did not hold `body_match`.
+    BodyMismatch,
 }
+
+/// How much of a response a check with `body_match` reads at most (header included).
+pub const MAX_BODY: usize = 64 * 1024;
 
 /// Probes `addr` as `check` says. Returns the TCP connect time on success: it is the probe's
 /// latency sample, independent of how long the health endpoint takes to compute its answer.
@@ -79,7 +86,7 @@ async fn http_status<S: AsyncRead + AsyncWrite + Unpin>(
     stream.write_all(request.as_bytes()).await.map_err(|e| ProbeError::Io(e.to_string()))?;
     stream.flush().await.map_err(|e| ProbeError::Io(e.to_string()))?;
     let mut buf = Vec::with_capacity(256);
-    let mut chunk = [0u8; 256];
+    let mut chunk = [0u8; 4096];
     while !buf.windows(2).any(|w| w == b"\r\n") {
         if buf.len() > 1024 {
             return Err(ProbeError::BadResponse);
@@ -90,14 +97,39 @@ async fn http_status<S: AsyncRead + AsyncWrite + Unpin>(
         }
         buf.extend_from_slice(&chunk[..n]);
     }
-    let line = std::str::from_utf8(&buf).map_err(|_| ProbeError::BadResponse)?;
+    let line_end = buf.windows(2).position(|w| w == b"\r\n").unwrap_or(buf.len());
+    let line = std::str::from_utf8(&buf[..line_end]).map_err(|_| ProbeError::BadResponse)?;
     let mut parts = line.split(' ');
     let version = parts.next().unwrap_or("");
     let status = parts.next().and_then(|s| s.parse::<u16>().ok());
-    match (version.starts_with("HTTP/1."), status) {
-        (true, Some(code)) if (200..300).contains(&code) => Ok(()),
-        (true, Some(code)) => Err(ProbeError::Status(code)),
-        _ => Err(ProbeError::BadResponse),
+    let (true, Some(code)) = (version.starts_with("HTTP/1."), status) else {
+        return Err(ProbeError::BadResponse);
+    };
+    let expected = if check.expected_status.is_empty() {
+        (200..300).contains(&code)
+    } else {
+        check.expected_status.contains(&code)
+    };
+    if !expected {
+        return Err(ProbeError::Status(code));
+    }
+    let Some(needle) = check.body_match.as_deref().map(str::as_bytes) else { return Ok(()) };
+    // Read until the marker shows up after the header, the server closes, or the bound.
+    loop {
+        if let Some(head_end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+            if buf[head_end + 4..].windows(needle.len()).any(|w| w == needle) {
+                return Ok(());
+            }
+        }
+        if buf.len() >= MAX_BODY {
+            return Err(ProbeError::BodyMismatch);
+        }
+        let room = chunk.len().min(MAX_BODY - buf.len());
+        let n = stream.read(&mut chunk[..room]).await.map_err(|e| ProbeError::Io(e.to_string()))?;
+        if n == 0 {
+            return Err(ProbeError::BodyMismatch);
+        }
+        buf.extend_from_slice(&chunk[..n]);
     }
 }
 

@@ -45,14 +45,25 @@ pub(crate) fn upstream_servers(configured: &crate::config::Upstreams) -> Vec<Soc
         .collect()
 }
 
-/// Answers from the snapshot current when the message arrives.
-pub(crate) fn handler(catalog: Arc<Catalog>, geo: Arc<Geo>) -> Handler {
+/// Answers from the snapshot current when the message arrives, counting managed names'
+/// address questions per domain (`tally`) by transport: `udp`, `tcp`, `dot`.
+pub(crate) fn handler(
+    catalog: Arc<Catalog>,
+    geo: Arc<Geo>,
+    tally: Arc<httpdns_dns::tally::DomainTally>,
+) -> Handler {
     Arc::new(move |bytes, peer, transport| {
         let published = catalog.snapshot();
+        let frontend = match transport {
+            httpdns_dns::Transport::Udp => "udp",
+            httpdns_dns::Transport::Stream => "tcp",
+            httpdns_dns::Transport::Encrypted => "dot",
+        };
         let ctx = Context {
             snapshot: &published.snapshot,
             health: &published.health,
             classify: |ip| httpdns_geo::classify_scoped(&published.snapshot, &geo, ip),
+            tally: Some((&tally, frontend)),
         };
         httpdns_dns::answer(bytes, peer, transport, &ctx)
     })

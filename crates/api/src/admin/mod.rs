@@ -12,6 +12,7 @@ pub mod access;
 pub mod audit;
 mod auth;
 mod body;
+mod domain_stats;
 mod mirror;
 mod policy;
 mod prefetch;
@@ -39,6 +40,7 @@ pub fn routes() -> Router<AppState> {
         .route("/admin/v1/nodes/{name}/metrics", axum::routing::post(crate::live::reports::one))
         .route("/admin/v1/metrics", axum::routing::post(crate::live::reports::batch))
         .route("/admin/v1/explain", get(crate::live::explain::handle))
+        .route("/admin/v1/domains/{name}/stats", get(domain_stats::stats))
         .route("/admin/v1/overview", get(crate::console::overview::handle))
         .route("/admin/v1/tokens", get(tokens::list))
         .route("/admin/v1/tokens/{name}", get(tokens::get_one).put(tokens::put).delete(tokens::delete))

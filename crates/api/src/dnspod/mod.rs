@@ -143,6 +143,8 @@ impl Prepared {
             v4: matches!(self.req.qtype, QType::A | QType::Addrs),
             v6: matches!(self.req.qtype, QType::Aaaa | QType::Addrs),
             client: self.client,
+            // DNSPod's `/d` has no app attributes; rules match it by carrier and region.
+            attrs: &httpdns_core::schedule::NO_ATTRS,
         }
     }
 
@@ -188,7 +190,7 @@ impl Prepared {
                 Err(_) => return ApiError::internal(&"cannot encrypt with the account key").into_whole(),
             }
         }
-        found.count(app, Endpoint::D, started);
+        found.count(app, Endpoint::D, &req.names, started);
 
         let mut resp = Whole::new(Bytes::from(body));
         let h = resp.headers_mut();

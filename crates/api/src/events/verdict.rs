@@ -90,8 +90,9 @@ pub fn judge(
         return Verdict::Invalid;
     }
     let one = |ip: IpAddr| -> Verdict {
-        if let Some(domain) = snapshot.domain(name) {
-            let mut nodes = snapshot.nodes().iter().filter(|n| n.spec.pool == domain.pool);
+        // An alias (`cname`) is answered by another name's servers: judged as unmanaged names are.
+        if let Some(domain) = snapshot.domain(name).filter(|d| d.cname.is_none()) {
+            let mut nodes = snapshot.nodes().iter().filter(|n| domain.pools().any(|p| *p == n.spec.pool));
             let Some(node) = nodes.clone().find(|n| n.spec.ip == ip) else { return Verdict::Hijacked };
             if !node.spec.enabled {
                 return Verdict::Stale;
@@ -153,7 +154,7 @@ mod tests {
             ],
             domains: vec![(
                 DomainName::parse("www.example.com").unwrap(),
-                DomainSpec { pool: t("edge"), ttl: 60, max_answers: 4 },
+                DomainSpec::pooled(t("edge"), 60, 4),
             )],
             ..Model::default()
         };

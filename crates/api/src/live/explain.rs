@@ -1,7 +1,8 @@
-//! `GET /admin/v1/explain?dn=NAME&ip=ADDR[&isp=&region=][&type=a|aaaa|addrs]`: for that client
-//! (`isp` and `region`, when given, replace the address's classification), every node of
-//! the domain's pool with each term of its score, its health, and why it is or is not in the
-//! answer. The answer in the explanation is computed by the same code as `/d`'s.
+//! `GET /admin/v1/explain?dn=NAME&ip=ADDR[&isp=&region=][&app_version=&tag=][&type=a|aaaa|addrs]`:
+//! for that client (`isp` and `region`, when given, replace the address's classification), which
+//! rule, split entry or backup chose the pool, every node of that pool with each term of its
+//! score, its health, and why it is or is not in the answer. The answer in the explanation is
+//! computed by the same code as `/d`'s. A `cname` domain explains as its alias.
 
 use std::net::IpAddr;
 
@@ -50,15 +51,19 @@ pub(crate) async fn handle(
             *slot = Some(token);
         }
     }
+    // The client's own attributes, as `/resolve` takes them, for the domains' rules.
+    let tags = pairs.iter().filter(|(n, _)| n == "tag").map(|(_, v)| v.as_str());
+    let attrs = crate::answer::client_attrs(get("app_version"), tags);
     let network = published.network(client);
     let seed = client_seed(client);
     let explanations: Vec<_> = families
         .iter()
-        .filter_map(|f| published.snapshot.explain(&name, *f, &view, seed, &published.health))
+        .filter_map(|f| published.snapshot.explain(&name, *f, &view, &attrs, seed, &published.health))
         .collect();
     let body = serde_json::json!({
         "name": name.as_str(),
         "managed": published.is_managed(&name),
+        "cname": published.snapshot.domain(&name).and_then(|d| d.cname.as_ref()).map(ToString::to_string),
         "client": {
             "ip": client,
             "isp": view.isp.as_ref().map(ToString::to_string),

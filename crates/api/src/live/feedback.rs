@@ -197,7 +197,7 @@ fn accept(app: &AppState, peer: IpAddr, account: Option<u32>, body: &[u8]) -> Re
         let nodes: Vec<&str> = published
             .nodes()
             .iter()
-            .filter(|n| n.spec.ip == v.ip && n.spec.pool == domain.pool)
+            .filter(|n| n.spec.ip == v.ip && domain.pools().any(|p| *p == n.spec.pool))
             .map(|n| &*n.id)
             .collect();
         if nodes.is_empty() {

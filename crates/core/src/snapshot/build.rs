@@ -91,6 +91,7 @@ impl Snapshot {
     /// policy, a domain naming a pool without nodes) simply answers nothing.
     pub fn build(mut model: Model, policy: Policy, revision: i64) -> Self {
         let mut specs = FastMap::with_capacity_and_hasher(model.domains.len(), Default::default());
+        let mut wildcards: FastMap<Box<str>, _> = FastMap::default();
         let mut pools = Vec::new();
         let mut seen: std::collections::HashSet<Token> = std::collections::HashSet::new();
         for (name, mut spec) in std::mem::take(&mut model.domains) {
@@ -98,16 +99,27 @@ impl Snapshot {
             // to find the pool, and a copy per name (as the store's rows are read) is a cold
             // cache line per query: that read was 70% of `resolve_domain` in a profile of plain
             // DNS over 1,000 names (docs/benchmarks.md).
-            match seen.get(&spec.pool) {
-                Some(shared) => spec.pool = shared.clone(),
-                None => {
-                    seen.insert(spec.pool.clone());
-                    pools.push(spec.pool.clone());
+            if let Some(pool) = &mut spec.pool {
+                if let Some(shared) = seen.get(pool) {
+                    *pool = shared.clone();
                 }
             }
-            specs.insert(name, spec);
+            for pool in spec.pools() {
+                if !seen.contains(pool) {
+                    seen.insert(pool.clone());
+                    pools.push(pool.clone());
+                }
+            }
+            match name.wildcard_parent() {
+                Some(parent) => {
+                    wildcards.insert(parent.into(), (name.clone(), spec));
+                }
+                None => {
+                    specs.insert(name, spec);
+                }
+            }
         }
-        Self::assemble(model, Arc::new(Domains { specs, pools }), policy, revision)
+        Self::assemble(model, Arc::new(Domains { specs, wildcards, pools }), policy, revision)
     }
 
     /// The snapshot of `model` with the managed names of `self`, shared rather than rebuilt
@@ -210,7 +222,7 @@ impl Snapshot {
         let mut stats = SnapshotStats {
             networks: model.networks.len(),
             nodes: model.nodes.len(),
-            domains: domains.specs.len(),
+            domains: domains.specs.len() + domains.wildcards.len(),
             ..SnapshotStats::default()
         };
         let networks = Arc::new(CidrTable::new(model.networks));

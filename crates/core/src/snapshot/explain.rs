@@ -6,15 +6,29 @@ use std::net::IpAddr;
 
 use serde::Serialize;
 
-use super::{AnswerStatus, ClientView, Family, NodeHealth, Resolution, Snapshot};
+use super::{AnswerStatus, ClientView, Family, NodeHealth, Resolution, Snapshot, Via};
 use crate::live::LatencySource;
 use crate::name::DomainName;
+use crate::schedule::ClientAttrs;
 use crate::score::ScoreTerms;
 
 /// The explanation of one answer.
 #[derive(Debug, Clone, Serialize)]
 pub struct Explanation {
+    /// The pool that answered.
     pub pool: String,
+    /// What chose it: `rule` (with `rule`), `split` (with `split`), or `pool`; `backup` when
+    /// the chosen pool had fewer than `min_healthy` nodes up.
+    pub decided_by: &'static str,
+    /// The index of the rule that matched, and its match.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rule: Option<RuleExplanation>,
+    /// The split entry the client hashed to, with its weight and the split's total.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub split: Option<SplitExplanation>,
+    /// The pool the rule, split or `pool` chose, when the backup answered instead.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub chosen_pool: Option<String>,
     pub ttl: u32,
     pub max_answers: u32,
     pub family: &'static str,
@@ -26,6 +40,22 @@ pub struct Explanation {
     /// The pool's nodes of this address family: answered first in answer order, then the
     /// other usable ones by score, then the unusable ones.
     pub nodes: Vec<NodeExplanation>,
+}
+
+/// The rule that chose the pool.
+#[derive(Debug, Clone, Serialize)]
+pub struct RuleExplanation {
+    pub index: usize,
+    #[serde(rename = "match")]
+    pub matches: crate::schedule::RuleMatch,
+}
+
+/// The split entry that chose the pool.
+#[derive(Debug, Clone, Serialize)]
+pub struct SplitExplanation {
+    pub index: usize,
+    pub weight: u32,
+    pub total_weight: u64,
 }
 
 /// One node in an explanation.
@@ -57,13 +87,38 @@ impl Snapshot {
         name: &DomainName,
         family: Family,
         client: &ClientView,
+        attrs: &ClientAttrs,
         seed: u64,
         health: &impl NodeHealth,
     ) -> Option<Explanation> {
-        let domain = self.domains.specs.get(name)?;
-        let pool = &self.pools[*self.pool_index.get(&domain.pool)? as usize];
-        let Resolution::Managed(answer) = self.resolve(name, family, client, seed, health) else {
+        let domain = self.domains.find(name.as_str())?;
+        let Resolution::Managed(answer) = self.resolve_with(name, family, client, attrs, seed, health) else {
             return None;
+        };
+        let pool = self.pool_entry(self.pool_of(domain, answer.via)?)?;
+        let via = answer.via;
+        let rule = via.rule.map(usize::from).and_then(|i| {
+            domain.rules.get(i).map(|r| RuleExplanation { index: i, matches: r.matches.clone() })
+        });
+        let split = via.split.map(usize::from).and_then(|i| {
+            domain.split.get(i).map(|e| SplitExplanation {
+                index: i,
+                weight: e.weight,
+                total_weight: domain.split.iter().map(|e| u64::from(e.weight)).sum(),
+            })
+        });
+        let chosen_pool = via
+            .backup
+            .then(|| self.pool_of(domain, Via { backup: false, ..via }).map(ToString::to_string))
+            .flatten();
+        let decided_by = if via.backup {
+            "backup"
+        } else if via.rule.is_some() {
+            "rule"
+        } else if via.split.is_some() {
+            "split"
+        } else {
+            "pool"
         };
         let fam = pool.family(family);
         let same_isp_up = client.isp.as_ref().is_some_and(|isp| {
@@ -85,7 +140,7 @@ impl Snapshot {
                 } else if !servable {
                     "address not servable (unspecified, private, loopback or reserved)"
                 } else if in_answer && answer.status == AnswerStatus::FailOpen {
-                    "in answer: no node of the pool is up, so the pool fails open"
+                    "in answer: no node is up, so the answer fails open (when_all_down)"
                 } else if in_answer {
                     "in answer"
                 } else if !up && answer.status != AnswerStatus::FailOpen {
@@ -133,6 +188,10 @@ impl Snapshot {
         };
         Some(Explanation {
             pool: pool.name.to_string(),
+            decided_by,
+            rule,
+            split,
+            chosen_pool,
             ttl: answer.ttl,
             max_answers: domain.max_answers,
             family: family.label(),

@@ -46,9 +46,9 @@ fn model() -> Model {
             ("other".into(), node("3.3.3.3", "other", "telecom", "beijing", 0.0)),
         ],
         domains: vec![
-            (name("www.example.com"), DomainSpec { pool: tok("edge"), ttl: 60, max_answers: 4 }),
-            (name("one.example.com"), DomainSpec { pool: tok("edge"), ttl: 30, max_answers: 1 }),
-            (name("empty.example.com"), DomainSpec { pool: tok("nobody"), ttl: 30, max_answers: 2 }),
+            (name("www.example.com"), DomainSpec::pooled(tok("edge"), 60, 4)),
+            (name("one.example.com"), DomainSpec::pooled(tok("edge"), 30, 1)),
+            (name("empty.example.com"), DomainSpec::pooled(tok("nobody"), 30, 2)),
         ],
         ..Model::default()
     }
@@ -78,7 +78,7 @@ fn telecom_client_gets_only_telecom_nodes_ranked_by_score() {
 fn names_of_one_pool_share_one_copy_of_its_name() {
     // `model()` parses each domain's pool separately, as the store's rows are read.
     let s = Snapshot::build(model(), no_band(), 1);
-    let pool_text = |n: &str| s.domain(&name(n)).unwrap().pool.as_str().as_ptr();
+    let pool_text = |n: &str| s.domain(&name(n)).unwrap().pool.as_ref().unwrap().as_str().as_ptr();
     assert_eq!(pool_text("www.example.com"), pool_text("one.example.com"));
     assert_ne!(pool_text("www.example.com"), pool_text("empty.example.com"));
     let (got, _) = ips(&s, "one.example.com", Family::V4, &view(Some("unicom"), Some("beijing")));
@@ -173,7 +173,7 @@ fn band_rotates_near_equal_nodes_per_client() {
         .collect();
     let m = Model {
         nodes,
-        domains: vec![(name("a.example.com"), DomainSpec { pool: tok("edge"), ttl: 60, max_answers: 2 })],
+        domains: vec![(name("a.example.com"), DomainSpec::pooled(tok("edge"), 60, 2))],
         ..Model::default()
     };
     let s = Snapshot::build(m, Policy::default(), 1);
@@ -257,7 +257,7 @@ proptest! {
     ) {
         let model = Model {
             nodes: nodes.iter().enumerate().map(|(i, n)| (format!("n{i}"), n.clone())).collect(),
-            domains: vec![(name("d.example.com"), DomainSpec { pool: tok("edge"), ttl: 60, max_answers: max })],
+            domains: vec![(name("d.example.com"), DomainSpec::pooled(tok("edge"), 60, max))],
             ..Model::default()
         };
         let s = Snapshot::build(model, Policy { band, allow_private, ..Policy::default() }, 1);
@@ -313,7 +313,7 @@ proptest! {
         let nodes: Vec<NodeSpec> = nodes.into_iter().filter(|n| seen.insert(n.ip)).collect();
         let model = Model {
             nodes: nodes.iter().enumerate().map(|(i, n)| (format!("n{i:02}"), n.clone())).collect(),
-            domains: vec![(name("d.example.com"), DomainSpec { pool: tok("edge"), ttl: 60, max_answers: 32 })],
+            domains: vec![(name("d.example.com"), DomainSpec::pooled(tok("edge"), 60, 32))],
             ..Model::default()
         };
         let s = Snapshot::build(model, no_band(), 1);
@@ -388,6 +388,7 @@ fn explanation_gives_reasons() {
             &name("www.example.com"),
             Family::V4,
             &view(Some("telecom"), Some("beijing")),
+            &crate::schedule::NO_ATTRS,
             0,
             &Down(vec![1]),
         )
@@ -416,7 +417,7 @@ proptest! {
     ) {
         let model = Model {
             nodes: nodes.iter().enumerate().map(|(i, n)| (format!("n{i}"), n.clone())).collect(),
-            domains: vec![(name("d.example.com"), DomainSpec { pool: tok("edge"), ttl: 60, max_answers: 3 })],
+            domains: vec![(name("d.example.com"), DomainSpec::pooled(tok("edge"), 60, 3))],
             ..Model::default()
         };
         let s = Snapshot::build(model, Policy::default(), 1);
@@ -424,7 +425,7 @@ proptest! {
         impl NodeHealth for H { fn is_up(&self, n: u32) -> bool { self.0 & (1 << (n % 64)) == 0 } }
         for fam in [Family::V4, Family::V6] {
             let Resolution::Managed(a) = s.resolve(&name("d.example.com"), fam, &client, seed, &H(down_mask)) else { panic!() };
-            let e = s.explain(&name("d.example.com"), fam, &client, seed, &H(down_mask)).unwrap();
+            let e = s.explain(&name("d.example.com"), fam, &client, &crate::schedule::NO_ATTRS, seed, &H(down_mask)).unwrap();
             prop_assert_eq!(&e.answer, &a.ips);
             let mut marked: Vec<IpAddr> = e.nodes.iter().filter(|n| n.in_answer).map(|n| n.ip).collect();
             marked.sort();
@@ -550,8 +551,8 @@ fn assert_same_answers(a: &Snapshot, b: &Snapshot) {
                         "{n} {fam:?} {v:?}"
                     );
                     assert_eq!(
-                        format!("{:?}", a.explain(&n, fam, v, seed, &h)),
-                        format!("{:?}", b.explain(&n, fam, v, seed, &h))
+                        format!("{:?}", a.explain(&n, fam, v, &crate::schedule::NO_ATTRS, seed, &h)),
+                        format!("{:?}", b.explain(&n, fam, v, &crate::schedule::NO_ATTRS, seed, &h))
                     );
                 }
             }
@@ -586,8 +587,8 @@ proptest! {
     ) {
         let mut model = Model {
             domains: vec![
-                (name("www.example.com"), DomainSpec { pool: tok("edge"), ttl: 60, max_answers: 3 }),
-                (name("o.example.com"), DomainSpec { pool: tok("other"), ttl: 30, max_answers: 2 }),
+                (name("www.example.com"), DomainSpec::pooled(tok("edge"), 60, 3)),
+                (name("o.example.com"), DomainSpec::pooled(tok("other"), 30, 2)),
             ],
             ..Model::default()
         };

@@ -17,6 +17,8 @@ fn spec(kind: HealthCheckKind, port: u16) -> HealthCheckSpec {
         timeout_ms: 500,
         healthy_threshold: 1,
         unhealthy_threshold: 1,
+        expected_status: Vec::new(),
+        body_match: None,
     }
 }
 
@@ -99,4 +101,40 @@ async fn tcp_refused_and_stalled() {
     });
     assert!(probe(addr, &spec(HealthCheckKind::Tcp, addr.port())).await.is_ok());
     assert_eq!(probe(addr, &spec(HealthCheckKind::Http, addr.port())).await, Err(ProbeError::Timeout));
+}
+
+/// A plain HTTP server answering every request with `response`, then closing.
+async fn http_server(response: &'static str) -> SocketAddr {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        while let Ok((mut s, _)) = listener.accept().await {
+            let mut buf = [0u8; 1024];
+            let _ = s.read(&mut buf).await;
+            let _ = s.write_all(response.as_bytes()).await;
+            let _ = s.shutdown().await;
+        }
+    });
+    addr
+}
+
+#[tokio::test]
+async fn expected_statuses_and_body_match_decide() {
+    let moved = http_server("HTTP/1.1 301 Moved\r\nContent-Length: 0\r\n\r\n").await;
+    let mut check = spec(HealthCheckKind::Http, moved.port());
+    assert_eq!(probe(moved, &check).await, Err(ProbeError::Status(301)), "the default is 2xx");
+    check.expected_status = vec![200, 301];
+    assert!(probe(moved, &check).await.is_ok());
+
+    let body = http_server("HTTP/1.1 200 OK\r\nContent-Length: 18\r\n\r\n{\"status\":\"ready\"}").await;
+    let mut check = spec(HealthCheckKind::Http, body.port());
+    check.body_match = Some("\"ready\"".into());
+    assert!(probe(body, &check).await.is_ok());
+    check.body_match = Some("draining".into());
+    assert_eq!(probe(body, &check).await, Err(ProbeError::BodyMismatch));
+    // The marker in a header is not in the body.
+    let header = http_server("HTTP/1.1 200 OK\r\nX-State: ready\r\nContent-Length: 2\r\n\r\nno").await;
+    let mut check = spec(HealthCheckKind::Http, header.port());
+    check.body_match = Some("ready".into());
+    assert_eq!(probe(header, &check).await, Err(ProbeError::BodyMismatch));
 }

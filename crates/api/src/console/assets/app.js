@@ -238,8 +238,9 @@ const KINDS = {
   },
   domains: {
     title: 'Domains', path: 'domains', name: 'name', hint: 'www.example.com',
+    // Split, rules, backup and cname are kept as stored by an edit; docs/scheduling.md.
     fields: [['pool', 'Pool', 'text'], ['ttl', 'TTL (s)', 'number'], ['max_answers', 'Answers at most', 'number']],
-    cols: ['pool', 'ttl', 'max_answers'],
+    cols: ['pool', 'split', 'cname', 'ttl', 'max_answers'],
   },
   networks: {
     title: 'Networks', path: 'networks', name: 'cidr', hint: '1.0.1.0/24',
@@ -323,6 +324,7 @@ async function resourcePage(kind) {
     if (may()) cols.push(['', 'Actions', r => h('span', { class: 'row' },
       h('button', { type: 'button', class: 'secondary', 'aria-label': 'Edit ' + r.name, onclick: () => edit(r) }, 'Edit'),
       kind === 'nodes' ? h('button', { type: 'button', class: 'secondary', 'aria-label': (r.spec.enabled === false ? 'Enable ' : 'Disable ') + r.name, onclick: () => toggle(r) }, r.spec.enabled === false ? 'Enable' : 'Disable') : null,
+      kind === 'domains' ? h('button', { type: 'button', class: 'secondary', 'aria-label': 'Figures of ' + r.name, onclick: () => domainFigures(r.name, editor) }, 'Figures') : null,
       h('button', { type: 'button', class: 'danger', 'aria-label': 'Delete ' + r.name, onclick: () => remove(r) }, 'Delete'))]);
     list.replaceChildren(table(items, cols),
       h('div', { class: 'row' },
@@ -359,20 +361,27 @@ async function explainPage() {
     h('label', {}, 'Client address', h('input', { name: 'ip', placeholder: '1.0.2.7' })),
     h('label', {}, 'or carrier', h('input', { name: 'isp', placeholder: 'unicom' })),
     h('label', {}, 'and region', h('input', { name: 'region', placeholder: 'shanghai' })),
+    h('label', {}, 'App version', h('input', { name: 'app_version', placeholder: '5.2.0' })),
+    h('label', {}, 'Tag', h('input', { name: 'tag', placeholder: 'beta' })),
     h('label', {}, 'Family', h('select', { name: 'type' }, ['a', 'aaaa', 'addrs'].map(t => h('option', { value: t }, t)))),
     h('button', { type: 'submit' }, 'Explain'));
   const out = h('div', {});
   form.addEventListener('submit', async ev => {
     ev.preventDefault();
     const p = new URLSearchParams();
-    for (const f of ['dn', 'ip', 'isp', 'region', 'type']) if (form.elements[f].value) p.set(f, form.elements[f].value);
+    for (const f of ['dn', 'ip', 'isp', 'region', 'app_version', 'tag', 'type']) if (form.elements[f].value) p.set(f, form.elements[f].value);
     const res = await api('GET', '/admin/v1/explain?' + p);
     if (!res.ok) return showError(form, res);
     const e = res.json;
-    const parts = [h('p', {}, `Client ${e.client.ip}: carrier ${e.client.isp || 'unknown'}, region ${e.client.region || 'unknown'}; ${e.managed ? 'a managed name' : 'not managed here'} (snapshot ${e.snapshot_revision}).`)];
+    const parts = [h('p', {}, `Client ${e.client.ip}: carrier ${e.client.isp || 'unknown'}, region ${e.client.region || 'unknown'}; ${e.managed ? 'a managed name' : 'not managed here'}${e.cname ? ', an alias of ' + e.cname : ''} (snapshot ${e.snapshot_revision}).`)];
     for (const a of e.answers || []) {
       const rows = a.nodes || a.candidates || [];
       parts.push(h('h2', {}, `${a.family || ''} answer: ${(a.answer || []).join(', ') || 'none'}`));
+      // Which rule, split entry or backup chose the pool (docs/scheduling.md, "Seeing the decision").
+      const why = a.decided_by === 'rule' ? `rule ${a.rule.index + 1} (${JSON.stringify(a.rule.match)})`
+        : a.decided_by === 'split' ? `split entry ${a.split.index + 1} (weight ${a.split.weight} of ${a.split.total_weight})`
+        : a.decided_by === 'backup' ? `the backup: ${a.chosen_pool} had too few nodes up` : 'the domain\'s pool';
+      if (a.pool) parts.push(h('p', { class: 'decided' }, `Pool ${a.pool}, chosen by ${why}.`));
       if (Array.isArray(rows) && rows.length) parts.push(table(rows.map(r => Object.fromEntries(Object.entries(r).map(([k, v]) => [k, typeof v === 'object' && v !== null ? JSON.stringify(v) : v])))));
       else parts.push(h('pre', { class: 'diff' }, JSON.stringify(a, null, 2)));
     }
@@ -898,6 +907,47 @@ function mirrorChart(rules) {
   const chart = svg('svg', { class: 'mirror-chart', viewBox: `0 0 ${W} ${H}`, role: 'img', 'aria-label': `Hits, misses and errors of ${shown.length} rules` }, parts);
   return figure('mirror-chart', `Hits, misses and errors per rule since start${rules.length > shown.length ? ` (the ${shown.length} busiest of ${rules.length})` : ''}`, chart,
     legendList(MIRROR_BARS.map(([, label, cls]) => [cls, label])));
+}
+
+// ---- per-domain figures ------------------------------------------------------------------
+
+// One domain's questions over the last hour on this server: a bar per minute, and tables by
+// front-end and by carrier and region (GET /admin/v1/domains/{name}/stats).
+async function domainFigures(name, into) {
+  const res = await api('GET', `/admin/v1/domains/${encodeURIComponent(name)}/stats?window=1h`);
+  if (!res.ok) { into.replaceChildren(h('p', { class: 'error' }, (res.json && res.json.error) || res.text)); return; }
+  const st = res.json;
+  const fronts = Object.entries(st.by_frontend).map(([frontend, queries]) => ({ frontend, queries }));
+  into.replaceChildren(h('section', { class: 'figures', 'aria-label': 'Figures of ' + name },
+    h('h2', {}, `${name}: ${fmt(st.total, 0)} questions in the last hour (this server)`),
+    domainChart(st),
+    table(fronts, [['frontend', 'Front-end'], ['queries', 'Questions']], 'By front-end'),
+    table(st.by_place, [['isp', 'Carrier'], ['region', 'Region'], ['queries', 'Questions']], 'By carrier and region'),
+    h('button', { type: 'button', class: 'secondary', onclick: () => into.replaceChildren() }, 'Close')));
+}
+
+function domainChart(st) {
+  if (!st.series.length) return h('p', { class: 'muted', id: 'domain-chart' }, 'No questions in this window to chart.');
+  const W = 760, H = 180, L = 44, R = 8, T = 8, B = 22, MINUTES = 60;
+  const last = Math.max(...st.series.map(m => m.at));
+  const first = last - (MINUTES - 1) * 60;
+  const scale = niceScale(Math.max(...st.series.map(m => m.queries)), true);
+  const slot = (W - L - R) / MINUTES;
+  const y = v => H - B - v / scale.max * (H - B - T);
+  const parts = [];
+  for (let v = 0; v <= scale.max + scale.step / 2; v += scale.step) {
+    parts.push(svg('line', { class: 'grid', x1: L, x2: W - R, y1: y(v), y2: y(v) }),
+      svg('text', { class: 'tick', x: L - 6, y: y(v) + 4, 'text-anchor': 'end' }, fmt(v, 0)));
+  }
+  for (const m of st.series.filter(m => m.at >= first)) {
+    const x = L + (m.at - first) / 60 * slot;
+    parts.push(svg('rect', { class: 'bar b-miss', x: x.toFixed(1), y: y(m.queries).toFixed(1), width: Math.max(1, slot - 2).toFixed(1), height: Math.max(1, H - B - y(m.queries)).toFixed(1), 'data-at': m.at, 'data-value': m.queries },
+      tip(`${clock(m.at)}: ${fmt(m.queries, 0)} questions`)));
+  }
+  parts.push(svg('text', { class: 'tick', x: L, y: H - 6 }, clock(first)), svg('text', { class: 'tick', x: W - R, y: H - 6, 'text-anchor': 'end' }, clock(last)),
+    svg('line', { class: 'axis', x1: L, x2: W - R, y1: H - B, y2: H - B }));
+  const chart = svg('svg', { class: 'domain-chart', viewBox: `0 0 ${W} ${H}`, role: 'img', 'aria-label': `Questions per minute, ${st.series.length} minutes with questions` }, parts);
+  return figure('domain-chart', 'Questions per minute, last hour', chart);
 }
 
 // ---- events and the LocalDNS map ---------------------------------------------------------
