@@ -110,6 +110,37 @@ class RealServerIT {
         assertFalse(admin(base, "GET", "/admin/v1/events/summary?window=5m").second.contains("android-harness-1"), "no device id")
     }
 
+    /**
+     * The push: the SDK holds a long poll (`wait=`) on the real server, which answers it as soon
+     * as a new version is published, long before the SDK's (here ten-minute) polling interval.
+     */
+    @Test
+    fun aPublishReachesTheSdkThroughTheLongPoll(@TempDir dir: File) {
+        val base = start(dir)
+        fun publish(host: String): Int {
+            val doc = """{"mergeHostConfigs":[],"hostListConfig":[{"host":"$host","rate":1}],""" +
+                """"reviveProbeInterval":600000,"configRequestInterval":600000,"publicIpList":[]}"""
+            val cur = admin(base, "GET", "/admin/v1/config/cdn")
+            val req = Request.Builder().url("$base/admin/v1/config/cdn").header("Authorization", "Bearer $token")
+                .put(doc.toRequestBody("application/json".toMediaType()))
+            if (cur.first == 200) req.header("If-Match", "\"" + Json.parseObject(cur.second).long("configVersion") + "\"")
+            return http.newCall(req.build()).execute().use { it.code }
+        }
+        assertTrue(publish("cdn-a.test.example") in 200..201)
+        val key = Json.parseObject(http.newCall(Request.Builder().url("$base/app/config-center/public-key").build()).execute().use { it.body!!.string() }).str("public_key")!!
+        HttpDns.builder().serviceUrls(listOf(base)).deviceId("push-1").configUrl(base).configPublicKey(key)
+            .allowPrivateAddresses(true).events(false).refreshServiceIps(false).longPollSeconds(30).build().use { sdk ->
+                TestKit.eventually(10_000) { sdk.configVersion() == 1L }
+                Thread.sleep(500) // the SDK is now holding its long poll
+                val t0 = System.nanoTime()
+                assertTrue(publish("cdn-b.test.example") in 200..201)
+                TestKit.eventually(5_000) { sdk.configVersion() == 2L }
+                val ms = (System.nanoTime() - t0) / 1_000_000
+                println("long poll: a publish reached the SDK in $ms ms (its polling interval: 10 minutes)")
+                assertTrue(ms < 5_000, "pushed, not polled: $ms ms")
+            }
+    }
+
     private fun percentile(xs: List<Long>, p: Double): Long = xs.sorted()[Math.min(xs.size - 1, (p * xs.size).toInt())]
 
     /**
