@@ -45,7 +45,6 @@ pub const ENV_VARS: &[(&str, &str)] = &[
     ("HTTPDNS_POLICY_RAMP", "the recovery's shares of httpdnsRate, comma-separated (default 0.01,0.05,0.25,1)"),
     ("HTTPDNS_POLICY_STEP_SECONDS", "how long each recovery step holds, in seconds (default 300)"),
     ("HTTPDNS_POLICY_MIN_REQUESTS", "request events a policy decision needs (default 100)"),
-    ("HTTPDNS_CONTROL_TICK_MS", "how often the policy controller and rollouts decide, in ms (default 60000)"),
     (
         "HTTPDNS_CLIENT_RATE_LIMIT_QPS",
         "requests per second per client address on the unauthenticated endpoints (`off`: none, the default)",
@@ -651,6 +650,7 @@ impl Config {
                 .map(|c| parse_cidr("trusted_proxies", c))
                 .collect::<Result<Vec<_>, _>>()?,
         };
+        // The controller's tick is the rollouts' (`control_tick` below): one setting.
         let policy_controller = crate::policy_env::load(&env)?;
         let auth_required = match env("HTTPDNS_AUTH_REQUIRED") {
             Some(v) => parse_bool("HTTPDNS_AUTH_REQUIRED", &v)?,
@@ -868,6 +868,10 @@ impl Config {
             geo,
             sync_interval: Duration::from_millis(sync_ms),
             control_tick: Duration::from_millis(control_tick_ms),
+            policy_controller: httpdns_policy::Settings {
+                tick: Duration::from_millis(control_tick_ms),
+                ..policy_controller
+            },
             dnspod: FormatOptions {
                 document_form: file.dnspod.document_form.unwrap_or(false),
                 cip_every_line: file.dnspod.cip_every_line.unwrap_or(false),
@@ -876,7 +880,6 @@ impl Config {
             shutdown_grace: Duration::from_millis(file.shutdown_grace_ms.unwrap_or(10_000)),
             live,
             events,
-            policy_controller,
             auth_required,
             trusted_proxies,
             upstream_timeout: Duration::from_millis(match file.upstream.timeout_ms {

@@ -1,6 +1,7 @@
 //! The policy controller's settings from the environment (CONTRACT, docs/policy.md):
-//! `HTTPDNS_POLICY_AUTO`, `HTTPDNS_POLICY_RAMP`, `HTTPDNS_POLICY_STEP_SECONDS`,
-//! `HTTPDNS_POLICY_MIN_REQUESTS` and `HTTPDNS_CONTROL_TICK_MS`.
+//! `HTTPDNS_POLICY_AUTO`, `HTTPDNS_POLICY_RAMP`, `HTTPDNS_POLICY_STEP_SECONDS` and
+//! `HTTPDNS_POLICY_MIN_REQUESTS`. The tick (`HTTPDNS_CONTROL_TICK_MS`) is the guarded rollouts'
+//! too, read once in `config.rs`.
 
 use std::time::Duration;
 
@@ -34,8 +35,7 @@ pub(crate) fn load(env: &impl Fn(&str) -> Option<String>) -> Result<Settings, Co
         // Fractions of a second are for time-compressed tests; the same code paths.
         step: number("HTTPDNS_POLICY_STEP_SECONDS", 0.1, 86_400.0)?.map_or(d.step, Duration::from_secs_f64),
         min_requests: number("HTTPDNS_POLICY_MIN_REQUESTS", 1.0, 1e9)?.unwrap_or(d.min_requests),
-        tick: number("HTTPDNS_CONTROL_TICK_MS", 100.0, 3_600_000.0)?
-            .map_or(d.tick, |ms| Duration::from_millis(ms as u64)),
+        tick: d.tick,
     })
 }
 
@@ -50,18 +50,17 @@ mod tests {
             "HTTPDNS_POLICY_AUTO" => Some("false".into()),
             "HTTPDNS_POLICY_RAMP" => Some("0.1,1".into()),
             "HTTPDNS_POLICY_STEP_SECONDS" => Some("0.5".into()),
-            "HTTPDNS_CONTROL_TICK_MS" => Some("200".into()),
             _ => None,
         })
         .unwrap();
         assert_eq!(
-            (s.auto, s.ramp, s.step, s.tick),
-            (false, vec![0.1, 1.0], Duration::from_millis(500), Duration::from_millis(200))
+            (s.auto, s.ramp, s.step),
+            (false, vec![0.1, 1.0], Duration::from_millis(500))
         );
         for (k, v) in [
             ("HTTPDNS_POLICY_RAMP", "1,0.5"),
             ("HTTPDNS_POLICY_MIN_REQUESTS", "0"),
-            ("HTTPDNS_CONTROL_TICK_MS", "soon"),
+            ("HTTPDNS_POLICY_STEP_SECONDS", "soon"),
             ("HTTPDNS_POLICY_AUTO", "maybe"),
         ] {
             let e = load(&|n| (n == k).then(|| v.to_owned())).unwrap_err();
