@@ -188,6 +188,24 @@ try {
   await page.waitForSelector('text=Someone published meanwhile');
   check((await served()).configRequestInterval === 300000 && (await page.inputValue('textarea')).includes('300000'), 'the concurrent edit is shown, not overwritten, and the text is kept');
 
+  // A guarded rollout armed in the page, then a publish: its state, both sides' chart, actions.
+  await page.goto(`${BASE}/console#/overview`);
+  await page.goto(`${BASE}/console#/config/cdn`);
+  await page.waitForSelector('button:has-text("Arm for the next publish")');
+  await page.click('button:has-text("Arm for the next publish")');
+  await page.waitForSelector('text=/State running/');
+  const armed = await api.put(`${BASE}/admin/v1/config/cdn`, {
+    headers: { Authorization: `Bearer ${TOKEN}`, 'If-Match': '*', 'Content-Type': 'application/json' },
+    data: JSON.stringify(Object.assign({}, await served(), { reviveProbeInterval: 120000 })),
+  });
+  check(armed.status() === 200, 'a publish under the armed rollout: ' + armed.status());
+  await page.goto(`${BASE}/console#/overview`);
+  await page.goto(`${BASE}/console#/config/cdn`);
+  await page.waitForSelector('#rollout-chart svg.rollout-chart');
+  check(await page.locator('main button:has-text("Pause")').count() === 1 && (await page.textContent('main')).includes('of devices on version'),
+    'the rollout shows its state, both sides\' chart and its actions');
+  await shot('rollout');
+
   // Mirror: the stored copy is found, purged, and gone.
   await page.goto(`${BASE}/console#/mirror`);
   await page.waitForSelector('text=Traffic per prefix since start');
@@ -329,8 +347,10 @@ try {
       'a viewer is offered no Create or Delete');
     check(await page.isHidden('#nav-tokens'), 'a viewer sees no Tokens section');
     await page.goto(`${BASE}/console#/audit`);
-    await page.waitForSelector('main table');
-    check((await page.textContent('main')).includes('/admin/v1/nodes/'), 'the audit page lists the changes made through the console');
+    // The page replaces the nodes page when its answer arrives: wait for its content.
+    await until('the audit page lists the changes made through the console',
+      async () => (await page.textContent('main')).includes('/admin/v1/nodes/'));
+    check(true, 'the audit page lists the changes made through the console');
     await shot('audit');
     await page.click('#signout');
     await page.waitForSelector('#signin');

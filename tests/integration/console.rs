@@ -274,8 +274,14 @@ async fn the_console_signs_in_changes_answers_configs_and_copies_and_refuses_for
     assert_eq!((status, node["ip"].as_str()), (StatusCode::OK, Some("1.1.1.1")), "{node}");
     let (_, cfg) = s.admin(reqwest::Method::GET, "/admin/v1/config/cdn", None).await;
     assert_eq!(
-        cfg["configVersion"], 4,
-        "three publishes from the page (one a rollback), one concurrent: {cfg}"
+        cfg["configVersion"], 5,
+        "three publishes from the page (one a rollback), one concurrent, one under the rollout armed in the page: {cfg}"
+    );
+    let (_, rollout) = s.admin(reqwest::Method::GET, "/admin/v1/config/cdn/rollout", None).await;
+    assert_eq!(
+        (rollout["state"].as_str(), rollout["version"].as_i64()),
+        (Some("running"), Some(5)),
+        "{rollout}"
     );
     // Purged through the page (the page saw it gone), then filled again by its prefetch.
     let (status, _) = s.admin(reqwest::Method::GET, "/admin/v1/mirror/objects/image/a.txt", None).await;

@@ -78,6 +78,10 @@ impl Drop for Held {
 /// The answer to a config GET: at once (no `wait=`, nothing to wait for, or already newer), or
 /// later. Counted either way.
 pub(crate) fn answer(app: &AppState, query: Option<&str>, headers: &HeaderMap) -> Answer {
+    // The hot conditional GET (no `wait`) goes straight on, without a second parse of its query.
+    if !query.is_some_and(|q| q.contains("wait")) {
+        return Answer::Ready(super::app::answer_get(app, query, headers));
+    }
     let mut module = None;
     let mut wait = None;
     for (k, v) in crate::form::query(query) {

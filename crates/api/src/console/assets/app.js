@@ -613,6 +613,7 @@ async function rolloutView(module) {
       h('p', {}, `State ${r.state}, step ${r.step + 1} of ${r.spec.steps.length}, ${pct(r.share)} of devices on ` +
         (r.version ? `version ${r.version}` : 'the next publish') + ` (the rest keep version ${r.previous}).`),
       h('p', { class: r.state === 'rolled_back' ? 'error' : 'muted' }, r.reason),
+      rolloutChart(r),
       table([side('new', r.new), side('old', r.old)], null, 'Both sides since the step began'),
       table(r.places.map(p => ({ place: p.place, 'new requests': fmt(p.new.requests, 0), 'new errors': pct(p.new.error_rate),
         'old errors': pct(p.old.error_rate), 'new fallbacks': pct(p.new.fallback_rate), 'old fallbacks': pct(p.old.fallback_rate) })), null, 'Per carrier and region'));
@@ -638,6 +639,37 @@ async function rolloutView(module) {
     box.append(form);
   }
   return box;
+}
+
+// Both sides' error and fallback rates per place (and in all), as bars: new (k1) above old (k0),
+// with the limit as a dashed line.
+function rolloutChart(r) {
+  const rows = [{ place: 'all places', new: r.new, old: r.old }].concat(r.places);
+  const bars = [['error_rate', 'error'], ['fallback_rate', 'fallback']];
+  const W = 760, L = 190, R = 70, BAR = 9, GAP = 1, BAND = bars.length * 2 * (BAR + GAP) + 12, T = 8;
+  const H = T + rows.length * BAND + 26;
+  const limit = Math.max(r.spec.max_error_rate, r.spec.max_fallback_rate);
+  const top = Math.max(limit * 1.5, ...rows.flatMap(p => bars.flatMap(([k]) => [p.new[k], p.old[k]])), 0.001);
+  const x = v => L + v / top * (W - L - R);
+  const parts = [];
+  rows.forEach((p, i) => {
+    const y = T + i * BAND;
+    parts.push(svg('text', { class: 'rule-label', x: L - 8, y: y + BAND / 2, 'text-anchor': 'end' }, p.place));
+    bars.forEach(([k, label], j) => {
+      [['new', 'k1'], ['old', 'k0']].forEach(([side, cls], n) => {
+        const v = p[side][k] || 0;
+        const y0 = y + (j * 2 + n) * (BAR + GAP);
+        parts.push(svg('rect', { class: 'bar ' + cls, x: L, y: y0, width: Math.max(1, x(v) - L).toFixed(1), height: BAR },
+          tip(`${p.place}: ${label} rate on the ${side} version ${pct(v)}`)),
+        svg('text', { class: 'tick', x: Math.max(1, x(v)) + 4, y: y0 + BAR - 1 }, `${label} ${pct(v)}`));
+      });
+    });
+  });
+  parts.push(svg('line', { class: 'axis', x1: L, x2: L, y1: T, y2: H - 22 }),
+    svg('line', { class: 'threshold', x1: x(limit), x2: x(limit), y1: T, y2: H - 22 }),
+    svg('text', { class: 'threshold-label', x: x(limit), y: H - 8, 'text-anchor': 'middle' }, `limit ${pct(limit)}`));
+  const chart = svg('svg', { class: 'rollout-chart', viewBox: `0 0 ${W} ${H}`, role: 'img', 'aria-label': 'Error and fallback rates of both sides' }, parts);
+  return figure('rollout-chart', 'Both sides since the step began', chart, legendList([['k1', 'new version'], ['k0', 'previous version']]));
 }
 
 async function adoptionView(module) {
