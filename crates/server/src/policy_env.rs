@@ -53,10 +53,7 @@ mod tests {
             _ => None,
         })
         .unwrap();
-        assert_eq!(
-            (s.auto, s.ramp, s.step),
-            (false, vec![0.1, 1.0], Duration::from_millis(500))
-        );
+        assert_eq!((s.auto, s.ramp, s.step), (false, vec![0.1, 1.0], Duration::from_millis(500)));
         for (k, v) in [
             ("HTTPDNS_POLICY_RAMP", "1,0.5"),
             ("HTTPDNS_POLICY_MIN_REQUESTS", "0"),
