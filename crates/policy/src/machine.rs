@@ -48,6 +48,20 @@ pub struct Evidence {
     pub unknown: PolicyCounts,
 }
 
+impl Evidence {
+    /// Every count scaled by `f`: a window's evidence fading into the next.
+    pub fn decayed(&self, f: f64) -> Self {
+        let d = |c: &PolicyCounts| PolicyCounts {
+            requests: c.requests * f,
+            errors: c.errors * f,
+            fallbacks: c.fallbacks * f,
+            latency_ms_sum: c.latency_ms_sum * f,
+            latency_count: c.latency_count * f,
+        };
+        Self { on: d(&self.on), off: d(&self.off), unknown: d(&self.unknown) }
+    }
+}
+
 /// Failures per request: failed requests and fallbacks to LocalDNS, at most 1.
 pub fn failure_rate(c: &PolicyCounts) -> f64 {
     if c.requests > 0.0 {

@@ -29,6 +29,8 @@ pub const LEASE: &str = "policy-controller";
 pub const ACTOR: &str = "controller";
 /// Minutes of `policy_minutes` re-read every tick: a replica's flush may land that late.
 const RECENT_MINUTES: i64 = 5;
+/// What a judged evidence window keeps for the next judgement.
+const DECAY: f64 = 0.5;
 /// How often thresholds are derived again from history.
 const THRESHOLDS_EVERY: Duration = Duration::from_secs(3600);
 
@@ -213,8 +215,11 @@ impl Controller {
             match outcome {
                 Outcome::Stay { reset } => {
                     if reset {
+                        // A judged window is halved, not dropped: what belongs to its requests
+                        // but arrives a tick later (a fallback in the next batch, another
+                        // replica's flush) still meets them, and older evidence fades.
                         place.rates = figures;
-                        place.evidence = Evidence::default();
+                        place.evidence = place.evidence.decayed(DECAY);
                     } else if place.evidence.on.requests + place.evidence.unknown.requests > 0.0 {
                         place.rates = figures;
                     }
