@@ -26,6 +26,7 @@ pub mod live;
 pub mod policy;
 pub mod replicas;
 mod resources;
+pub mod switches;
 
 pub use error::StoreError;
 pub use resources::{Change, Kind, Precondition, Resource, Store, Written, NOTIFY_CHANNEL};
