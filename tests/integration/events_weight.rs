@@ -1,6 +1,6 @@
 //! An event's `sample_rate` is believed whole only from a signed batch: one unsigned event
 //! "sampled at 1e-6" is not a million requests, and no place is judged on a handful of reports
-//! whatever they claim to stand for (docs/observability.md, "Sampling weights").
+//! whatever they claim to stand for (docs/observability.md, "Aggregation").
 
 use reqwest::{Method, StatusCode};
 use serde_json::{json, Value};
