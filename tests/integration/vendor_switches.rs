@@ -121,3 +121,49 @@ async fn switches_reach_ss_and_conf_on_every_replica_and_survive_a_restart() {
     let stored: Value = resp.json().await.unwrap();
     assert_eq!(stored["global"]["alibaba_service_status"], "disable", "{stored}");
 }
+
+/// `/conf?token=` over HTTPS (plain body): the token's account's switches.
+#[tokio::test]
+async fn conf_over_https_with_a_token_carries_its_accounts_switches() {
+    if !crate::tls::have_all(&["curl", "openssl"]) {
+        httpdns_test_support::skipped("/conf over HTTPS", "curl or openssl is not installed");
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let ca = crate::tls::TestCa::new(tmp.path());
+    let (cert, key) = ca.leaf("api", "dns.test", "DNS:dns.test,IP:127.0.0.1", 20);
+    let mut e = env(tmp.path(), &Db::Sqlite);
+    e.insert("HTTPDNS_API_TLS_ADDR".into(), "127.0.0.1:0".into());
+    e.insert("HTTPDNS_TLS_CERT".into(), cert.display().to_string());
+    e.insert("HTTPDNS_TLS_KEY".into(), key.display().to_string());
+    e.insert("HTTPDNS_PUBLIC_ADDRS".into(), "127.0.0.9".into());
+    let s = Server::start_with(e, None).await;
+    s.put_ok("/admin/v1/accounts/42", json!({"secret": TENCENT_KEY, "token": "8086421"})).await;
+    s.put_ok("/admin/v1/accounts/43", json!({"secret": TENCENT_KEY, "token": "8086422"})).await;
+    s.put_ok(
+        "/admin/v1/vendor-switches",
+        json!({"global": {"tencent_log": true}, "accounts": {"42": {"tencent_log": false, "tencent_domain": true}}}),
+    )
+    .await;
+    let api = s.running().api_tls_addr.unwrap();
+    let ca_file = ca.ca().display().to_string();
+    let get = |token: &str| {
+        let args = vec![
+            "-sS".to_owned(),
+            "--cacert".into(),
+            ca_file.clone(),
+            format!("https://{api}/conf?token={token}"),
+        ];
+        async move {
+            let out = tokio::task::spawn_blocking(move || {
+                std::process::Command::new("timeout").arg("20").arg("curl").args(&args).output().unwrap()
+            })
+            .await
+            .unwrap();
+            assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+            String::from_utf8(out.stdout).unwrap()
+        }
+    };
+    assert_eq!(get("8086421").await, "log:0|domain:1|ip:127.0.0.9|ttl:60", "account 42's own");
+    assert_eq!(get("8086422").await, "log:1|domain:0|ip:127.0.0.9|ttl:60", "account 43: the global scope");
+}
