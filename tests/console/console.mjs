@@ -314,6 +314,9 @@ try {
   await until('the overview shows /d answers per second', async () =>
     page.evaluate(() => [...document.querySelectorAll('tr')].some(tr => tr.cells[0] && tr.cells[0].textContent === 'd' && Number(tr.cells[1].textContent.replace(/,/g, '')) > 0)));
   check(true, 'the overview counts answers per second');
+  // The vendor switches in force, one line (nothing set: the defaults).
+  const switches = await page.textContent('#vendor-switches');
+  check(switches.includes('service_status not sent') && switches.includes('log:0 domain:0'), 'the overview shows the vendor switches: ' + switches);
   await shot('overview');
 
   // Readable at a phone's width.

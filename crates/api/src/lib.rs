@@ -37,6 +37,7 @@ pub mod service_ips;
 pub mod shortcut;
 pub mod state;
 mod v2;
+pub mod vendor_switches;
 
 use std::time::Instant;
 

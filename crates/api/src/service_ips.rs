@@ -94,6 +94,8 @@ pub struct ServiceIps {
     alive: ArcSwap<Vec<ServiceAddr>>,
     /// Per other replica: what its row looked like when last read.
     seen: Mutex<HashMap<String, Seen>>,
+    /// The vendors' switches these answers carry, read from the store with the heartbeat.
+    switches: crate::vendor_switches::Board,
 }
 
 /// One other replica's row, as this replica has read it.
@@ -119,7 +121,18 @@ impl ServiceIps {
         let _ = getrandom::fill(&mut id);
         let host = std::env::var("HOSTNAME").unwrap_or_default();
         let id = format!("{host}-{}-{}", std::process::id(), httpdns_auth::hex(&id));
-        Self { id, alive: ArcSwap::from_pointee(own.clone()), own, seen: Mutex::new(HashMap::new()) }
+        Self {
+            id,
+            alive: ArcSwap::from_pointee(own.clone()),
+            own,
+            seen: Mutex::new(HashMap::new()),
+            switches: Default::default(),
+        }
+    }
+
+    /// The vendors' switches `/ss` and `/conf` carry.
+    pub fn switches(&self) -> &crate::vendor_switches::Board {
+        &self.switches
     }
 
     /// The addresses every alive replica announces.
@@ -184,6 +197,9 @@ impl ServiceIps {
                 if !own.is_empty() {
                     store.replica_heartbeat(&self.id, &own).await?;
                 }
+                if let Err(e) = self.switches.load(&store).await {
+                    tracing::warn!(error = %e, "Could not read the vendor switches; keeping the last read.");
+                }
                 store.replicas().await
             };
             match tokio::time::timeout(HEARTBEAT * 2, beat).await {
@@ -243,6 +259,9 @@ fn ordered(app: &AppState, addrs: &[ServiceAddr], client: IpAddr) -> Vec<Service
 /// (the Android SDK indexes them by the address's position), `0` meaning the default port.
 #[derive(Debug, Serialize, PartialEq, Eq)]
 struct ServiceIpList {
+    /// The Alibaba SDKs' kill switch (docs/api.md, "Vendor switches"); absent unless set.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    service_status: Option<&'static str>,
     service_ip: Vec<String>,
     service_ipv6: Vec<String>,
     service_ip_port: Vec<u16>,
@@ -251,6 +270,7 @@ struct ServiceIpList {
 
 fn service_ip_list(addrs: &[ServiceAddr]) -> ServiceIpList {
     let mut l = ServiceIpList {
+        service_status: None,
         service_ip: vec![],
         service_ipv6: vec![],
         service_ip_port: vec![],
@@ -338,30 +358,50 @@ fn list(app: &AppState, peer: IpAddr, method: &Method, account: Option<&str>, re
     if method != Method::GET && method != Method::HEAD {
         return ApiError::new(StatusCode::METHOD_NOT_ALLOWED, "MethodNotAllowed", "use GET").into_response();
     }
+    let mut id = None;
     if let Some(account) = account {
-        let known = httpdns_core::model::parse_account_id(account)
+        id = httpdns_core::model::parse_account_id(account)
             .ok()
-            .and_then(|id| app.catalog.snapshot().account(id).map(|a| a.enabled))
-            .unwrap_or(false);
-        if !known {
+            .filter(|id| app.catalog.snapshot().account(*id).is_some_and(|a| a.enabled));
+        if id.is_none() {
             return forbidden("InvalidAccount", "no such account").into_response();
         }
     }
     if !crate::resolve::allow_client(app, peer) {
         return crate::resolve::client_throttled().into_response();
     }
-    json_response(&service_ip_list(&ordered(app, &reached.or_alive(&app.service_ips.alive()), peer)))
+    let mut body = service_ip_list(&ordered(app, &reached.or_alive(&app.service_ips.alive()), peer));
+    body.service_status = app.service_ips.switches.get().effective(id).service_status.map(|s| s.as_str());
+    json_response(&body)
 }
 
 /// Refresh period Tencent's SDKs are told in `/conf` (`ttl`, minutes).
 const CONF_TTL_MINUTES: u32 = 60;
 
-/// Tencent's `/conf` body: `log:0|domain:0|ip:a;b|ttl:<minutes>`. The SDKs connect on the
-/// default port and IPv4 only, so only IPv4 addresses announced without a port are listed.
-fn conf_body(addrs: &[ServiceAddr]) -> String {
+/// Tencent's `/conf` body: `log:<0|1>|domain:<0|1>|ip:a;b|ttl:<minutes>`, the switches as
+/// set (docs/api.md, "Vendor switches"). The SDKs connect on the default port and IPv4 only,
+/// so only IPv4 addresses announced without a port are listed; with none, `ip` is left out:
+/// the Android SDK fails on an empty `ip:` before it applies `log` and `domain`
+/// (`"ip:".split(":")` has no second item), and the iOS SDK reads `domain` only without `ip`.
+fn conf_body(addrs: &[ServiceAddr], switches: crate::vendor_switches::Effective) -> String {
     let ips: Vec<String> =
         addrs.iter().filter(|a| a.ip.is_ipv4() && a.port.is_none()).map(|a| a.ip.to_string()).collect();
-    format!("log:0|domain:0|ip:{}|ttl:{CONF_TTL_MINUTES}", ips.join(";"))
+    let (log, domain) = (u8::from(switches.log), u8::from(switches.domain));
+    if ips.is_empty() {
+        return format!("log:{log}|domain:{domain}|ttl:{CONF_TTL_MINUTES}");
+    }
+    format!("log:{log}|domain:{domain}|ip:{}|ttl:{CONF_TTL_MINUTES}", ips.join(";"))
+}
+
+/// The account a `/conf` request authenticated as (`token=` or `id=`), once it has.
+fn conf_account(
+    snapshot: &httpdns_catalog::Published,
+    fields: &crate::dnspod::params::Fields<'_>,
+) -> Option<u32> {
+    if let Some(token) = fields.token.as_deref().filter(|t| !t.is_empty()) {
+        return snapshot.account_by_token(token).map(|(id, _)| id);
+    }
+    fields.id.as_deref().and_then(|id| httpdns_core::model::parse_account_id(id).ok())
 }
 
 /// `GET /conf?id=<account>&alg=des|aes` (the body encrypted like `/d`'s) or
@@ -383,14 +423,20 @@ fn conf_answer(app: &AppState, peer: IpAddr, reached: Reached, request: Request)
     }
     let secure = crate::dnspod::is_secure(app, &request);
     let mut fields = crate::dnspod::fields(request.uri().query(), &[]);
-    let auth = match crate::dnspod::authenticate(app, &app.catalog.snapshot(), &mut fields, secure, peer) {
+    let snapshot = app.catalog.snapshot();
+    let auth = match crate::dnspod::authenticate(app, &snapshot, &mut fields, secure, peer) {
         Ok(a) => a,
         Err(e) => return e.into_response(),
     };
     if matches!(auth, crate::dnspod::Auth::None) && !crate::resolve::allow_client(app, peer) {
         return crate::resolve::client_throttled().into_response();
     }
-    let mut body = conf_body(&ordered(app, &reached.or_alive(&app.service_ips.alive()), peer));
+    let account = match auth {
+        crate::dnspod::Auth::None => None,
+        _ => conf_account(&snapshot, &fields),
+    };
+    let switches = app.service_ips.switches.get().effective(account);
+    let mut body = conf_body(&ordered(app, &reached.or_alive(&app.service_ips.alive()), peer), switches);
     if let crate::dnspod::Auth::Encrypted(alg, secret) = &auth {
         match httpdns_auth::encrypt(*alg, secret, body.as_bytes()) {
             Ok(hex) => body = hex,
@@ -438,8 +484,18 @@ mod tests {
 
     #[test]
     fn conf_lists_default_port_ipv4_only() {
-        let body = conf_body(&[a("1.1.1.1"), a("2.2.2.2:8080"), a("2001:db8::1"), a("3.3.3.3")]);
+        let off = crate::vendor_switches::Effective::default();
+        let body = conf_body(&[a("1.1.1.1"), a("2.2.2.2:8080"), a("2001:db8::1"), a("3.3.3.3")], off);
         assert_eq!(body, "log:0|domain:0|ip:1.1.1.1;3.3.3.3|ttl:60");
+    }
+
+    #[test]
+    fn conf_carries_the_switches_and_no_empty_ip() {
+        let on = crate::vendor_switches::Effective { service_status: None, log: true, domain: true };
+        assert_eq!(conf_body(&[a("1.1.1.1")], on), "log:1|domain:1|ip:1.1.1.1|ttl:60");
+        // Nothing Tencent's SDKs can connect to: no `ip` at all (an empty one fails the
+        // Android SDK's parse before it applies the switches).
+        assert_eq!(conf_body(&[a("1.1.1.1:8080")], on), "log:1|domain:1|ttl:60");
     }
 
     fn row(id: &str, addr: &str, seen_at: i64) -> ReplicaRow {

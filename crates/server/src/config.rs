@@ -383,6 +383,7 @@ struct EventsFile {
     max_label_pairs: Option<usize>,
     alert_rate: Option<f64>,
     alert_min_requests: Option<f64>,
+    alert_min_reports: Option<f64>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -1009,6 +1010,7 @@ fn event_settings(f: &EventsFile) -> Result<EventSettings, ConfigError> {
             0.0,
             1e12,
         )?,
+        alert_min_reports: within("alert_min_reports", f.alert_min_reports, d.alert_min_reports, 0.0, 1e12)?,
     })
 }
 

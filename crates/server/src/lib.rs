@@ -186,6 +186,8 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
         tracing::info!(addrs = ?config.public_addrs.iter().map(ToString::to_string).collect::<Vec<_>>(), "Announcing public entry points in /ss.");
     }
     let service_ips = Arc::new(httpdns_api::service_ips::ServiceIps::new(config.public_addrs.clone()));
+    // Before the first answer: a restarted replica must not forget a kill switch for a beat.
+    service_ips.switches().load(&store).await.context("reading the vendor switches")?;
     let state = AppState::new(Shared {
         catalog: catalog.clone(),
         config: config_cache.clone(),

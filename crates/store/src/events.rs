@@ -129,25 +129,51 @@ impl Store {
     /// controller's `policy_minutes` by carrier, region and cohort. `rows` must hold whole
     /// minutes (each replaces what the replica wrote of its minute).
     pub async fn save_event_minutes(&self, replica: &str, rows: &[EventRow]) -> Result<(), StoreError> {
-        let mut events: BTreeMap<(i64, EventKey), EventCounts> = BTreeMap::new();
+        self.save_minutes(replica, rows, None).await
+    }
+
+    /// [`Store::save_event_minutes`] with each row's raw reports (events as received,
+    /// unweighted), `reports[i]` for `rows[i]`. Without them a row's reports read as its count.
+    pub async fn save_reported_event_minutes(
+        &self,
+        replica: &str,
+        rows: &[EventRow],
+        reports: &[f64],
+    ) -> Result<(), StoreError> {
+        assert_eq!(rows.len(), reports.len(), "one report count per row");
+        self.save_minutes(replica, rows, Some(reports)).await
+    }
+
+    async fn save_minutes(
+        &self,
+        replica: &str,
+        rows: &[EventRow],
+        reports: Option<&[f64]>,
+    ) -> Result<(), StoreError> {
+        let mut events: BTreeMap<(i64, EventKey), (EventCounts, Option<f64>)> = BTreeMap::new();
         let mut policy: BTreeMap<(i64, &str, &str, &str), PolicyCounts> = BTreeMap::new();
-        for r in rows {
+        for (i, r) in rows.iter().enumerate() {
             let key = EventKey { cohort: String::new(), ..r.key.clone() };
-            events.entry((r.minute, key)).or_default().add(&r.counts);
+            let e = events.entry((r.minute, key)).or_default();
+            e.0.add(&r.counts);
+            if let Some(reports) = reports {
+                *e.1.get_or_insert(0.0) += reports[i];
+            }
             policy
                 .entry((r.minute, &r.key.isp, &r.key.region, &r.key.cohort))
                 .or_default()
                 .add(&PolicyCounts::of(&r.key, &r.counts));
         }
         let mut tx = self.pool.begin().await?;
-        for ((minute, key), counts) in &events {
+        for ((minute, key), (counts, reports)) in &events {
             let r = EventRow { minute: *minute, key: key.clone(), counts: *counts };
             sqlx::query(
                 "INSERT INTO event_minutes (minute, replica, event, isp, region, reason, host, grp, count, \
-                 duration_ms_sum, duration_count) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) \
+                 duration_ms_sum, duration_count, reports) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) \
                  ON CONFLICT (minute, replica, event, isp, region, reason, host, grp) DO UPDATE SET \
                  count = excluded.count, duration_ms_sum = excluded.duration_ms_sum, \
-                 duration_count = excluded.duration_count",
+                 duration_count = excluded.duration_count, reports = excluded.reports",
             )
             .bind(r.minute)
             .bind(replica)
@@ -160,6 +186,7 @@ impl Store {
             .bind(r.counts.count)
             .bind(r.counts.duration_ms_sum)
             .bind(r.counts.duration_count)
+            .bind(*reports)
             .execute(&mut *tx)
             .await?;
         }
@@ -211,11 +238,24 @@ impl Store {
         to: i64,
         event: Option<&str>,
     ) -> Result<(Vec<(EventKey, EventCounts)>, i64), StoreError> {
+        let (rows, replicas) = self.reported_event_totals(from, to, event).await?;
+        Ok((rows.into_iter().map(|(k, c, _)| (k, c)).collect(), replicas))
+    }
+
+    /// [`Store::event_totals`] with each key's raw reports (events as received, unweighted;
+    /// the rows of replicas that did not write them count their `count`).
+    pub async fn reported_event_totals(
+        &self,
+        from: i64,
+        to: i64,
+        event: Option<&str>,
+    ) -> Result<(Vec<(EventKey, EventCounts, f64)>, i64), StoreError> {
         // One static statement for both cases: an empty filter matches every event.
         let event = event.unwrap_or("");
         let rows = sqlx::query(
             "SELECT event, isp, region, reason, host, grp, SUM(count), SUM(duration_ms_sum), \
-             SUM(duration_count) FROM event_minutes WHERE minute >= $1 AND minute <= $2 \
+             SUM(duration_count), SUM(COALESCE(reports, count)) FROM event_minutes \
+             WHERE minute >= $1 AND minute <= $2 \
              AND ($3 = '' OR event = $3) \
              GROUP BY event, isp, region, reason, host, grp ORDER BY event, isp, region, reason, host, grp",
         )
@@ -241,6 +281,7 @@ impl Store {
                     duration_ms_sum: r.try_get(7)?,
                     duration_count: r.try_get(8)?,
                 },
+                r.try_get(9)?,
             ));
         }
         let replicas: i64 = sqlx::query(

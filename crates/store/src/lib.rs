@@ -29,6 +29,7 @@ pub mod policy;
 pub mod replicas;
 mod resources;
 pub mod rollouts;
+pub mod switches;
 pub mod teams;
 
 pub use error::StoreError;

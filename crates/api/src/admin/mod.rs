@@ -50,6 +50,7 @@ pub fn routes() -> Router<AppState> {
         .route("/admin/v1/events/series", get(crate::events::series::series))
         .route("/admin/v1/policy/places", get(policy::places))
         .route("/admin/v1/policy/series", get(policy::series))
+        .route("/admin/v1/vendor-switches", get(crate::vendor_switches::get).put(crate::vendor_switches::put))
         .route("/admin/v1/mirror/purge", axum::routing::post(mirror::purge))
         .route("/admin/v1/mirror/report", get(mirror::report))
         .route(

@@ -36,10 +36,10 @@ pub(crate) fn of_event(
     isp: &str,
     region: &str,
     reason: &str,
+    w: f64,
 ) -> Option<VersionEvent> {
     use crate::events::schema::EventType;
     let version = i64::try_from(e.config_version?).ok()?;
-    let w = e.weight;
     let (requests, errors, fallbacks) = match e.detail.kind() {
         EventType::Request => (w, if reason == "ok" || reason == "4xx" { 0.0 } else { w }, 0.0),
         EventType::DnsFallback => (0.0, 0.0, w),

@@ -83,13 +83,13 @@ async fn rows(
     app: &AppState,
     minutes: i64,
     event: Option<&str>,
-) -> Result<(Vec<(EventKey, EventCounts)>, i64, i64, i64), ApiError> {
+) -> Result<(Vec<(EventKey, EventCounts, f64)>, i64, i64, i64), ApiError> {
     let store = app.catalog.store();
     flush_own(app, "summary").await?;
     let to = now_minute();
     let from = to - minutes + 1;
     let (rows, replicas) =
-        store.event_totals(from, to, event).await.map_err(|e| ApiError::unavailable(&e))?;
+        store.reported_event_totals(from, to, event).await.map_err(|e| ApiError::unavailable(&e))?;
     Ok((rows, replicas, from, to))
 }
 
@@ -108,6 +108,8 @@ fn rate(part: f64, whole: f64) -> f64 {
 #[derive(Default)]
 struct Rates {
     requests: f64,
+    /// Request and fallback events as received (unweighted).
+    reports: f64,
     errors: f64,
     fallbacks: f64,
     errors_by: BTreeMap<String, f64>,
@@ -115,7 +117,10 @@ struct Rates {
 }
 
 impl Rates {
-    fn add(&mut self, k: &EventKey, c: &EventCounts) {
+    fn add(&mut self, k: &EventKey, c: &EventCounts, reports: f64) {
+        if k.event == EventType::Request.as_str() || k.event == EventType::DnsFallback.as_str() {
+            self.reports += reports;
+        }
         if k.event == EventType::Request.as_str() {
             self.requests += c.count;
             // A 4xx is the app asking for what is not there, not the delivery failing.
@@ -137,7 +142,10 @@ impl Rates {
         let (error_rate, fallback_rate) =
             (rate(self.errors, self.requests), rate(self.fallbacks, self.requests));
         // As the shipped rules judge: each reason's own share of the requests, unrounded.
-        let judged = self.requests >= settings.alert_min_requests;
+        // Weighted requests and real reports both: one event claiming to stand for a million
+        // is one report.
+        let judged =
+            self.requests >= settings.alert_min_requests && self.reports >= settings.alert_min_reports;
         let over = |by: &BTreeMap<String, f64>| -> Vec<Value> {
             by.iter()
                 .filter(|(_, n)| judged && **n / self.requests > settings.alert_rate)
@@ -147,6 +155,7 @@ impl Rates {
         let (errors_over, fallbacks_over) = (over(&self.errors_by), over(&self.fallbacks_by));
         let mut m = serde_json::Map::new();
         m.insert("requests".into(), json!(round(self.requests)));
+        m.insert("reports".into(), json!(round(self.reports)));
         m.insert("errors".into(), json!(round(self.errors)));
         m.insert("error_rate".into(), json!(error_rate));
         m.insert("top_error".into(), Self::top(&self.errors_by));
@@ -180,9 +189,9 @@ pub(crate) async fn summary(
     let mut by_side: BTreeMap<String, Rates> = BTreeMap::new();
     let events: Vec<Value> = rows
         .iter()
-        .map(|(k, c)| {
-            by_place.entry((k.isp.clone(), k.region.clone())).or_default().add(k, c);
-            by_side.entry(k.group.clone()).or_default().add(k, c);
+        .map(|(k, c, reports)| {
+            by_place.entry((k.isp.clone(), k.region.clone())).or_default().add(k, c, *reports);
+            by_side.entry(k.group.clone()).or_default().add(k, c, *reports);
             json!({
                 "event": k.event, "isp": k.isp, "region": k.region, "reason": k.reason,
                 "host": if k.host.is_empty() { Value::Null } else { Value::from(k.host.as_str()) },
@@ -220,6 +229,7 @@ pub(crate) async fn summary(
         "replicas": replicas,
         "alert_rate": settings.alert_rate,
         "alert_min_requests": settings.alert_min_requests,
+        "alert_min_reports": settings.alert_min_reports,
         "fallback_reasons": reasons,
         "rates": rates,
         "convergence": sides,
@@ -239,7 +249,7 @@ pub(crate) async fn localdns_map(
     let (window, minutes) = parse_window(get("window"), "1h", app.events.settings().retention)?;
     let (rows, replicas, from, to) = rows(&app, minutes, Some(EventType::LocalDnsCompare.as_str())).await?;
     let mut places: BTreeMap<(String, String), BTreeMap<&'static str, f64>> = BTreeMap::new();
-    for (k, c) in &rows {
+    for (k, c, _) in &rows {
         let Some(v) = Verdict::ALL.into_iter().find(|v| v.as_str() == k.reason) else { continue };
         *places.entry((k.isp.clone(), k.region.clone())).or_default().entry(v.as_str()).or_default() +=
             c.count;

@@ -15,6 +15,8 @@ pub const OTHER: &str = "other";
 #[derive(Debug, Default)]
 struct Minute {
     counts: HashMap<EventKey, EventCounts>,
+    /// Events added under each key, unweighted: each [`Aggregator::add`] is one event.
+    reports: HashMap<EventKey, f64>,
     /// Changed since the last flush that took it.
     dirty: bool,
 }
@@ -57,6 +59,7 @@ impl Aggregator {
     /// Adds `counts` under `key` in `minute`. The key's labels must come from [`Self::labels`].
     pub fn add(&mut self, minute: i64, key: EventKey, counts: &EventCounts) {
         let m = self.minutes.entry(minute).or_default();
+        *m.reports.entry(key.clone()).or_default() += 1.0;
         m.counts.entry(key).or_default().add(counts);
         m.dirty = true;
         while self.minutes.len() > self.max_minutes {
@@ -68,16 +71,20 @@ impl Aggregator {
     /// Every row of the minutes changed since they were last taken (whole minutes: a row
     /// replaces the replica's earlier value). They count as clean until [`Self::failed`].
     pub fn take_dirty(&mut self) -> Vec<EventRow> {
-        let mut rows = Vec::new();
+        self.take_dirty_reported().0
+    }
+
+    /// [`Self::take_dirty`], with each row's events as received (unweighted), in the same order.
+    pub fn take_dirty_reported(&mut self) -> (Vec<EventRow>, Vec<f64>) {
+        let (mut rows, mut reports) = (Vec::new(), Vec::new());
         for (minute, m) in self.minutes.iter_mut().filter(|(_, m)| m.dirty) {
             m.dirty = false;
-            rows.extend(m.counts.iter().map(|(k, c)| EventRow {
-                minute: *minute,
-                key: k.clone(),
-                counts: *c,
-            }));
+            for (k, c) in &m.counts {
+                rows.push(EventRow { minute: *minute, key: k.clone(), counts: *c });
+                reports.push(m.reports.get(k).copied().unwrap_or(0.0));
+            }
         }
-        rows
+        (rows, reports)
     }
 
     /// A flush of `rows` failed: their minutes are dirty again.
@@ -141,6 +148,22 @@ mod tests {
         assert_eq!(row.counts.count, 3.0);
         a.forget_before(101);
         assert_eq!(a.len(), 1);
+    }
+
+    #[test]
+    fn reports_count_events_unweighted() {
+        let mut a = Aggregator::new(10, 60);
+        let sampled = EventCounts { count: 100.0, duration_ms_sum: 1000.0, duration_count: 100.0 };
+        a.add(100, key("unicom"), &sampled);
+        a.add(100, key("unicom"), &sampled);
+        a.add(100, key("telecom"), &ONE);
+        let (rows, reports) = a.take_dirty_reported();
+        let of = |isp: &str| {
+            let i = rows.iter().position(|r| r.key.isp == isp).unwrap();
+            (rows[i].counts.count, reports[i])
+        };
+        assert_eq!(of("unicom"), (200.0, 2.0), "two events weighing 100 each");
+        assert_eq!(of("telecom"), (1.0, 1.0));
     }
 
     #[test]

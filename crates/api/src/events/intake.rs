@@ -3,7 +3,8 @@
 //! Unsigned batches are rate limited per client address and counted under the server's
 //! classification of that address. Signed batches (`?account=&t=&s=`, Alibaba's signature over
 //! the SHA-256 of the JSON body, as for `/feedback`) count against the account's rate limit and
-//! may say their own `isp` and `region`. With `HTTPDNS_AUTH_REQUIRED` only signed batches are
+//! may say their own `isp` and `region`; an unsigned event stands for at most
+//! [`super::MAX_UNSIGNED_WEIGHT`] events whatever its `sample_rate`. With `HTTPDNS_AUTH_REQUIRED` only signed batches are
 //! taken. `Content-Encoding: gzip` is accepted; sizes are bounded before and after
 //! decompression. A batch is taken whole or refused whole.
 
@@ -94,8 +95,15 @@ async fn accept(
         let client_isp =
             if account.is_some() { e.isp.as_ref().or(view.isp.as_ref()) } else { view.isp.as_ref() };
         let (reason, host, duration) = describe(app, e, client_isp, peer, &published);
-        let w = e.weight;
-        if let Some(v) = crate::config_center::sides::of_event(e, &isp, &region, reason) {
+        // Only a signed batch's sample_rate is believed whole: an unsigned event stands for
+        // at most MAX_UNSIGNED_WEIGHT (one event "sampled at 1e-6" is not a million).
+        let w = if account.is_none() && e.weight > super::MAX_UNSIGNED_WEIGHT {
+            hub.metrics.weight_capped.inc();
+            super::MAX_UNSIGNED_WEIGHT
+        } else {
+            e.weight
+        };
+        if let Some(v) = crate::config_center::sides::of_event(e, &isp, &region, reason, w) {
             by_version.push(v);
         }
         batch.push(Counted {

@@ -54,7 +54,14 @@ pub struct EventSettings {
     pub alert_rate: f64,
     /// Requests a carrier and region needs in the window before its rate is judged.
     pub alert_min_requests: f64,
+    /// Events as received (unweighted) a carrier and region needs in the window before its
+    /// rate is judged: a few sampled events that each stand for many must not make an alert.
+    pub alert_min_reports: f64,
 }
+
+/// The most one event of an unsigned batch stands for (`1 / sample_rate` is believed down to a
+/// rate of 1%): anyone can send one, and its weight must not make a place's figures.
+pub const MAX_UNSIGNED_WEIGHT: f64 = 100.0;
 
 impl Default for EventSettings {
     fn default() -> Self {
@@ -71,6 +78,7 @@ impl Default for EventSettings {
             max_label_pairs: 512,
             alert_rate: 0.01,
             alert_min_requests: 100.0,
+            alert_min_reports: 20.0,
         }
     }
 }
@@ -97,6 +105,9 @@ pub struct EventMetrics {
     pub minutes_dropped: IntCounter,
     /// Values of enumerated fields this server does not know, by field (counted as `other`).
     pub unknown_values: IntCounterVec,
+    /// Events of unsigned batches whose `sample_rate` claimed more than
+    /// [`MAX_UNSIGNED_WEIGHT`]: counted with that weight.
+    pub weight_capped: IntCounter,
 }
 
 impl EventMetrics {
@@ -163,6 +174,12 @@ impl EventMetrics {
         )
         .unwrap();
         registry.register(Box::new(unknown_values.clone())).expect("event metric registered once");
+        let weight_capped = IntCounter::new(
+            "app_events_weight_capped_total",
+            "Events of unsigned batches whose sample_rate was below 1/100, counted as standing for 100 events.",
+        )
+        .unwrap();
+        registry.register(Box::new(weight_capped.clone())).expect("event metric registered once");
         for f in ["fallback_reason", "reason", "outcome", "network"] {
             unknown_values.with_label_values(&[f]);
         }
@@ -184,6 +201,7 @@ impl EventMetrics {
             flush_errors,
             minutes_dropped,
             unknown_values,
+            weight_capped,
         }
     }
 }
@@ -315,9 +333,9 @@ impl EventHub {
     /// the store past the retention, at most once an hour.
     pub async fn flush(&self, store: &Store) -> Result<usize, StoreError> {
         let mut last_prune = self.flushing.lock().await;
-        let rows = self.aggregator.lock().unwrap_or_else(|e| e.into_inner()).take_dirty();
+        let (rows, reports) = self.aggregator.lock().unwrap_or_else(|e| e.into_inner()).take_dirty_reported();
         if !rows.is_empty() {
-            if let Err(e) = store.save_event_minutes(&self.replica, &rows).await {
+            if let Err(e) = store.save_reported_event_minutes(&self.replica, &rows, &reports).await {
                 self.aggregator.lock().unwrap_or_else(|e| e.into_inner()).failed(&rows);
                 self.metrics.flush_errors.inc();
                 return Err(e);

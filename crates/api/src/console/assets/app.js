@@ -179,9 +179,24 @@ function rates(prev, cur, key) {
   return out;
 }
 
+// The vendors' server-side switches in force (docs/api.md, "Vendor switches"): one line, so that
+// a kill switch left on is seen; set with PUT /admin/v1/vendor-switches.
+async function vendorSwitchesLine() {
+  const res = await api('GET', '/admin/v1/vendor-switches');
+  if (!res.ok) return h('p', { class: 'error' }, 'Vendor switches: ' + ((res.json && res.json.error) || res.status));
+  const g = res.json.global || {};
+  const n = Object.keys(res.json.accounts || {}).length;
+  const status = g.alibaba_service_status || 'not sent';
+  return h('p', { id: 'vendor-switches', class: g.alibaba_service_status === 'disable' ? 'error' : 'muted' },
+    `Vendor switches: Alibaba /ss service_status ${status}; Tencent /conf log:${g.tencent_log ? 1 : 0} domain:${g.tencent_domain ? 1 : 0}` +
+    (n ? `; ${n} account override(s)` : '') + '.');
+}
+
 async function overviewPage(gen) {
   const box = h('div', {});
-  page('Overview', h('p', { class: 'muted' }, 'From this server\'s own counters, refreshed every 2 seconds.'), box);
+  const switches = h('p', { class: 'muted' }, 'Vendor switches: …');
+  page('Overview', h('p', { class: 'muted' }, 'From this server\'s own counters, refreshed every 2 seconds.'), switches, box);
+  vendorSwitchesLine().then(line => { if (gen === S.gen) switches.replaceWith(line); }).catch(() => {});
   let prev = null;
   const tick = async () => {
     const res = await api('GET', '/admin/v1/overview');
