@@ -46,7 +46,7 @@ BARE=127.0.0.1:18481
 BARE_MI=127.0.0.1:18482
 TOKEN=bench-admin-token-0123456789
 
-case "$TARGET" in d | config) ;; *) echo "unknown target $TARGET (d or config)" >&2; exit 2 ;; esac
+case "$TARGET" in d | d-split | d-rules | config) ;; *) echo "unknown target $TARGET (d, d-split, d-rules or config)" >&2; exit 2 ;; esac
 # cpu, HZ, ratios, medians and need (the working directory is the repository here).
 . scripts/lib-bench.sh
 need "apt-get install wrk curl util-linux" wrk curl taskset
@@ -76,13 +76,22 @@ done
 put() { curl -sf -X PUT -H "Authorization: Bearer $TOKEN" "http://$API/admin/v1/$1" -d "$2" >/dev/null; }
 HEADER=()
 case "$TARGET" in
-d)
+d | d-split | d-rules)
+    # d-split and d-rules: the same 20 nodes in two pools of 10 (the same addresses' lengths,
+    # so the same bytes on the wire), and the name decided by a 70/30 split between them, or
+    # by three rules that do not match this client before its pool: the scheduling's cost.
     for i in $(seq 1 20); do
         isp=$([ $((i % 2)) = 0 ] && echo telecom || echo unicom)
-        put "nodes/n$i" "{\"ip\":\"1.1.1.$i\",\"pool\":\"edge\",\"isp\":\"$isp\",\"region\":\"beijing\",\"latency_ms\":$((i * 3)),\"load_pct\":$((i * 4)),\"bandwidth_mbps\":1000}"
+        pool=edge ip="1.1.1.$i"
+        [ "$TARGET" != d ] && [ "$i" -gt 10 ] && pool=edge2 ip="1.1.2.$((i - 10))"
+        put "nodes/n$i" "{\"ip\":\"$ip\",\"pool\":\"$pool\",\"isp\":\"$isp\",\"region\":\"beijing\",\"latency_ms\":$((i * 3)),\"load_pct\":$((i * 4)),\"bandwidth_mbps\":1000}"
     done
     put "networks/1.0.1.0%2F24" '{"isp":"telecom","region":"beijing"}'
-    put "domains/www.example.com" '{"pool":"edge","ttl":60,"max_answers":2}'
+    case "$TARGET" in
+    d) put "domains/www.example.com" '{"pool":"edge","ttl":60,"max_answers":2}' ;;
+    d-split) put "domains/www.example.com" '{"split":[{"pool":"edge","weight":70},{"pool":"edge2","weight":30}],"ttl":60,"max_answers":2}' ;;
+    d-rules) put "domains/www.example.com" '{"pool":"edge","rules":[{"match":{"isp":"mobile"},"pool":"edge2"},{"match":{"region":"shanghai"},"pool":"edge2"},{"match":{"app_version":">=9"},"pool":"edge2"}],"ttl":60,"max_answers":2}' ;;
+    esac
     REQUEST="d?dn=www.example.com&ip=1.0.1.7&ttl=1"
     WANT=200
     ;;
