@@ -499,49 +499,6 @@ mod tests {
         }
     }
 
-    /// The bookkeeping of one hit, measured (not asserted): run with
-    /// `cargo test --release -p httpdns-mirror cap_bookkeeping_cost -- --ignored --nocapture`.
-    #[test]
-    #[ignore = "a measurement, not a check"]
-    fn cap_bookkeeping_cost() {
-        let cap = Arc::new(Cap::new(u64::MAX, Path::new("/nonexistent")));
-        let names: Vec<PathBuf> = (0..100_000)
-            .map(|i| PathBuf::from(format!("/var/lib/httpdns/mirror/store/o/image/2026/12/{i:08}.jpg/~")))
-            .collect();
-        for n in &names {
-            drop(reserve(&cap, n.to_str().unwrap(), 4096));
-        }
-        let rounds = 2_000_000;
-        let t = std::time::Instant::now();
-        for i in 0..rounds {
-            // A spread of keys, as hits on a large store are.
-            cap.touch(&names[(i * 7919) % names.len()]);
-        }
-        let touch = t.elapsed() / rounds as u32;
-        // Hits as traffic makes them: most on a hot set whose entries stay in the CPU's caches.
-        let t = std::time::Instant::now();
-        for i in 0..rounds {
-            cap.touch(&names[(i * 7919) % 1000]);
-        }
-        let hot = t.elapsed() / rounds as u32;
-        let t = std::time::Instant::now();
-        for i in 0..rounds / 4 {
-            drop(cap.touch_and_pin(&names[(i * 7919) % names.len()]));
-        }
-        let pinned = t.elapsed() / (rounds / 4) as u32;
-        // A yardstick from the same run: the `stat` every local hit makes anyway.
-        let file = tempfile::NamedTempFile::new().unwrap();
-        let t = std::time::Instant::now();
-        for _ in 0..rounds / 4 {
-            std::hint::black_box(std::fs::metadata(file.path()).unwrap());
-        }
-        let stat = t.elapsed() / (rounds / 4) as u32;
-        eprintln!(
-            "cap bookkeeping per hit, 100,000 copies: touch {touch:?} (spread), {hot:?} (1,000 hot), \
-             touch and pin {pinned:?}; the hit's own stat(2) {stat:?}"
-        );
-    }
-
     #[test]
     fn byte_counts_parse() {
         assert_eq!(parse_bytes("50G"), Ok(Some(50 << 30)));
