@@ -1,22 +1,8 @@
 //! The config tables against SQLite and, when configured, PostgreSQL.
 
+mod common;
+use common::on_each_backend;
 use httpdns_store::config::{Expect, Publish, PublishError};
-use httpdns_store::Store;
-use httpdns_test_support::postgres::fresh_database;
-
-async fn on_each_backend<F, Fut>(test: &str, case: F)
-where
-    F: Fn(Store) -> Fut,
-    Fut: std::future::Future<Output = ()>,
-{
-    let dir = tempfile::tempdir().unwrap();
-    case(Store::connect(&format!("sqlite://{}", dir.path().join("t.db").display())).await.unwrap()).await;
-    if let Some(db) = fresh_database(test).await {
-        let pg = Store::connect(&db.url).await.unwrap();
-        case(pg.clone()).await;
-        pg.close().await;
-    }
-}
 
 fn publish<'a>(module: &'a str, doc: &'a str, expect: Expect) -> Publish<'a> {
     Publish { module, document: doc, expect, author: "tester", rollback_of: None }

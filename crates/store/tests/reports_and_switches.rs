@@ -2,24 +2,9 @@
 //! `HTTPDNS_TEST_POSTGRES_URL` is set): the raw reports beside the weighted counts, read as the
 //! count in rows an earlier release wrote, and the vendor switches' rows.
 
+mod common;
+use common::on_each_backend;
 use httpdns_store::events::{EventCounts, EventKey, EventRow};
-use httpdns_store::Store;
-use httpdns_test_support::postgres::fresh_database;
-
-async fn on_each_backend<F, Fut>(test: &str, case: F)
-where
-    F: Fn(Store) -> Fut,
-    Fut: std::future::Future<Output = ()>,
-{
-    let dir = tempfile::tempdir().unwrap();
-    let sqlite = Store::connect(&format!("sqlite://{}", dir.path().join("t.db").display())).await.unwrap();
-    case(sqlite).await;
-    if let Some(db) = fresh_database(test).await {
-        let pg = Store::connect(&db.url).await.unwrap();
-        case(pg.clone()).await;
-        pg.close().await;
-    }
-}
 
 #[tokio::test]
 async fn reports_are_summed_beside_the_weighted_counts() {

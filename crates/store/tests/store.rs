@@ -1,23 +1,9 @@
 //! The store against real databases: SQLite always, PostgreSQL when
 //! `HTTPDNS_TEST_POSTGRES_URL` is set. Each case runs on both.
 
+mod common;
+use common::on_each_backend;
 use httpdns_store::{Kind, Store};
-use httpdns_test_support::postgres::fresh_database;
-
-async fn on_each_backend<F, Fut>(test: &str, case: F)
-where
-    F: Fn(Store) -> Fut,
-    Fut: std::future::Future<Output = ()>,
-{
-    let dir = tempfile::tempdir().unwrap();
-    let sqlite = Store::connect(&format!("sqlite://{}", dir.path().join("t.db").display())).await.unwrap();
-    case(sqlite).await;
-    if let Some(db) = fresh_database(test).await {
-        let pg = Store::connect(&db.url).await.unwrap();
-        case(pg.clone()).await;
-        pg.close().await;
-    }
-}
 
 #[tokio::test]
 async fn put_get_delete_and_revisions() {

@@ -1,22 +1,8 @@
 //! Named tokens and the audit log against SQLite and, when configured, PostgreSQL.
 
+mod common;
+use common::on_each_backend;
 use httpdns_store::teams::AuditEntry;
-use httpdns_store::Store;
-use httpdns_test_support::postgres::fresh_database;
-
-async fn on_each_backend<F, Fut>(test: &str, case: F)
-where
-    F: Fn(Store) -> Fut,
-    Fut: std::future::Future<Output = ()>,
-{
-    let dir = tempfile::tempdir().unwrap();
-    case(Store::connect(&format!("sqlite://{}", dir.path().join("t.db").display())).await.unwrap()).await;
-    if let Some(db) = fresh_database(test).await {
-        let pg = Store::connect(&db.url).await.unwrap();
-        case(pg.clone()).await;
-        pg.close().await;
-    }
-}
 
 #[tokio::test]
 async fn tokens_are_found_by_hash_replaced_and_revoked() {
