@@ -251,16 +251,23 @@ async fn stalled_http2_streams_are_bounded_and_closed_whatever_pings_arrive() {
     let baseline = rss_kib(&f.p);
     let uri = format!("http://{}/static/large.bin", f.mirror);
 
-    // 5 x 100: memory.
-    let mut conns = Vec::new();
-    for _ in 0..5 {
-        conns.push(stalled_h2(f.mirror, &uri, 100).await.expect("the first connections are admitted"));
+    // 5 x 100: memory. The first connection is admitted; a later one may be refused whole
+    // (HTTP/1.1 429 instead of a preface) when the address is already at its units, depending
+    // on how many of the earlier streams' refusals have been released by then.
+    let mut conns = vec![stalled_h2(f.mirror, &uri, 100).await.expect("the first connection is admitted")];
+    let mut refused_conns = 0;
+    for _ in 1..5 {
+        match stalled_h2(f.mirror, &uri, 100).await {
+            Some(c) => conns.push(c),
+            None => refused_conns += 1,
+        }
     }
     tokio::time::sleep(Duration::from_secs(2)).await;
     let rss_500 = rss_kib(&f.p);
     let accepted_500: usize = conns.iter().map(|c| c.accepted).sum();
+    // The memory bound below means something only with hundreds of answers held pending.
+    assert!(accepted_500 >= 200, "only {accepted_500} streams pending of 5 x 100");
     // 9 x 128: descriptors; 4 more connections on top of the first 5.
-    let mut refused_conns = 0;
     for _ in 0..4 {
         match stalled_h2(f.mirror, &uri, 128).await {
             Some(c) => conns.push(c),
