@@ -290,6 +290,51 @@ async fn the_state_survives_a_restart_and_auto_false_turns_the_controller_off() 
     }
 }
 
+/// Sampled events are weighted by `1 / sample_rate`: one failing event sampled at `1e-6` (an
+/// unsigned one weighs at most 100, past the 40 requests a decision needs here) is still one
+/// report, and moves nothing; twenty real reports of the same failures do.
+#[tokio::test]
+async fn one_heavily_weighted_event_degrades_no_place() {
+    for (db, _guard) in backends("policy_weights").await {
+        let tmp = tempfile::tempdir().unwrap();
+        let s = start(&settings(tmp.path(), &db)).await;
+        s.put_ok("/admin/v1/networks/10.1.0.0%2F16", json!({"isp": "unicom", "region": "shanghai"})).await;
+        publish(&s).await;
+        let heavy = json!({"events": [{"event": "request", "timestamp": now_s(), "host": "cdn.example.com",
+            "outcome": "timeout", "latency_ms": 900, "sample_rate": 1e-6}]});
+        let resp = s
+            .http
+            .post(s.url("/app/events"))
+            .header("x-forwarded-for", SHANGHAI)
+            .json(&heavy)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), StatusCode::ACCEPTED);
+        // The controller has seen it (weighted) and still does not move.
+        let seen = eventually(Duration::from_secs(5), || async {
+            let v = places(&s).await;
+            place(&v, "unicom").is_some_and(|p| p["rates"]["unknown"]["requests"].as_f64() >= Some(40.0))
+        })
+        .await;
+        assert!(seen, "the weighted event reached the controller: {}", places(&s).await);
+        let v = places(&s).await;
+        let p = place(&v, "unicom").unwrap();
+        assert_eq!(p["rates"]["unknown"]["reports"], 1.0, "{p}");
+        assert!(
+            !eventually(Duration::from_millis(1500), || async {
+                state_of(&s, "unicom").await.0 == "degraded"
+            })
+            .await,
+            "one report degraded the place: {}",
+            places(&s).await
+        );
+        // Enough real reports of the same failure rate do.
+        report(&s, SHANGHAI, None, 20, 20, 900).await;
+        until(&s, "unicom", "degraded", 0.01, || async {}).await;
+    }
+}
+
 /// A service address that takes connections and never answers, counting them.
 async fn black_hole() -> (String, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();

@@ -53,6 +53,7 @@ impl Evidence {
     pub fn decayed(&self, f: f64) -> Self {
         let d = |c: &PolicyCounts| PolicyCounts {
             requests: c.requests * f,
+            reports: c.reports * f,
             errors: c.errors * f,
             fallbacks: c.fallbacks * f,
             latency_ms_sum: c.latency_ms_sum * f,
@@ -115,7 +116,7 @@ pub fn decide(
             // apps and the vendors' SDKs all use it).
             let mut seen = ev.on;
             seen.add(&ev.unknown);
-            if seen.requests < s.min_requests {
+            if !s.enough(&seen) {
                 return Outcome::Stay { reset: false };
             }
             let rate = failure_rate(&seen);
@@ -134,7 +135,7 @@ pub fn decide(
             }
         }
         PlaceState::Degraded => {
-            if ev.on.requests < s.min_requests {
+            if !s.enough(&ev.on) {
                 return Outcome::Stay { reset: false };
             }
             let rate = failure_rate(&ev.on);
@@ -156,7 +157,7 @@ pub fn decide(
             }
         }
         PlaceState::Recovering => {
-            if ev.on.requests < s.min_requests {
+            if !s.enough(&ev.on) {
                 return Outcome::Stay { reset: false };
             }
             let (on, off) = (failure_rate(&ev.on), failure_rate(&ev.off));
@@ -216,6 +217,7 @@ mod tests {
     fn counts(requests: f64, failures: f64, latency: f64) -> PolicyCounts {
         PolicyCounts {
             requests,
+            reports: requests,
             errors: failures,
             fallbacks: 0.0,
             latency_ms_sum: latency * requests,
@@ -224,6 +226,30 @@ mod tests {
     }
 
     const STEP: i64 = 300_000;
+
+    /// Weighted requests without the reports behind them move nothing: one failing event sampled
+    /// at `1e-6` (a million requests) neither degrades a healthy place nor recovers a degraded one.
+    #[test]
+    fn heavy_weights_without_reports_decide_nothing() {
+        let s = settings();
+        let one_heavy = PolicyCounts { reports: 1.0, ..counts(1e6, 1e6, 10.0) };
+        let healthy = Status::healthy(&s.ramp, 0);
+        let ev = Evidence { on: one_heavy, ..Default::default() };
+        assert_eq!(decide(&healthy, &ev, 0.01, true, 1, &s), Outcome::Stay { reset: false });
+        let nineteen = PolicyCounts { reports: 19.0, ..counts(1e6, 1e6, 10.0) };
+        let ev = Evidence { on: nineteen, ..Default::default() };
+        assert_eq!(decide(&healthy, &ev, 0.01, true, 1, &s), Outcome::Stay { reset: false });
+        let twenty = PolicyCounts { reports: 20.0, ..counts(1e6, 1e6, 10.0) };
+        let ev = Evidence { on: twenty, ..Default::default() };
+        assert!(matches!(decide(&healthy, &ev, 0.01, true, 1, &s), Outcome::Change { .. }));
+        let degraded = Status { state: PlaceState::Degraded, step: 0, since_ms: 0 };
+        let good_but_one =
+            Evidence { on: PolicyCounts { reports: 1.0, ..counts(1e6, 0.0, 10.0) }, ..Default::default() };
+        assert_eq!(
+            decide(&degraded, &good_but_one, 0.01, true, STEP * 2, &s),
+            Outcome::Stay { reset: false }
+        );
+    }
 
     #[test]
     fn a_failing_place_degrades_only_with_enough_evidence() {

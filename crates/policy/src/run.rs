@@ -168,7 +168,7 @@ impl Controller {
             let from = now_minute - threshold::HISTORY_DAYS * 24 * 60;
             m.thresholds = self
                 .store
-                .policy_history(from, threshold::MIN_MINUTE_REQUESTS)
+                .policy_history(from, threshold::MIN_MINUTE_REQUESTS, threshold::MIN_MINUTE_REPORTS)
                 .await?
                 .into_iter()
                 .map(|r| ((r.isp, r.region), threshold::from_moments(r.minutes, r.sum, r.sum_sq)))
@@ -345,6 +345,7 @@ fn figures(ev: &Evidence, limit: f64) -> serde_json::Value {
     let side = |c: &PolicyCounts| {
         json!({
             "requests": (c.requests * 1000.0).round() / 1000.0,
+            "reports": (c.reports * 1000.0).round() / 1000.0,
             "failure_rate": (machine::failure_rate(c) * 10_000.0).round() / 10_000.0,
             "latency_ms": machine::latency(c).map(|l| l.round()),
         })

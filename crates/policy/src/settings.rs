@@ -15,6 +15,9 @@ pub struct Settings {
     pub step: Duration,
     /// `HTTPDNS_POLICY_MIN_REQUESTS`: the evidence (request events, weighted) a decision needs.
     pub min_requests: f64,
+    /// `HTTPDNS_POLICY_MIN_REPORTS`: the reports (events as received, unweighted) that evidence
+    /// must rest on besides: a few heavily weighted events are not evidence.
+    pub min_reports: f64,
     /// `HTTPDNS_CONTROL_TICK_MS`: how often the controller decides.
     pub tick: Duration,
 }
@@ -26,12 +29,19 @@ impl Default for Settings {
             ramp: vec![0.01, 0.05, 0.25, 1.0],
             step: Duration::from_secs(300),
             min_requests: 100.0,
+            min_reports: 20.0,
             tick: Duration::from_millis(60_000),
         }
     }
 }
 
 impl Settings {
+    /// Whether `c` is enough to judge by: [`Settings::min_requests`] weighted requests resting on
+    /// [`Settings::min_reports`] raw reports.
+    pub fn enough(&self, c: &httpdns_store::events::PolicyCounts) -> bool {
+        c.requests >= self.min_requests && c.reports >= self.min_reports
+    }
+
     /// Evidence that arrives this soon after a change is not counted: devices move to a new
     /// step only at their next config poll (at once on a long poll), and what they did before
     /// reaches the controller late (their event batches, the replicas' flushes, the tick). Half

@@ -2,7 +2,8 @@
 //!
 //! ```text
 //! r_m       = (errors + fallbacks) / requests of minute m, over the minutes of the last
-//!             HISTORY_DAYS with at least MIN_MINUTE_REQUESTS requests (devices held back by
+//!             HISTORY_DAYS with at least MIN_MINUTE_REQUESTS requests (weighted) resting on
+//!             MIN_MINUTE_REPORTS reports (raw) (devices held back by
 //!             the policy excluded)
 //! threshold = clamp(mean(r) + 3 * stddev(r), FLOOR, CEILING)   with MIN_MINUTES minutes or more
 //!           = DEFAULT                                          with fewer
@@ -22,6 +23,9 @@ pub const DEFAULT: f64 = 0.05;
 pub const MIN_MINUTES: i64 = 30;
 /// Requests a minute needs to count (a minute of 3 requests, one failed, says nothing).
 pub const MIN_MINUTE_REQUESTS: f64 = 20.0;
+/// Reports (events as received) such a minute needs besides: a minute of one event sampled at
+/// `1e-6` weighs a million requests and still says nothing.
+pub const MIN_MINUTE_REPORTS: f64 = 5.0;
 /// How far back the history reaches (bounded by the events' retention).
 pub const HISTORY_DAYS: i64 = 7;
 

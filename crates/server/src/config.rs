@@ -45,6 +45,7 @@ pub const ENV_VARS: &[(&str, &str)] = &[
     ("HTTPDNS_POLICY_RAMP", "the recovery's shares of httpdnsRate, comma-separated (default 0.01,0.05,0.25,1)"),
     ("HTTPDNS_POLICY_STEP_SECONDS", "how long each recovery step holds, in seconds (default 300)"),
     ("HTTPDNS_POLICY_MIN_REQUESTS", "request events a policy decision needs (default 100)"),
+    ("HTTPDNS_POLICY_MIN_REPORTS", "raw event reports those requests must rest on (default 20)"),
     (
         "HTTPDNS_CLIENT_RATE_LIMIT_QPS",
         "requests per second per client address on the unauthenticated endpoints (`off`: none, the default)",

@@ -1,6 +1,6 @@
 //! The policy controller's settings from the environment (CONTRACT, docs/policy.md):
 //! `HTTPDNS_POLICY_AUTO`, `HTTPDNS_POLICY_RAMP`, `HTTPDNS_POLICY_STEP_SECONDS` and
-//! `HTTPDNS_POLICY_MIN_REQUESTS`. The tick (`HTTPDNS_CONTROL_TICK_MS`) is the guarded rollouts'
+//! `HTTPDNS_POLICY_MIN_REQUESTS`, `HTTPDNS_POLICY_MIN_REPORTS`. The tick (`HTTPDNS_CONTROL_TICK_MS`) is the guarded rollouts'
 //! too, read once in `config.rs`.
 
 use std::time::Duration;
@@ -35,6 +35,7 @@ pub(crate) fn load(env: &impl Fn(&str) -> Option<String>) -> Result<Settings, Co
         // Fractions of a second are for time-compressed tests; the same code paths.
         step: number("HTTPDNS_POLICY_STEP_SECONDS", 0.1, 86_400.0)?.map_or(d.step, Duration::from_secs_f64),
         min_requests: number("HTTPDNS_POLICY_MIN_REQUESTS", 1.0, 1e9)?.unwrap_or(d.min_requests),
+        min_reports: number("HTTPDNS_POLICY_MIN_REPORTS", 1.0, 1e9)?.unwrap_or(d.min_reports),
         tick: d.tick,
     })
 }
@@ -50,13 +51,16 @@ mod tests {
             "HTTPDNS_POLICY_AUTO" => Some("false".into()),
             "HTTPDNS_POLICY_RAMP" => Some("0.1,1".into()),
             "HTTPDNS_POLICY_STEP_SECONDS" => Some("0.5".into()),
+            "HTTPDNS_POLICY_MIN_REPORTS" => Some("5".into()),
             _ => None,
         })
         .unwrap();
         assert_eq!((s.auto, s.ramp, s.step), (false, vec![0.1, 1.0], Duration::from_millis(500)));
+        assert_eq!(s.min_reports, 5.0);
         for (k, v) in [
             ("HTTPDNS_POLICY_RAMP", "1,0.5"),
             ("HTTPDNS_POLICY_MIN_REQUESTS", "0"),
+            ("HTTPDNS_POLICY_MIN_REPORTS", "0.5"),
             ("HTTPDNS_POLICY_STEP_SECONDS", "soon"),
             ("HTTPDNS_POLICY_AUTO", "maybe"),
         ] {

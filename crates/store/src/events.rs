@@ -13,7 +13,11 @@ use crate::{Store, StoreError};
 /// What the policy controller reads of one minute, carrier, region and cohort.
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub struct PolicyCounts {
+    /// Request events, sampled ones weighted by `1 / sample_rate`.
     pub requests: f64,
+    /// Request events as received, unweighted: how many reports the weighted figures rest on
+    /// (one event sampled at `1e-6` weighs a million but is one report).
+    pub reports: f64,
     pub errors: f64,
     pub fallbacks: f64,
     pub latency_ms_sum: f64,
@@ -28,6 +32,7 @@ impl PolicyCounts {
         match key.event.as_str() {
             "request" => Self {
                 requests: c.count,
+                reports: c.count,
                 errors: if key.reason != "ok" && key.reason != "4xx" { c.count } else { 0.0 },
                 fallbacks: 0.0,
                 latency_ms_sum: c.duration_ms_sum,
@@ -40,6 +45,7 @@ impl PolicyCounts {
 
     pub fn add(&mut self, o: &PolicyCounts) {
         self.requests += o.requests;
+        self.reports += o.reports;
         self.errors += o.errors;
         self.fallbacks += o.fallbacks;
         self.latency_ms_sum += o.latency_ms_sum;
@@ -51,6 +57,7 @@ impl PolicyCounts {
         let d = |a: f64, b: f64| (a - b).max(0.0);
         Self {
             requests: d(self.requests, o.requests),
+            reports: d(self.reports, o.reports),
             errors: d(self.errors, o.errors),
             fallbacks: d(self.fallbacks, o.fallbacks),
             latency_ms_sum: d(self.latency_ms_sum, o.latency_ms_sum),
@@ -159,10 +166,11 @@ impl Store {
             if let Some(reports) = reports {
                 *e.1.get_or_insert(0.0) += reports[i];
             }
-            policy
-                .entry((r.minute, &r.key.isp, &r.key.region, &r.key.cohort))
-                .or_default()
-                .add(&PolicyCounts::of(&r.key, &r.counts));
+            let mut counts = PolicyCounts::of(&r.key, &r.counts);
+            if let (Some(reports), "request") = (reports, r.key.event.as_str()) {
+                counts.reports = reports[i];
+            }
+            policy.entry((r.minute, &r.key.isp, &r.key.region, &r.key.cohort)).or_default().add(&counts);
         }
         let mut tx = self.pool.begin().await?;
         for ((minute, key), (counts, reports)) in &events {
@@ -193,9 +201,10 @@ impl Store {
         for ((minute, isp, region, cohort), c) in &policy {
             sqlx::query(
                 "INSERT INTO policy_minutes (minute, replica, isp, region, cohort, requests, errors, \
-                 fallbacks, latency_ms_sum, latency_count) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) \
+                 fallbacks, latency_ms_sum, latency_count, reports) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) \
                  ON CONFLICT (minute, replica, isp, region, cohort) DO UPDATE SET \
-                 requests = excluded.requests, errors = excluded.errors, fallbacks = excluded.fallbacks, \
+                 requests = excluded.requests, reports = excluded.reports, errors = excluded.errors, fallbacks = excluded.fallbacks, \
                  latency_ms_sum = excluded.latency_ms_sum, latency_count = excluded.latency_count",
             )
             .bind(minute)
@@ -208,6 +217,7 @@ impl Store {
             .bind(c.fallbacks)
             .bind(c.latency_ms_sum)
             .bind(c.latency_count)
+            .bind(c.reports)
             .execute(&mut *tx)
             .await?;
         }
@@ -220,7 +230,7 @@ impl Store {
     pub async fn policy_minutes(&self, from: i64, to: i64) -> Result<Vec<PolicyRow>, StoreError> {
         let rows = sqlx::query(
             "SELECT minute, isp, region, cohort, SUM(requests), SUM(errors), SUM(fallbacks), \
-             SUM(latency_ms_sum), SUM(latency_count) FROM policy_minutes WHERE minute >= $1 AND minute <= $2 \
+             SUM(latency_ms_sum), SUM(latency_count), SUM(COALESCE(reports, requests)) FROM policy_minutes WHERE minute >= $1 AND minute <= $2 \
              GROUP BY minute, isp, region, cohort ORDER BY minute, isp, region, cohort",
         )
         .bind(from)
@@ -356,7 +366,7 @@ impl Store {
     ) -> Result<Vec<PolicyRow>, StoreError> {
         let rows = sqlx::query(
             "SELECT minute, isp, region, cohort, SUM(requests), SUM(errors), SUM(fallbacks), \
-             SUM(latency_ms_sum), SUM(latency_count) FROM policy_minutes WHERE minute >= $1 AND minute <= $2 \
+             SUM(latency_ms_sum), SUM(latency_count), SUM(COALESCE(reports, requests)) FROM policy_minutes WHERE minute >= $1 AND minute <= $2 \
              AND isp = $3 AND region = $4 GROUP BY minute, isp, region, cohort ORDER BY minute, cohort",
         )
         .bind(from)
@@ -381,6 +391,7 @@ fn policy_row(r: &sqlx::any::AnyRow) -> Result<PolicyRow, StoreError> {
             fallbacks: r.try_get(6)?,
             latency_ms_sum: r.try_get(7)?,
             latency_count: r.try_get(8)?,
+            reports: r.try_get(9)?,
         },
     })
 }

@@ -230,19 +230,27 @@ pub struct RateMoments {
 
 impl Store {
     /// The moments of each place's per-minute failure rate (`(errors + fallbacks) / requests`,
-    /// at most 1) over minutes from `from` with at least `min_requests` requests, devices held
-    /// back by the policy (`cohort = 'off'`) excluded. One row per place, computed in the
-    /// database: days of minutes never cross the wire.
-    pub async fn policy_history(&self, from: i64, min_requests: f64) -> Result<Vec<RateMoments>, StoreError> {
+    /// at most 1) over minutes from `from` with at least `min_requests` requests (weighted) resting
+    /// on at least `min_reports` reports (raw), devices held back by the policy (`cohort = 'off'`)
+    /// excluded. One row per place, computed in the database: days of minutes never cross the
+    /// wire.
+    pub async fn policy_history(
+        &self,
+        from: i64,
+        min_requests: f64,
+        min_reports: f64,
+    ) -> Result<Vec<RateMoments>, StoreError> {
         let rows = sqlx::query(
             "SELECT isp, region, COUNT(*), SUM(r), SUM(r * r) FROM (\
              SELECT isp, region, minute, CASE WHEN SUM(errors + fallbacks) >= SUM(requests) THEN 1.0 \
              ELSE SUM(errors + fallbacks) / SUM(requests) END AS r FROM policy_minutes \
              WHERE minute >= $1 AND cohort <> 'off' GROUP BY isp, region, minute \
-             HAVING SUM(requests) >= $2) AS m GROUP BY isp, region",
+             HAVING SUM(requests) >= $2 AND SUM(COALESCE(reports, requests)) >= $3) AS m \
+             GROUP BY isp, region",
         )
         .bind(from)
         .bind(min_requests)
+        .bind(min_reports)
         .fetch_all(&self.pool)
         .await?;
         let mut out = Vec::with_capacity(rows.len());

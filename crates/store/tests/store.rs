@@ -222,6 +222,7 @@ async fn policy_minutes_split_events_by_cohort_and_event_minutes_do_not() {
             of("on"),
             PolicyCounts {
                 requests: 100.0,
+                reports: 100.0,
                 errors: 10.0,
                 fallbacks: 4.0,
                 latency_ms_sum: 1000.0,
@@ -234,6 +235,14 @@ async fn policy_minutes_split_events_by_cohort_and_event_minutes_do_not() {
         s.save_event_minutes("b", &rows[..1]).await.unwrap();
         let split = s.policy_minutes(100, 100).await.unwrap();
         assert_eq!(split.iter().find(|r| r.cohort == "on").unwrap().counts.requests, 190.0);
+        // Raw reports, when the flush has them, are what the weighted requests rest on: 90 ok
+        // events from 3 reports and 10 timeouts from 1 (sampled events), and the dns_fallback's
+        // reports are no request's.
+        s.save_reported_event_minutes("a", &rows, &[3.0, 1.0, 5.0, 2.0, 20.0]).await.unwrap();
+        let split = s.policy_minutes(100, 100).await.unwrap();
+        let of = |cohort: &str| split.iter().find(|r| r.cohort == cohort).unwrap().counts;
+        assert_eq!((of("on").requests, of("on").reports), (190.0, 94.0), "replica b's 90 unsampled + a's 4");
+        assert_eq!((of("off").requests, of("off").reports), (25.0, 25.0));
         s.prune_event_minutes(101).await.unwrap();
         assert!(s.policy_minutes(0, 200).await.unwrap().is_empty(), "pruned with the events");
     })
