@@ -34,8 +34,9 @@ use serde::Serialize;
 use tokio_util::sync::CancellationToken;
 
 use crate::error::ApiError;
-use crate::resolve::forbidden;
-use crate::state::{AppState, PeerAddr};
+use crate::httpdns::HttpdnsState;
+use crate::state::PeerAddr;
+use httpdns_guard::d::Auth;
 
 /// How often a replica writes its row and reads the others'.
 pub const HEARTBEAT: Duration = Duration::from_secs(2);
@@ -224,11 +225,12 @@ impl ServiceIps {
 }
 
 /// `addrs` ordered for the client at `client`.
-fn ordered(app: &AppState, addrs: &[ServiceAddr], client: IpAddr) -> Vec<ServiceAddr> {
+fn ordered(app: &HttpdnsState, addrs: &[ServiceAddr], client: IpAddr) -> Vec<ServiceAddr> {
     let snapshot = app.catalog.snapshot();
-    let view = httpdns_geo::classify(&snapshot.snapshot, &app.geo, client);
+    let geo = app.engine.geo();
+    let view = httpdns_geo::classify(&snapshot.snapshot, geo, client);
     let rank = |a: &ServiceAddr| {
-        let v = httpdns_geo::classify(&snapshot.snapshot, &app.geo, a.ip);
+        let v = httpdns_geo::classify(&snapshot.snapshot, geo, a.ip);
         let same_isp = view.isp.is_some() && v.isp == view.isp;
         let same_region = view.region.is_some() && v.region == view.region;
         match (same_isp, same_region) {
@@ -329,7 +331,7 @@ impl Reached {
 
 /// `GET /ss`: the service-IP list without an account (our own client, curl).
 pub(crate) async fn plain(
-    State(app): State<AppState>,
+    State(app): State<HttpdnsState>,
     PeerAddr(peer): PeerAddr,
     method: Method,
     reached: Reached,
@@ -343,7 +345,7 @@ pub(crate) async fn plain(
 /// ignored (`platform`, `sdk_version` or `sdkVersion`, `region`, `sid`, `net`, the C SDK's
 /// `s`/`t`/`n`): the list is the same for every SDK.
 pub(crate) fn account(
-    app: &AppState,
+    app: &HttpdnsState,
     peer: IpAddr,
     method: &Method,
     account: &str,
@@ -354,7 +356,13 @@ pub(crate) fn account(
     resp
 }
 
-fn list(app: &AppState, peer: IpAddr, method: &Method, account: Option<&str>, reached: Reached) -> Response {
+fn list(
+    app: &HttpdnsState,
+    peer: IpAddr,
+    method: &Method,
+    account: Option<&str>,
+    reached: Reached,
+) -> Response {
     if method != Method::GET && method != Method::HEAD {
         return ApiError::new(StatusCode::METHOD_NOT_ALLOWED, "MethodNotAllowed", "use GET").into_response();
     }
@@ -364,11 +372,11 @@ fn list(app: &AppState, peer: IpAddr, method: &Method, account: Option<&str>, re
             .ok()
             .filter(|id| app.catalog.snapshot().account(*id).is_some_and(|a| a.enabled));
         if id.is_none() {
-            return forbidden("InvalidAccount", "no such account").into_response();
+            return ApiError::forbidden("InvalidAccount", "no such account").into_response();
         }
     }
-    if !crate::resolve::allow_client(app, peer) {
-        return crate::resolve::client_throttled().into_response();
+    if let Err(e) = app.guard.charge_client(peer) {
+        return ApiError::from(e).into_response();
     }
     let mut body = service_ip_list(&ordered(app, &reached.or_alive(&app.service_ips.alive()), peer));
     body.service_status = app.service_ips.switches.get().effective(id).service_status.map(|s| s.as_str());
@@ -407,7 +415,7 @@ fn conf_account(
 /// `GET /conf?id=<account>&alg=des|aes` (the body encrypted like `/d`'s) or
 /// `/conf?token=<token>` over HTTPS (plain): the service IPs of Tencent's SDKs.
 pub(crate) async fn conf(
-    State(app): State<AppState>,
+    State(app): State<HttpdnsState>,
     PeerAddr(peer): PeerAddr,
     reached: Reached,
     request: Request,
@@ -417,27 +425,29 @@ pub(crate) async fn conf(
     resp
 }
 
-fn conf_answer(app: &AppState, peer: IpAddr, reached: Reached, request: Request) -> Response {
+fn conf_answer(app: &HttpdnsState, peer: IpAddr, reached: Reached, request: Request) -> Response {
     if request.method() != Method::GET && request.method() != Method::HEAD {
         return ApiError::new(StatusCode::METHOD_NOT_ALLOWED, "MethodNotAllowed", "use GET").into_response();
     }
-    let secure = crate::dnspod::is_secure(app, &request);
+    let secure = crate::state::is_secure(app, &request);
     let mut fields = crate::dnspod::fields(request.uri().query(), &[]);
     let snapshot = app.catalog.snapshot();
     let auth = match crate::dnspod::authenticate(app, &snapshot, &mut fields, secure, peer) {
         Ok(a) => a,
         Err(e) => return e.into_response(),
     };
-    if matches!(auth, crate::dnspod::Auth::None) && !crate::resolve::allow_client(app, peer) {
-        return crate::resolve::client_throttled().into_response();
+    if matches!(auth, Auth::None) {
+        if let Err(e) = app.guard.charge_client(peer) {
+            return ApiError::from(e).into_response();
+        }
     }
     let account = match auth {
-        crate::dnspod::Auth::None => None,
+        Auth::None => None,
         _ => conf_account(&snapshot, &fields),
     };
     let switches = app.service_ips.switches.get().effective(account);
     let mut body = conf_body(&ordered(app, &reached.or_alive(&app.service_ips.alive()), peer), switches);
-    if let crate::dnspod::Auth::Encrypted(alg, secret) = &auth {
+    if let Auth::Encrypted(alg, secret) = &auth {
         match httpdns_auth::encrypt(*alg, secret, body.as_bytes()) {
             Ok(hex) => body = hex,
             Err(_) => return ApiError::internal(&"cannot encrypt with the account key").into_response(),

@@ -50,7 +50,7 @@ pub(crate) fn upstream_servers(configured: &crate::config::Upstreams) -> Vec<Soc
 pub(crate) fn handler(
     catalog: Arc<Catalog>,
     geo: Arc<Geo>,
-    tally: Arc<httpdns_dns::tally::DomainTally>,
+    tally: Arc<httpdns_answer::tally::DomainTally>,
 ) -> Handler {
     Arc::new(move |bytes, peer, transport| {
         let published = catalog.snapshot();
