@@ -20,7 +20,7 @@ use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode};
 use axum::response::Response;
 use format::{NameAnswer, Part};
 use httpdns_answer::{Answers, Endpoint, FamilyAnswer, Outcome, Question};
-use httpdns_guard::d::{Auth, Credentials, Sealed};
+use httpdns_guard::d::{Auth, Credentials, Sealed, SealedFields};
 use params::QType;
 
 /// Reads the parameters of a `/d` request: the query string, and for `POST` a form-encoded
@@ -241,7 +241,7 @@ pub(crate) fn authenticate(
         }
         Sealed::Ip => params::parse_ip(text).is_some(),
     };
-    Ok(app.guard.authenticate_d(snapshot, peer, secure, creds, dn, ip, valid)?)
+    Ok(app.guard.authenticate_d(snapshot, peer, secure, creds, SealedFields { dn, ip }, valid)?)
 }
 
 fn is_form(headers: &HeaderMap) -> bool {
