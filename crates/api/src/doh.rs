@@ -16,7 +16,7 @@ use httpdns_dns::{Answer, Context, Frontend, Reply, Transport};
 
 use crate::error::ApiError;
 use crate::httpdns::HttpdnsState;
-use crate::state::PeerAddr;
+use crate::peer::PeerAddr;
 
 const DNS_MESSAGE: &str = "application/dns-message";
 const DNS_JSON: &str = "application/dns-json";

@@ -32,6 +32,7 @@ pub mod httpdns;
 pub mod live;
 pub mod metrics;
 pub mod openapi;
+pub mod peer;
 pub mod request_id;
 pub mod resolve;
 pub mod service_ips;

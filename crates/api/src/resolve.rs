@@ -22,7 +22,7 @@ use httpdns_answer::{Endpoint, FamilyAnswer, Outcome, Question};
 
 use crate::error::ApiError;
 use crate::httpdns::{status_header, HttpdnsState, STATUS_HEADER};
-use crate::state::PeerAddr;
+use crate::peer::PeerAddr;
 
 /// At most this many hosts per request, as Alibaba's `/resolve`.
 pub const MAX_HOSTS: usize = 5;

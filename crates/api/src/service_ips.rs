@@ -35,7 +35,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::error::ApiError;
 use crate::httpdns::HttpdnsState;
-use crate::state::PeerAddr;
+use crate::peer::PeerAddr;
 use httpdns_guard::d::Auth;
 
 /// How often a replica writes its row and reads the others'.
@@ -429,7 +429,7 @@ fn conf_answer(app: &HttpdnsState, peer: IpAddr, reached: Reached, request: Requ
     if request.method() != Method::GET && request.method() != Method::HEAD {
         return ApiError::new(StatusCode::METHOD_NOT_ALLOWED, "MethodNotAllowed", "use GET").into_response();
     }
-    let secure = crate::state::is_secure(app, &request);
+    let secure = crate::peer::is_secure(app, &request);
     let mut fields = crate::dnspod::fields(request.uri().query(), &[]);
     let snapshot = app.catalog.snapshot();
     let auth = match crate::dnspod::authenticate(app, &snapshot, &mut fields, secure, peer) {

@@ -1,10 +1,8 @@
 //! The state every handler shares: a cheap clone of `Arc`s.
 
-use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::net::IpAddr;
 use std::sync::Arc;
 
-use axum::extract::{ConnectInfo, FromRequestParts};
-use axum::http::request::Parts;
 use httpdns_geo::Geo;
 
 use httpdns_core::cidr::CidrTable;
@@ -14,6 +12,10 @@ use crate::metrics::Metrics;
 use httpdns_catalog::Catalog;
 use httpdns_catalog::LiveHub;
 use httpdns_guard::{Guard, RateLimiter};
+
+use crate::peer::TrustsProxies;
+// Where the other products' handlers import the extractor from (`crate::peer` defines it).
+pub use crate::peer::PeerAddr;
 
 /// Settings of the API listener that handlers read.
 #[derive(Debug, Clone)]
@@ -75,39 +77,8 @@ impl std::ops::Deref for AppState {
     }
 }
 
-/// The client's address: the TCP peer's, or, when the peer is a trusted proxy, the one it
-/// forwarded. Without connection info (a router driven directly in a unit test) it is
-/// `0.0.0.0`, which classifies as unknown.
-#[derive(Debug, Clone, Copy)]
-pub struct PeerAddr(pub IpAddr);
-
-/// Whether `request` reached us over TLS: on a TLS listener, or from a trusted proxy of
-/// `state` that says it terminated TLS (`X-Forwarded-Proto: https`).
-pub fn is_secure<S: TrustsProxies>(state: &S, request: &axum::extract::Request) -> bool {
-    let tls = request.extensions().get::<httpdns_net::http::Secure>().is_some();
-    let peer = request.extensions().get::<ConnectInfo<SocketAddr>>().map(|c| c.0);
-    httpdns_guard::is_secure(tls, peer, request.headers(), state.trusted_proxies())
-}
-
-/// A router state that knows which proxies to believe about the client's address.
-pub trait TrustsProxies {
-    fn trusted_proxies(&self) -> &CidrTable<()>;
-}
-
 impl TrustsProxies for AppState {
     fn trusted_proxies(&self) -> &CidrTable<()> {
         &self.settings.trusted_proxies
-    }
-}
-
-impl<S: TrustsProxies + Send + Sync> FromRequestParts<S> for PeerAddr {
-    type Rejection = std::convert::Infallible;
-
-    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
-        let peer = parts
-            .extensions
-            .get::<ConnectInfo<SocketAddr>>()
-            .map_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED), |c| c.0.ip().to_canonical());
-        Ok(PeerAddr(httpdns_guard::client_address(peer, &parts.headers, state.trusted_proxies())))
     }
 }

@@ -33,8 +33,8 @@ use httpdns_answer::{Endpoint, FamilyAnswer, Question};
 
 use crate::error::ApiError;
 use crate::httpdns::{status_header, HttpdnsState, STATUS_HEADER};
+use crate::peer::PeerAddr;
 use crate::resolve::{families, name_list, EMPTY_TTL};
-use crate::state::PeerAddr;
 
 /// Largest signature validity accepted (`exp` further ahead is `InvalidDuration`).
 const MAX_VALIDITY_S: i64 = 86_400;

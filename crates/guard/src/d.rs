@@ -28,6 +28,14 @@ pub struct Credentials<'c> {
     pub alg: Option<&'c str>,
 }
 
+/// The parameters that may come encrypted with the account's key, replaced in place by
+/// their plain text once they decrypted.
+#[derive(Debug)]
+pub struct SealedFields<'r, 'a> {
+    pub dn: &'r mut Option<Cow<'a, str>>,
+    pub ip: &'r mut Option<Cow<'a, str>>,
+}
+
 /// A parameter that may come encrypted with the account's key: `dn` or `ip`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Sealed {
@@ -56,8 +64,7 @@ impl Guard {
         peer: IpAddr,
         secure: bool,
         creds: Credentials<'_>,
-        dn: &mut Option<Cow<'a, str>>,
-        ip: &mut Option<Cow<'a, str>>,
+        sealed: SealedFields<'_, 'a>,
         valid: impl Fn(Sealed, &str) -> bool,
     ) -> Result<Auth, Refusal> {
         if let Some(token) = creds.token.filter(|t| !t.is_empty()) {
@@ -109,17 +116,17 @@ impl Guard {
             Some(_) => return Err(Refusal::bad_request("InvalidArgument", "alg", "alg must be des or aes")),
         };
         let secret = account.secret.clone();
-        for (sealed, slot) in [(Sealed::Dn, dn), (Sealed::Ip, ip)] {
+        for (which, slot) in [(Sealed::Dn, sealed.dn), (Sealed::Ip, sealed.ip)] {
             let Some(v) = slot.as_deref().filter(|v| !v.is_empty()) else { continue };
             // The official SDKs send `ip` in plain text although the document says it is
             // encrypted: an address as it is stays as it is.
-            if sealed == Sealed::Ip && v.parse::<IpAddr>().is_ok() {
+            if which == Sealed::Ip && v.parse::<IpAddr>().is_ok() {
                 continue;
             }
             // Decrypted and checked as one step with one failure: a padding error answered
             // apart from a bad name would be a padding oracle on AES-CBC (docs/api.md).
-            let accept = |text: &str| valid(sealed, text).then(|| text.to_owned());
-            let field = sealed.field();
+            let accept = |text: &str| valid(which, text).then(|| text.to_owned());
+            let field = which.field();
             let plain = httpdns_auth::decrypt_with(alg, &secret, v, accept).map_err(|_| {
                 Refusal::bad_request(
                     "InvalidArgument",

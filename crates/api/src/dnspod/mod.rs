@@ -13,7 +13,7 @@ use std::time::Instant;
 
 use crate::error::ApiError;
 use crate::httpdns::{status_header, HttpdnsState, STATUS_HEADER};
-use crate::state::PeerAddr;
+use crate::peer::PeerAddr;
 use axum::body::Bytes;
 use axum::extract::{Request, State};
 use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode};
@@ -57,7 +57,7 @@ async fn answer(app: &HttpdnsState, peer: IpAddr, request: Request, started: Ins
         return ApiError::new(StatusCode::NOT_IMPLEMENTED, "MethodNotAllowed", "use GET or POST")
             .into_whole();
     }
-    let secure = crate::state::is_secure(app, &request);
+    let secure = crate::peer::is_secure(app, &request);
     let (parts, body) = request.into_parts();
     let form: Bytes = if method == Method::POST && is_form(&parts.headers) {
         match axum::body::to_bytes(body, MAX_FORM_BODY).await {

@@ -9,8 +9,8 @@ use httpdns_guard::Guard;
 
 use crate::dnspod::format::FormatOptions;
 use crate::metrics::Metrics;
+use crate::peer::TrustsProxies;
 use crate::service_ips::ServiceIps;
-use crate::state::TrustsProxies;
 
 /// The state of the httpdns routes: a cheap clone of one `Arc`.
 #[derive(Clone, Debug)]
