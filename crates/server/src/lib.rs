@@ -295,7 +295,7 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
         )
         .await?;
     tasks.spawn(mirror.clone().run_probes(shutdown.clone()));
-    let handler = dns::handler(catalog.clone(), geo.clone(), dns_metrics.domains.clone());
+    let handler = dns::handler(catalog.clone(), state.httpdns.engine.clone());
     let dns_addr = match config.dns_addr {
         Listen::Off => None,
         Listen::At(addr) => {
