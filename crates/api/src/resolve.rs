@@ -294,7 +294,7 @@ pub(crate) async fn account(
     Path((account, api)): Path<(String, String)>,
     method: Method,
     uri: Uri,
-    reached: crate::service_ips::Reached,
+    reached: crate::httpdns::bootstrap::Reached,
 ) -> Response {
     let started = Instant::now();
     let api = match api.as_str() {
@@ -302,7 +302,7 @@ pub(crate) async fn account(
         "resolve" => AccountApi::Resolve,
         "sign_d" => AccountApi::SignD,
         "sign_resolve" => AccountApi::SignResolve,
-        "ss" => return crate::service_ips::account(&app, peer, &method, &account, reached),
+        "ss" => return crate::httpdns::bootstrap::account(&app, peer, &method, &account, reached),
         _ => return ApiError::not_found("no such endpoint").into_response(),
     };
     let resp = if method != Method::GET && method != Method::HEAD {

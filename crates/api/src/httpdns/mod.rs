@@ -1,6 +1,6 @@
 //! The httpdns product on the API listener: `/d`, `/resolve`, `/v2/d`, the Alibaba account
-//! routes (`/{account}/{api}`), `/ss`, `/conf` and `/dns-query`, with [`HttpdnsState`], the
-//! slice of state they use and nothing else.
+//! routes (`/{account}/{api}`), `/ss` and `/conf` ([`bootstrap`]) and `/dns-query`, with
+//! [`HttpdnsState`], the slice of state they use and nothing else.
 //!
 //! Every answer route reads downhill: parameters ([`crate::dnspod::params`], [`crate::resolve`],
 //! [`crate::v2`]) → guards (`httpdns_guard`: client address, authentication, limits) →
@@ -9,6 +9,7 @@
 //! [`HttpdnsState`]) and the `X-Httpdns-Status` header ([`status`]), leaves that call no
 //! route.
 
+pub mod bootstrap;
 pub mod state;
 pub mod status;
 
@@ -26,8 +27,8 @@ pub fn router(state: HttpdnsState) -> Router {
         .route("/resolve", any(crate::resolve::handle))
         .route("/dns-query", any(crate::doh::handle))
         .route("/v2/d", any(crate::v2::handle))
-        .route("/ss", any(crate::service_ips::plain))
-        .route("/conf", any(crate::service_ips::conf))
+        .route("/ss", any(bootstrap::plain))
+        .route("/conf", any(bootstrap::conf))
         .route("/{account}/{api}", any(crate::resolve::account))
         .with_state(state)
 }
