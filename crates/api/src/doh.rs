@@ -15,27 +15,29 @@ use hickory_proto::rr::{RData, RecordType};
 use httpdns_dns::{Answer, Context, Frontend, Reply, Transport};
 
 use crate::error::ApiError;
-use crate::state::{AppState, PeerAddr};
+use crate::httpdns::HttpdnsState;
+use crate::peer::PeerAddr;
 
 const DNS_MESSAGE: &str = "application/dns-message";
 const DNS_JSON: &str = "application/dns-json";
 const DNS_UDPWIREFORMAT: &str = "application/dns-udpwireformat";
 
-async fn answer(app: &AppState, wire: &[u8], client: IpAddr) -> Option<Reply> {
+async fn answer(app: &HttpdnsState, wire: &[u8], client: IpAddr) -> Option<Reply> {
+    let engine = &app.engine;
     let answered = {
         let published = app.catalog.snapshot();
         let ctx = Context {
             snapshot: &published.snapshot,
             health: &published.health,
-            classify: |ip| httpdns_geo::classify_scoped(&published.snapshot, &app.geo, ip),
-            tally: Some((&app.metrics.dns.domains, "doh")),
+            classify: |ip| httpdns_geo::classify_scoped(&published.snapshot, engine.geo(), ip),
+            tally: Some((engine.tally(), "doh")),
         };
         httpdns_dns::answer(wire, client, Transport::Encrypted, &ctx)?
     };
     Some(match answered {
         Answer::Reply(r) => r,
         Answer::Forward(f) => {
-            let lookup = app.upstream.lookup(&f.name, f.qtype, f.client).await;
+            let lookup = engine.upstream().lookup(&f.name, f.qtype, f.client).await;
             f.finish(lookup)
         }
     })
@@ -49,7 +51,7 @@ fn cache_control(reply: &Reply) -> HeaderValue {
 }
 
 pub(crate) async fn handle(
-    State(app): State<AppState>,
+    State(app): State<HttpdnsState>,
     PeerAddr(peer): PeerAddr,
     request: Request,
 ) -> Response {
@@ -59,11 +61,9 @@ pub(crate) async fn handle(
     }
 }
 
-async fn serve(app: &AppState, peer: IpAddr, request: Request) -> Result<Response, ApiError> {
+async fn serve(app: &HttpdnsState, peer: IpAddr, request: Request) -> Result<Response, ApiError> {
     let started = std::time::Instant::now();
-    if !crate::resolve::allow_client(app, peer) {
-        return Err(crate::resolve::client_throttled());
-    }
+    app.guard.charge_client(peer)?;
     let (parts, body) = request.into_parts();
     let pairs: Vec<(String, String)> =
         form_urlencoded::parse(parts.uri.query().unwrap_or("").as_bytes()).into_owned().collect();
@@ -176,9 +176,9 @@ impl<'a> JsonQuery<'a> {
 
 /// `GET /resolve?name=&type=` (Google's path of the JSON API): as `/dns-query` with
 /// `Accept: application/dns-json`.
-pub(crate) async fn google_json(app: &AppState, peer: IpAddr, query: &str) -> Response {
-    if !crate::resolve::allow_client(app, peer) {
-        return crate::resolve::client_throttled().into_response();
+pub(crate) async fn google_json(app: &HttpdnsState, peer: IpAddr, query: &str) -> Response {
+    if let Err(e) = app.guard.charge_client(peer) {
+        return ApiError::from(e).into_response();
     }
     let pairs: Vec<(String, String)> = form_urlencoded::parse(query.as_bytes()).into_owned().collect();
     let get = |k: &str| pairs.iter().find(|(n, _)| n == k).map(|(_, v)| v.as_str());
@@ -189,7 +189,7 @@ pub(crate) async fn google_json(app: &AppState, peer: IpAddr, query: &str) -> Re
 }
 
 async fn json(
-    app: &AppState,
+    app: &HttpdnsState,
     peer: IpAddr,
     q: &JsonQuery<'_>,
     started: std::time::Instant,

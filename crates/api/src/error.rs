@@ -41,6 +41,10 @@ impl ApiError {
         Self::new(StatusCode::BAD_REQUEST, code, message).with_field(field)
     }
 
+    pub fn forbidden(code: &'static str, message: impl Into<String>) -> Self {
+        Self::new(StatusCode::FORBIDDEN, code, message)
+    }
+
     pub fn invalid(e: FieldError) -> Self {
         Self::bad_request("InvalidArgument", e.field, e.message)
     }
@@ -108,5 +112,16 @@ impl ApiError {
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         self.into_whole().map(axum::body::Body::from)
+    }
+}
+
+impl From<httpdns_guard::Refusal> for ApiError {
+    fn from(r: httpdns_guard::Refusal) -> Self {
+        Self {
+            status: r.status,
+            code: r.code,
+            message: r.message.into_owned(),
+            field: r.field.map(str::to_owned),
+        }
     }
 }

@@ -5,9 +5,11 @@
 //! * [`router`]: builds the axum `Router` from an [`AppState`]; [`app`] adds the
 //!   [`shortcut`] that answers `GET /d` and the config GET before it.
 //! * The model it answers from is `httpdns_catalog`'s: this crate is the HTTP edge over it.
-//! * [`dnspod`]: `/d`, the DNSPod text format; [`resolve`]: `/resolve`, Alibaba JSON;
-//!   `v2`: `/v2/d`, Alibaba's v2 API; [`service_ips`]: `/ss`, `/{account}/ss` and `/conf`,
-//!   the service-IP lists clients bootstrap from.
+//! * [`httpdns`]: the httpdns product's router and its state slice ([`httpdns::HttpdnsState`]):
+//!   [`dnspod`]: `/d`, the DNSPod text format; [`resolve`]: `/resolve`, Alibaba JSON;
+//!   [`v2`]: `/v2/d`, Alibaba's v2 API; [`doh`]: `/dns-query`; [`service_ips`]: `/ss`,
+//!   `/{account}/ss` and `/conf`, the service-IP lists clients bootstrap from. They parse,
+//!   guard (`httpdns_guard`), ask the engine (`httpdns_answer`) and format.
 //! * [`admin`]: `/admin/v1/...` resources over one generic set of handlers.
 //! * [`metrics`], [`health`]: Prometheus metrics, `/healthz`, `/readyz`.
 //! * [`error`]: [`ApiError`], the JSON error of this layer.
@@ -18,25 +20,25 @@
 //! they never await the database.
 
 pub mod admin;
-mod answer;
 pub mod config_center;
 pub mod console;
 pub mod dnspod;
-mod doh;
+pub mod doh;
 pub mod error;
 pub mod events;
 mod form;
 mod health;
+pub mod httpdns;
 pub mod live;
 pub mod metrics;
 pub mod openapi;
-pub mod ratelimit;
+pub mod peer;
 pub mod request_id;
 pub mod resolve;
 pub mod service_ips;
 pub mod shortcut;
 pub mod state;
-mod v2;
+pub mod v2;
 pub mod vendor_switches;
 
 use std::time::Instant;
@@ -45,7 +47,7 @@ use axum::extract::{Request, State};
 use axum::http::{Method, StatusCode};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{any, get};
+use axum::routing::get;
 use axum::Router;
 
 pub use error::ApiError;
@@ -93,18 +95,13 @@ pub fn router_with(state: AppState, public_metrics: bool) -> Router {
         .merge(console::routes())
         .fallback(not_found)
         .layer(middleware::from_fn_with_state(state.clone(), track));
+    let httpdns = httpdns::router(state.httpdns.clone());
     Router::new()
-        .route("/d", any(dnspod::handle))
-        .route("/resolve", any(resolve::handle))
-        .route("/dns-query", any(doh::handle))
-        .route("/v2/d", any(v2::handle))
-        .route("/ss", any(service_ips::plain))
-        .route("/conf", any(service_ips::conf))
-        .route("/{account}/{api}", any(resolve::account))
         .merge(config_center::app_routes())
         .merge(tracked)
         .method_not_allowed_fallback(method_not_allowed)
         .with_state(state)
+        .merge(httpdns)
 }
 
 async fn not_found() -> Response {

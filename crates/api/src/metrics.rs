@@ -1,33 +1,14 @@
 //! Prometheus metrics of the API listener. Every label is bounded: routes are the router's
-//! matched paths, outcomes and endpoints are fixed enums.
+//! matched paths and status classes are fixed sets. The answers' own series (outcomes by
+//! front-end, answer time, answers by client) are the engine's (`httpdns_answer::metrics`),
+//! `rate_limited_total` the guards' (`httpdns_guard`).
 
 use std::time::Duration;
 
-use httpdns_core::snapshot::AnswerStatus;
 use prometheus::{
     Encoder, Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGaugeVec, Opts, Registry,
     TextEncoder,
 };
-
-/// Resolution front-ends, a label value each.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Endpoint {
-    D,
-    Resolve,
-    V2,
-}
-
-impl Endpoint {
-    pub const ALL: [Endpoint; 3] = [Endpoint::D, Endpoint::Resolve, Endpoint::V2];
-
-    pub(crate) fn label(self) -> &'static str {
-        match self {
-            Endpoint::D => "d",
-            Endpoint::Resolve => "resolve",
-            Endpoint::V2 => "v2",
-        }
-    }
-}
 
 /// The route label of `http_*` metrics: a fixed set, never the raw path.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -102,7 +83,7 @@ impl Route {
 }
 
 const STATUS_CLASSES: [&str; 4] = ["2xx", "3xx", "4xx", "5xx"];
-/// The results the upstream resolver counts (`httpdns_dns::upstream::Upstream::cache_counts`).
+/// The results the upstream resolver counts (`httpdns_upstream::Upstream::cache_counts`).
 const UPSTREAM_RESULTS: [&str; 5] = ["hit", "miss", "coalesced", "stale", "error"];
 
 /// The `status` label values of `config_requests_total`.
@@ -124,64 +105,6 @@ impl ConfigMethod {
     }
 }
 
-/// Outcome of one name in one answer.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Outcome {
-    Ok,
-    FailOpen,
-    NoRecord,
-    NoHealthyNode,
-    NotManaged,
-    /// Not managed here, answered through the upstream resolver.
-    Upstream,
-    /// Not managed here; upstreams failed and an expired cached answer was served.
-    UpstreamStale,
-    /// Not managed here and the upstream resolver failed.
-    UpstreamError,
-}
-
-impl Outcome {
-    /// In order of preference when one name has two families.
-    pub const ALL: [Outcome; 8] = [
-        Outcome::Ok,
-        Outcome::Upstream,
-        Outcome::FailOpen,
-        Outcome::UpstreamStale,
-        Outcome::NoRecord,
-        Outcome::NoHealthyNode,
-        Outcome::NotManaged,
-        Outcome::UpstreamError,
-    ];
-
-    /// Position in [`Outcome::ALL`]: lower is better.
-    pub fn rank(self) -> usize {
-        Outcome::ALL.iter().position(|x| *x == self).unwrap_or(usize::MAX)
-    }
-
-    /// The label and the `X-Httpdns-Status` value.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Outcome::Ok => "ok",
-            Outcome::FailOpen => "fail-open",
-            Outcome::NoRecord => "no-record",
-            Outcome::NoHealthyNode => "no-healthy-node",
-            Outcome::NotManaged => "not-managed",
-            Outcome::Upstream => "upstream",
-            Outcome::UpstreamStale => "upstream-stale",
-            Outcome::UpstreamError => "upstream-error",
-        }
-    }
-
-    pub fn from_status(s: AnswerStatus) -> Self {
-        match s {
-            AnswerStatus::Ok => Outcome::Ok,
-            AnswerStatus::FailOpen => Outcome::FailOpen,
-            AnswerStatus::NoRecord => Outcome::NoRecord,
-            AnswerStatus::NoHealthyNode => Outcome::NoHealthyNode,
-        }
-    }
-}
-
 /// All metrics of the process's API side.
 #[derive(Debug)]
 pub struct Metrics {
@@ -189,14 +112,9 @@ pub struct Metrics {
     /// Pre-resolved children by [`Route`] and status class: the hot path does no label hashing.
     http_requests: [[IntCounter; 4]; Route::ALL.len()],
     http_duration: [Histogram; Route::ALL.len()],
-    /// Pre-resolved children of `answers`, so the hot path does no label hashing.
-    answers_fast: [[IntCounter; 8]; Endpoint::ALL.len()],
-    answer_duration: [Histogram; Endpoint::ALL.len()],
     pub geoip_loaded: IntGaugeVec,
     pub node_reports: IntCounter,
     pub feedback_reports: IntCounterVec,
-    /// Requests answered 429, by who was over the limit (`account`, `client`).
-    pub rate_limited: IntCounterVec,
     pub health_probes: IntCounterVec,
     pub health_transitions: IntCounterVec,
     pub nodes_by_health: IntGaugeVec,
@@ -212,22 +130,8 @@ pub struct Metrics {
     pub geoip_reload_errors: IntCounter,
     /// Upstream resolver cache results, copied from its counters at scrape time.
     upstream_cache: IntCounterVec,
-    /// `/d` and `/resolve` answers by the client's carrier and region.
-    by_client: ByClient,
     /// Every DNS front-end (UDP, TCP, DoT, DoH, the JSON API), shared with the listeners.
     pub dns: std::sync::Arc<httpdns_dns::DnsMetrics>,
-}
-
-/// At most this many (ISP, region) label pairs; later ones count as `other`. Networks and
-/// GeoIP regions are operator data, but a bound keeps a bad import from exploding the series.
-pub const MAX_CLIENT_LABELS: usize = 512;
-
-#[derive(Debug)]
-struct ByClient {
-    vec: IntCounterVec,
-    // Hashed on every answer: foldhash, not std's SipHash.
-    children: std::sync::RwLock<foldhash::HashMap<httpdns_core::ClientView, IntCounter>>,
-    other: IntCounter,
 }
 
 impl Metrics {
@@ -249,23 +153,6 @@ impl Metrics {
             &["route"],
         )
         .unwrap();
-        let answers = IntCounterVec::new(
-            Opts::new("answers_total", "Names answered, by front-end and outcome."),
-            &["endpoint", "outcome"],
-        )
-        .unwrap();
-        let answers_fast =
-            Endpoint::ALL.map(|e| Outcome::ALL.map(|o| answers.with_label_values(&[e.label(), o.as_str()])));
-        let answer_hist = HistogramVec::new(
-            HistogramOpts::new(
-                "answer_duration_seconds",
-                "Time to compute an answer (parse, classify, choose, format), by front-end.",
-            )
-            .buckets(vec![0.000_002, 0.000_005, 0.000_01, 0.000_025, 0.000_05, 0.0001, 0.00025, 0.001, 0.01]),
-            &["endpoint"],
-        )
-        .unwrap();
-        let answer_duration = Endpoint::ALL.map(|e| answer_hist.with_label_values(&[e.label()]));
         let geoip_loaded =
             IntGaugeVec::new(Opts::new("geoip_loaded", "1 when the GeoIP database is loaded."), &["db"])
                 .unwrap();
@@ -309,14 +196,6 @@ impl Metrics {
             &["result"],
         )
         .unwrap();
-        let rate_limited = IntCounterVec::new(
-            Opts::new("rate_limited_total", "Requests refused with 429, by scope (account, client)."),
-            &["scope"],
-        )
-        .unwrap();
-        for scope in ["account", "client"] {
-            rate_limited.with_label_values(&[scope]);
-        }
         let health_probes =
             IntCounterVec::new(Opts::new("health_probes_total", "Health probes by result."), &["result"])
                 .unwrap();
@@ -340,19 +219,8 @@ impl Metrics {
         for r in UPSTREAM_RESULTS {
             upstream_cache.with_label_values(&[r]);
         }
-        let by_client_vec = IntCounterVec::new(
-            Opts::new("answers_by_client_total", "/d and /resolve answers by the client's ISP and region."),
-            &["isp", "region"],
-        )
-        .unwrap();
-        let by_client = ByClient {
-            other: by_client_vec.with_label_values(&["other", "other"]),
-            vec: by_client_vec.clone(),
-            children: Default::default(),
-        };
         for c in [
             Box::new(upstream_cache.clone()) as Box<dyn prometheus::core::Collector>,
-            Box::new(by_client_vec),
             Box::new(config_requests) as Box<dyn prometheus::core::Collector>,
             Box::new(config_version.clone()),
             Box::new(node_reports.clone()),
@@ -360,14 +228,11 @@ impl Metrics {
             Box::new(config_waiters.clone()),
             Box::new(audit_write_errors.clone()),
             Box::new(feedback_reports.clone()),
-            Box::new(rate_limited.clone()),
             Box::new(health_probes.clone()),
             Box::new(health_transitions.clone()),
             Box::new(nodes_by_health.clone()),
             Box::new(http_requests) as Box<dyn prometheus::core::Collector>,
             Box::new(http_duration),
-            Box::new(answers.clone()),
-            Box::new(answer_hist),
             Box::new(geoip_loaded.clone()),
             Box::new(geoip_reload_errors.clone()),
         ] {
@@ -377,14 +242,11 @@ impl Metrics {
             registry,
             http_requests: http_requests_fast,
             http_duration: http_duration_fast,
-            answers_fast,
-            answer_duration,
             geoip_loaded,
             geoip_reload_errors,
             config_requests: config_requests_fast,
             node_reports,
             feedback_reports,
-            rate_limited,
             health_probes,
             health_transitions,
             nodes_by_health,
@@ -393,31 +255,8 @@ impl Metrics {
             config_waiters,
             audit_write_errors,
             upstream_cache,
-            by_client,
             dns,
         }
-    }
-
-    /// Counts an answer for a client of this carrier and region (`unknown` when unclassified).
-    pub fn client_answer(&self, view: &httpdns_core::ClientView) {
-        if let Some(c) = self.by_client.children.read().unwrap_or_else(|e| e.into_inner()).get(view) {
-            c.inc();
-            return;
-        }
-        let mut children = self.by_client.children.write().unwrap_or_else(|e| e.into_inner());
-        if children.len() >= MAX_CLIENT_LABELS && !children.contains_key(view) {
-            self.by_client.other.inc();
-            return;
-        }
-        let label = |t: &Option<httpdns_core::Token>| {
-            t.as_ref().map_or_else(|| "unknown".to_owned(), ToString::to_string)
-        };
-        children
-            .entry(view.clone())
-            .or_insert_with(|| {
-                self.by_client.vec.with_label_values(&[&label(&view.isp), &label(&view.region)])
-            })
-            .inc();
     }
 
     /// Copies the upstream resolver's monotonic counters into `upstream_cache_total`.
@@ -461,16 +300,6 @@ impl Metrics {
             _ => 5,
         };
         self.config_requests[method as usize][slot].inc();
-    }
-
-    pub fn answer(&self, endpoint: Endpoint, outcome: Outcome) {
-        let e = endpoint as usize;
-        let o = Outcome::ALL.iter().position(|x| *x == outcome).unwrap_or(0);
-        self.answers_fast[e][o].inc();
-    }
-
-    pub fn answer_time(&self, endpoint: Endpoint, took: Duration) {
-        self.answer_duration[endpoint as usize].observe(took.as_secs_f64());
     }
 
     /// The Prometheus text exposition.

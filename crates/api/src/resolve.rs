@@ -18,11 +18,11 @@ use axum::response::{IntoResponse, Response};
 use httpdns_core::{DomainName, Family};
 use serde::Serialize;
 
-use crate::answer::Question;
-use crate::dnspod::{status_header, STATUS_HEADER};
+use httpdns_answer::{Endpoint, FamilyAnswer, Outcome, Question};
+
 use crate::error::ApiError;
-use crate::metrics::{Endpoint, Outcome};
-use crate::state::{AppState, PeerAddr};
+use crate::httpdns::{status_header, HttpdnsState, STATUS_HEADER};
+use crate::peer::PeerAddr;
 
 /// At most this many hosts per request, as Alibaba's `/resolve`.
 pub const MAX_HOSTS: usize = 5;
@@ -133,7 +133,7 @@ struct Body {
 }
 
 pub(crate) async fn handle(
-    State(app): State<AppState>,
+    State(app): State<HttpdnsState>,
     PeerAddr(peer): PeerAddr,
     method: Method,
     uri: Uri,
@@ -151,7 +151,7 @@ pub(crate) async fn handle(
 }
 
 async fn answer(
-    app: &AppState,
+    app: &HttpdnsState,
     peer: IpAddr,
     method: &Method,
     pairs: &[(std::borrow::Cow<'_, str>, std::borrow::Cow<'_, str>)],
@@ -160,15 +160,15 @@ async fn answer(
     if method != Method::GET && method != Method::HEAD {
         return ApiError::new(StatusCode::METHOD_NOT_ALLOWED, "MethodNotAllowed", "use GET").into_response();
     }
-    if app.settings.auth_required {
-        return forbidden(
+    if app.guard.auth_required() {
+        return ApiError::forbidden(
             "UnsignedInterfaceDisabled",
             "this server answers signed requests only: use /{account}/sign_resolve",
         )
         .into_response();
     }
-    if !allow_client(app, peer) {
-        return client_throttled().into_response();
+    if let Err(e) = app.guard.charge_client(peer) {
+        return ApiError::from(e).into_response();
     }
     match entries(app, app.catalog.snapshot_full(), peer, pairs, started, Shape::Batch).await {
         Ok((_, outcomes)) if outcomes.contains(&Outcome::UpstreamError) => upstream_failed(&outcomes),
@@ -186,7 +186,7 @@ enum Shape {
 
 /// Resolves the `host` list of a request for one client.
 async fn entries(
-    app: &AppState,
+    app: &HttpdnsState,
     published: std::sync::Arc<httpdns_catalog::Published>,
     peer: IpAddr,
     pairs: &[(std::borrow::Cow<'_, str>, std::borrow::Cow<'_, str>)],
@@ -205,9 +205,9 @@ async fn entries(
     // `app_version` and `tag` (comma-separated, repeatable) for the domains' rules.
     let value = |k: &str| pairs.iter().find(|(n, _)| n == k).map(|(_, v)| v.as_ref());
     let tags = pairs.iter().filter(|(n, _)| n == "tag").map(|(_, v)| v.as_ref());
-    let attrs = crate::answer::client_attrs(value("app_version"), tags);
+    let attrs = httpdns_answer::client_attrs(value("app_version"), tags);
     let question = Question { names: &req.hosts, v4: req.v4, v6: req.v6, client, attrs: &attrs };
-    let found = crate::answer::answer(app, published, question).await;
+    let found = app.engine.answer(published, question).await;
     let client_ip = client.to_string();
     let client_isp = found.view.isp.as_ref().filter(|_| req.labels).map(ToString::to_string);
     // Several hosts with both families: one element per (host, type), as Alibaba's batch;
@@ -215,9 +215,8 @@ async fn entries(
     let per_type = shape == Shape::Batch && req.hosts.len() > 1 && req.v4 && req.v6;
     let mut dns = Vec::with_capacity(req.hosts.len() * (1 + usize::from(per_type)));
     for (host, a) in req.hosts.iter().zip(&found.names) {
-        let texts = |f: Option<&crate::answer::FamilyAnswer>| {
-            f.map(|f| f.ips.iter().map(ToString::to_string).collect::<Vec<_>>())
-        };
+        let texts =
+            |f: Option<&FamilyAnswer>| f.map(|f| f.ips.iter().map(ToString::to_string).collect::<Vec<_>>());
         let labels = |fams: &[Family]| -> BTreeMap<String, String> {
             if !req.labels {
                 return BTreeMap::new();
@@ -255,7 +254,7 @@ async fn entries(
             ));
         }
     }
-    found.count(app, Endpoint::Resolve, &req.hosts, started);
+    app.engine.count(&found, Endpoint::Resolve, &req.hosts, started);
     Ok((dns, found.outcomes()))
 }
 
@@ -279,9 +278,6 @@ fn json(body: &impl Serialize, outcomes: &[Outcome]) -> Response {
     resp
 }
 
-/// Largest signature validity accepted: a `t` further ahead is `InvalidDuration`.
-const MAX_SIGNATURE_VALIDITY_S: i64 = 86_400;
-
 /// Which Alibaba account endpoint.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum AccountApi {
@@ -291,19 +287,14 @@ pub(crate) enum AccountApi {
     SignResolve,
 }
 
-/// `429 Throttled`: the account's rate limit is reached.
-pub(crate) fn throttled() -> ApiError {
-    ApiError::new(StatusCode::TOO_MANY_REQUESTS, "Throttled", "the account's rate limit is reached")
-}
-
 /// `/{account_id}/d|resolve|sign_d|sign_resolve`: Alibaba's account-scoped API.
 pub(crate) async fn account(
-    State(app): State<AppState>,
+    State(app): State<HttpdnsState>,
     PeerAddr(peer): PeerAddr,
     Path((account, api)): Path<(String, String)>,
     method: Method,
     uri: Uri,
-    reached: crate::service_ips::Reached,
+    reached: crate::httpdns::bootstrap::Reached,
 ) -> Response {
     let started = Instant::now();
     let api = match api.as_str() {
@@ -311,7 +302,7 @@ pub(crate) async fn account(
         "resolve" => AccountApi::Resolve,
         "sign_d" => AccountApi::SignD,
         "sign_resolve" => AccountApi::SignResolve,
-        "ss" => return crate::service_ips::account(&app, peer, &method, &account, reached),
+        "ss" => return crate::httpdns::bootstrap::account(&app, peer, &method, &account, reached),
         _ => return ApiError::not_found("no such endpoint").into_response(),
     };
     let resp = if method != Method::GET && method != Method::HEAD {
@@ -327,68 +318,8 @@ pub(crate) async fn account(
     resp
 }
 
-/// Applies an account's `rate_limit_qps` (a burst of one second's worth).
-pub(crate) fn allow_account(app: &AppState, id: u32, qps: Option<u32>) -> bool {
-    let ok = qps.is_none_or(|q| app.account_limits.allow_at(id, f64::from(q), f64::from(q)));
-    if !ok {
-        app.metrics.rate_limited.with_label_values(&["account"]).inc();
-    }
-    ok
-}
-
-/// The per-address limit of unauthenticated calls, keyed by the connection's client (the
-/// peer, or what a trusted proxy said), never by the `ip=` a request names.
-pub(crate) fn allow_client(app: &AppState, peer: IpAddr) -> bool {
-    let Some((rate, burst)) = app.settings.client_rate_limit else { return true };
-    let ok = app.client_limits.allow_at(peer, rate, burst);
-    if !ok {
-        app.metrics.rate_limited.with_label_values(&["client"]).inc();
-    }
-    ok
-}
-
-/// The 429 of a client over its per-address limit.
-pub(crate) fn client_throttled() -> ApiError {
-    ApiError::new(
-        StatusCode::TOO_MANY_REQUESTS,
-        "Throttled",
-        "too many requests from this address; slow down",
-    )
-}
-
-pub(crate) fn forbidden(code: &'static str, message: &str) -> ApiError {
-    ApiError::new(StatusCode::FORBIDDEN, code, message)
-}
-
-/// Checks Alibaba's signature `s = md5(content-secret-t)` with its expiry `t` (Unix seconds,
-/// in the future and at most a day ahead), the codes as Alibaba's service answers them.
-pub(crate) fn verify_signature(
-    secret: &str,
-    content: &str,
-    t: Option<&str>,
-    s: Option<&str>,
-) -> Result<(), ApiError> {
-    let t = t.ok_or_else(|| ApiError::bad_request("MissingArgument", "t", "missing t: the expiry time"))?;
-    let s = s.ok_or_else(|| ApiError::bad_request("MissingArgument", "s", "missing s: the signature"))?;
-    let expiry: i64 =
-        t.parse().map_err(|_| ApiError::bad_request("InvalidArgument", "t", "t must be Unix seconds"))?;
-    let now =
-        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs() as i64);
-    if expiry < now {
-        return Err(forbidden("SignatureExpired", "the signature's expiry time has passed"));
-    }
-    if expiry - now > MAX_SIGNATURE_VALIDITY_S {
-        return Err(forbidden("InvalidDuration", "the signature is valid for too long (at most one day)"));
-    }
-    let expected = httpdns_auth::alibaba_signature(content, secret, t);
-    if !httpdns_auth::constant_time_eq(expected.as_bytes(), s.to_ascii_lowercase().as_bytes()) {
-        return Err(forbidden("InvalidSignature", "the signature does not match"));
-    }
-    Ok(())
-}
-
 async fn account_answer(
-    app: &AppState,
+    app: &HttpdnsState,
     peer: IpAddr,
     account: &str,
     api: AccountApi,
@@ -399,26 +330,27 @@ async fn account_answer(
     // One snapshot for the whole request: the account checked and the answer agree.
     let snapshot = app.catalog.snapshot_full();
     let id = httpdns_core::model::parse_account_id(account)
-        .map_err(|_| forbidden("InvalidAccount", "no such account"))?;
+        .map_err(|_| ApiError::forbidden("InvalidAccount", "no such account"))?;
     let spec = snapshot
         .account(id)
         .filter(|a| a.enabled)
-        .ok_or_else(|| forbidden("InvalidAccount", "no such account"))?;
+        .ok_or_else(|| ApiError::forbidden("InvalidAccount", "no such account"))?;
     let signed = matches!(api, AccountApi::SignD | AccountApi::SignResolve);
-    if !signed && app.settings.auth_required {
-        return Err(forbidden("UnsignedInterfaceDisabled", "this server answers signed requests only"));
+    if !signed && app.guard.auth_required() {
+        return Err(ApiError::forbidden(
+            "UnsignedInterfaceDisabled",
+            "this server answers signed requests only",
+        ));
     }
     if signed {
         let host = get("host").filter(|h| !h.is_empty()).ok_or_else(|| {
             ApiError::bad_request("MissingArgument", "host", "missing host: the domain name to resolve")
         })?;
-        verify_signature(&spec.secret, host, get("t"), get("s"))?;
+        httpdns_guard::signature::verify(&spec.secret, host, get("t"), get("s"))?;
     }
     // Charged only once the request is authenticated: forged requests naming a public
     // account id must not spend the app's quota.
-    if !allow_account(app, id, spec.rate_limit_qps) {
-        return Err(throttled());
-    }
+    app.guard.charge_account(id, spec.rate_limit_qps)?;
     let single = matches!(api, AccountApi::D | AccountApi::SignD);
     let shape = if single { Shape::Single } else { Shape::Batch };
     let (mut dns, outcomes) = entries(app, snapshot, peer, pairs, started, shape).await?;

@@ -8,8 +8,9 @@ use axum::http::Method;
 use httpdns_net::http::{Answer, Head, Shortcut};
 
 use crate::dnspod::Now;
+use crate::httpdns::HttpdnsState;
 use crate::metrics::Route;
-use crate::state::{client_address, AppState};
+use crate::state::AppState;
 
 /// See the module documentation.
 #[derive(Debug, Clone)]
@@ -23,7 +24,7 @@ impl Shortcut for HotRoutes {
         }
         let app = &self.0;
         match head.uri.path() {
-            "/d" => Some(d(app, head)),
+            "/d" => Some(d(&app.httpdns, head)),
             crate::config_center::MODULE_CONFIG_PATH => {
                 Some(crate::config_center::push::answer(app, head.uri.query(), head.headers))
             }
@@ -32,11 +33,11 @@ impl Shortcut for HotRoutes {
     }
 }
 
-fn d(app: &AppState, head: &Head<'_>) -> Answer {
+fn d(app: &HttpdnsState, head: &Head<'_>) -> Answer {
     let started = Instant::now();
-    let peer = client_address(head.peer.ip().to_canonical(), head.headers, &app.settings.trusted_proxies);
-    let secure = crate::dnspod::secure_from(app, head.secure, Some(head.peer), head.headers);
-    let counted = |app: &AppState, resp: crate::dnspod::Whole| {
+    let peer = app.guard.client(head.peer.ip().to_canonical(), head.headers);
+    let secure = app.guard.secure(head.secure.is_some(), Some(head.peer), head.headers);
+    let counted = |app: &HttpdnsState, resp: crate::dnspod::Whole| {
         app.metrics.http_answer_request(Route::D, resp.status());
         resp
     };

@@ -29,12 +29,12 @@ use httpdns_auth::aliyun_v2::{self, AesKey, Mode};
 use httpdns_core::DomainName;
 use serde::Serialize;
 
-use crate::answer::{FamilyAnswer, Question};
-use crate::dnspod::{status_header, STATUS_HEADER};
+use httpdns_answer::{Endpoint, FamilyAnswer, Question};
+
 use crate::error::ApiError;
-use crate::metrics::{Endpoint, Outcome};
-use crate::resolve::{allow_account, families, forbidden, name_list, throttled, EMPTY_TTL};
-use crate::state::{AppState, PeerAddr};
+use crate::httpdns::{status_header, HttpdnsState, STATUS_HEADER};
+use crate::peer::PeerAddr;
+use crate::resolve::{families, name_list, EMPTY_TTL};
 
 /// Largest signature validity accepted (`exp` further ahead is `InvalidDuration`).
 const MAX_VALIDITY_S: i64 = 86_400;
@@ -82,7 +82,7 @@ type Pairs<'a> = [(std::borrow::Cow<'a, str>, std::borrow::Cow<'a, str>)];
 /// Checks the account, the signature and the expiry, decrypts `enc`, and parses the question.
 /// Returns the request and, for modes 1 and 2, the key to seal the answer with.
 fn authenticate(
-    app: &AppState,
+    app: &HttpdnsState,
     snapshot: &httpdns_catalog::Published,
     pairs: &Pairs<'_>,
 ) -> Result<(V2Request, Option<(Mode, AesKey)>), ApiError> {
@@ -90,7 +90,7 @@ fn authenticate(
     let id = get("id")
         .filter(|i| !i.is_empty())
         .ok_or_else(|| ApiError::bad_request("MissingArgument", "id", "missing id: the account id"))?;
-    let invalid = || forbidden("InvalidAccount", "no such account").with_field("id");
+    let invalid = || ApiError::forbidden("InvalidAccount", "no such account").with_field("id");
     let id = httpdns_core::model::parse_account_id(id).map_err(|_| invalid())?;
     let account = snapshot.account(id).filter(|a| a.enabled).ok_or_else(invalid)?;
     let mode = match get("m").unwrap_or("0") {
@@ -109,12 +109,14 @@ fn authenticate(
                 .map_err(|_| ApiError::bad_request("InvalidArgument", "exp", "exp must be Unix seconds"))?;
             let now = httpdns_core::clock::unix_s() as i64;
             if exp < now {
-                return Err(
-                    forbidden("SignatureExpired", "the signature's expiry time has passed").with_field("exp")
-                );
+                return Err(ApiError::forbidden(
+                    "SignatureExpired",
+                    "the signature's expiry time has passed",
+                )
+                .with_field("exp"));
             }
             if exp - now > MAX_VALIDITY_S {
-                return Err(forbidden(
+                return Err(ApiError::forbidden(
                     "InvalidDuration",
                     "the signature is valid for too long (at most one day)",
                 )
@@ -123,19 +125,22 @@ fn authenticate(
             let canonical = aliyun_v2::canonical(pairs.iter().map(|(k, v)| (k.as_ref(), v.as_ref())));
             let expected = aliyun_v2::signature(&account.secret, &canonical);
             if !httpdns_auth::constant_time_eq(expected.as_bytes(), s.to_ascii_lowercase().as_bytes()) {
-                return Err(forbidden("InvalidSignature", "the signature does not match").with_field("s"));
+                return Err(
+                    ApiError::forbidden("InvalidSignature", "the signature does not match").with_field("s")
+                );
             }
         }
-        None if app.settings.auth_required => {
-            return Err(forbidden("UnsignedInterfaceDisabled", "this server answers signed requests only"))
+        None if app.guard.auth_required() => {
+            return Err(ApiError::forbidden(
+                "UnsignedInterfaceDisabled",
+                "this server answers signed requests only",
+            ))
         }
         None => {}
     }
     // Charged only once the request is authenticated: forged requests naming a public
     // account id must not spend the app's quota.
-    if !allow_account(app, id, account.rate_limit_qps) {
-        return Err(throttled());
-    }
+    app.guard.charge_account(id, account.rate_limit_qps)?;
     if mode == 0 {
         let (echo, names) = parse_names(get("dn"))?;
         let (v4, v6) = parse_q(get("q"))?;
@@ -144,7 +149,8 @@ fn authenticate(
     }
     let cipher = if mode == 1 { Mode::Cbc } else { Mode::Gcm };
     let key = account.aes_key.as_deref().and_then(|k| AesKey::from_hex(k).ok()).ok_or_else(|| {
-        forbidden("EncryptionNotEnabled", "the account has no aes_key: use m=0 or set one").with_field("m")
+        ApiError::forbidden("EncryptionNotEnabled", "the account has no aes_key: use m=0 or set one")
+            .with_field("m")
     })?;
     let enc = get("enc").filter(|e| !e.is_empty()).ok_or_else(|| {
         ApiError::bad_request("MissingArgument", "enc", "m=1 and m=2 carry the question in enc")
@@ -231,11 +237,11 @@ fn attrs(pairs: &Pairs<'_>) -> httpdns_core::schedule::ClientAttrs {
     let get = |k: &str| pairs.iter().find(|(n, _)| n == k).map(|(_, v)| v.as_ref());
     let version = get("sdns-app_version").filter(|v| !v.is_empty()).or(get("v"));
     let tags = pairs.iter().filter(|(n, _)| n == "tags" || n == "sdns-tag").map(|(_, v)| v.as_ref());
-    crate::answer::client_attrs(version, tags)
+    httpdns_answer::client_attrs(version, tags)
 }
 
 pub(crate) async fn handle(
-    State(app): State<AppState>,
+    State(app): State<HttpdnsState>,
     PeerAddr(peer): PeerAddr,
     method: Method,
     uri: Uri,
@@ -252,7 +258,7 @@ pub(crate) async fn handle(
 }
 
 async fn answer(
-    app: &AppState,
+    app: &HttpdnsState,
     peer: IpAddr,
     pairs: &Pairs<'_>,
     started: Instant,
@@ -263,10 +269,10 @@ async fn answer(
     let client = req.cip.unwrap_or(peer);
     let attrs = attrs(pairs);
     let question = Question { names: &req.names, v4: req.v4, v6: req.v6, client, attrs: &attrs };
-    let found = crate::answer::answer(app, published, question).await;
-    found.count(app, Endpoint::V2, &req.names, started);
+    let found = app.engine.answer(published, question).await;
+    app.engine.count(&found, Endpoint::V2, &req.names, started);
     let outcomes = found.outcomes();
-    if outcomes.contains(&Outcome::UpstreamError) {
+    if found.upstream_failed() {
         return Err(ApiError::new(
             StatusCode::BAD_GATEWAY,
             "InternalError",
@@ -306,6 +312,7 @@ async fn answer(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use httpdns_answer::Outcome;
 
     #[test]
     fn names_and_families() {

@@ -22,6 +22,7 @@ use httpdns_core::snapshot::{Model, NodeUpdate, Policy};
 use httpdns_core::{DomainName, Snapshot, Token};
 use httpdns_live::checker::Target;
 use httpdns_live::health::{HealthRegistry, HealthView};
+use httpdns_live::Published;
 use httpdns_mirror::{Mirror, RuleSpec, StyleSpec};
 use httpdns_store::{Change, Kind, Store, StoreError};
 use ipnet::IpNet;
@@ -91,20 +92,6 @@ impl Pending {
 
     fn is_empty(&self) -> bool {
         !self.domains && !self.full && self.nodes.is_empty() && !self.specs
-    }
-}
-
-/// A published snapshot with the health of its nodes.
-#[derive(Debug)]
-pub struct Published {
-    pub snapshot: Snapshot,
-    pub health: HealthView,
-}
-
-impl std::ops::Deref for Published {
-    type Target = Snapshot;
-    fn deref(&self) -> &Snapshot {
-        &self.snapshot
     }
 }
 

@@ -24,7 +24,9 @@ pub mod kinds;
 pub mod live;
 pub mod metrics;
 
-pub use catalog::{Catalog, Published, SyncStatus};
+pub use catalog::{Catalog, SyncStatus};
+/// Defined in `httpdns_live` (below the catalog, for the answer path); built and published here.
+pub use httpdns_live::Published;
 pub use kinds::{info, Kind, KindInfo, ResourceKind, Validation, KINDS};
 pub use live::{LiveHub, LiveSettings};
 pub use metrics::CatalogMetrics;

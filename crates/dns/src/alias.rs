@@ -12,13 +12,15 @@ use hickory_proto::op::{Message, Query, ResponseCode};
 use hickory_proto::rr::rdata::{A, AAAA, CNAME};
 use hickory_proto::rr::{Name, RData, Record, RecordType};
 use httpdns_core::model::DomainSpec;
+use httpdns_core::schedule::NO_ATTRS;
 use httpdns_core::snapshot::{client_seed, NodeHealth};
 use httpdns_core::{ClientView, Family};
 
 use crate::answer::{Context, Filled};
 
-/// Largest number of aliases followed inside the snapshot, so a loop an operator made ends.
-pub(crate) const MAX_ALIASES: usize = 8;
+// The engine's bound on a chain of aliases followed inside the snapshot, so `/d` and DNS end
+// a loop an operator made at the same length.
+use httpdns_answer::MAX_ALIASES;
 
 pub(crate) fn fill<'s, H: NodeHealth, C: Fn(IpAddr) -> (ClientView, u8)>(
     response: &mut Message,
@@ -62,7 +64,17 @@ pub(crate) fn fill<'s, H: NodeHealth, C: Fn(IpAddr) -> (ClientView, u8)>(
         return done(ttl, None);
     }
     let (view, bits) = (ctx.classify)(client);
-    let a = ctx.snapshot.resolve_domain(domain, family, &view, client_seed(client), ctx.health);
+    // The chain ends in a domain with addresses: the engine's step chooses them, as for `/d`.
+    let found = httpdns_answer::family(
+        ctx.snapshot,
+        ctx.health,
+        domain,
+        family,
+        &view,
+        &NO_ATTRS,
+        client_seed(client),
+    );
+    let httpdns_answer::Found::Managed(a) = found else { return done(ttl, None) };
     for ip in a.ips {
         let rdata = match ip {
             IpAddr::V4(v4) => RData::A(A(v4)),
@@ -162,7 +174,7 @@ mod tests {
         let Answer::Forward(f) = ask("out.example.com.", RecordType::A) else { panic!("not forwarded") };
         assert_eq!((f.name.as_str(), f.qtype), ("cdn.vendor.example", RecordType::A));
         // Without an upstream the CNAME alone stands, NOERROR.
-        let r = f.finish(Err(crate::upstream::UpstreamError::NoServers));
+        let r = f.finish(Err(httpdns_upstream::UpstreamError::NoServers));
         let m = Message::from_vec(&r.bytes).unwrap();
         assert_eq!(m.metadata.response_code, ResponseCode::NoError);
         assert_eq!(m.answers.len(), 1);

@@ -1,6 +1,7 @@
 //! One DNS question answered from the snapshot.
 //!
-//! Managed names are answered authoritatively, chosen exactly as `/d` chooses: the client is
+//! Managed names are answered authoritatively, chosen by the answer engine's step
+//! (`httpdns_answer::family`) exactly as `/d` chooses: the client is
 //! the EDNS Client Subnet address when the query carries one (echoed back with its scope), else
 //! the peer. A/AAAA get the nodes' addresses; other types of a managed name, and families
 //! without nodes, get NODATA with the zone's SOA, so resolvers cache the negative answer for
@@ -15,11 +16,12 @@ use hickory_proto::op::{Edns, Message, MessageType, OpCode, Query, ResponseCode}
 use hickory_proto::rr::rdata::opt::{ClientSubnet, EdnsCode, EdnsOption};
 use hickory_proto::rr::rdata::{A, AAAA, HINFO, NS, SOA};
 use hickory_proto::rr::{DNSClass, Name, RData, Record, RecordType};
-use httpdns_core::snapshot::{client_seed, NodeHealth, Policy, Resolution};
+use httpdns_answer::Found;
+use httpdns_core::schedule::NO_ATTRS;
+use httpdns_core::snapshot::{client_seed, NodeHealth, Policy};
 use httpdns_core::{ClientView, DomainName, Family, Snapshot};
 
-/// The UDP payload this server advertises and uses at most (the DNS flag day 2020 value).
-pub const MAX_UDP_PAYLOAD: u16 = 1232;
+pub use httpdns_upstream::MAX_UDP_PAYLOAD;
 
 /// What the transport allows for the response.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -78,7 +80,7 @@ impl Forward {
     /// managed are not forwarded and answer REFUSED.)
     pub fn finish(
         mut self,
-        lookup: Result<crate::upstream::Lookup, crate::upstream::UpstreamError>,
+        lookup: Result<httpdns_upstream::Lookup, httpdns_upstream::UpstreamError>,
     ) -> Reply {
         self.response.metadata.recursion_available = true;
         let mut min_ttl = self.alias.as_ref().map(|a| a.1);
@@ -108,7 +110,7 @@ impl Forward {
             Err(_) if self.alias.is_some() => self.response.metadata.response_code = ResponseCode::NoError,
             // Without upstreams this server does not recurse: REFUSED, as an authoritative-only
             // server answers; an upstream failure is SERVFAIL.
-            Err(crate::upstream::UpstreamError::NoServers) => {
+            Err(httpdns_upstream::UpstreamError::NoServers) => {
                 self.response.metadata.recursion_available = false;
                 self.response.metadata.response_code = ResponseCode::Refused;
             }
@@ -128,7 +130,7 @@ impl Forward {
             bytes,
             rcode: self.response.metadata.response_code,
             min_ttl,
-            client_dependent: crate::upstream::client_subnet(self.client).is_some(),
+            client_dependent: httpdns_upstream::client_subnet(self.client).is_some(),
         }
     }
 }
@@ -141,7 +143,7 @@ pub struct Context<'a, H, C> {
     /// leading bits of the address decided it (see `httpdns_geo::classify_scoped`).
     pub classify: C,
     /// Where address questions of managed domains are counted, and the front-end's label.
-    pub tally: Option<(&'a crate::tally::DomainTally, &'static str)>,
+    pub tally: Option<(&'a httpdns_answer::tally::DomainTally, &'static str)>,
 }
 
 impl<H, C> Context<'_, H, C> {
@@ -436,9 +438,16 @@ fn fill<H: NodeHealth, C: Fn(IpAddr) -> (ClientView, u8)>(
         let (view, bits) = (ctx.classify)(client);
         scope = Some(bits);
         ctx.count(key, &view);
-        if let Resolution::Managed(a) =
-            ctx.snapshot.resolve(&name, family, &view, client_seed(client), ctx.health)
-        {
+        // The engine's step, as `/d` takes it (DNS questions state no app attributes).
+        if let Found::Managed(a) = httpdns_answer::family(
+            ctx.snapshot,
+            ctx.health,
+            domain,
+            family,
+            &view,
+            &NO_ATTRS,
+            client_seed(client),
+        ) {
             for ip in a.ips {
                 let rdata = match ip {
                     IpAddr::V4(v4) => RData::A(A(v4)),

@@ -6,7 +6,8 @@
 //! * `alias`: the CNAME answer of a managed name that is an alias (`cname`).
 //! * [`listen`]: the UDP and TCP listeners (UDP read and written in batches, `batch`).
 //! * [`metrics`]: counts and latency of every DNS front-end.
-//! * [`tally`]: per-domain query counts of every front-end, by minute.
+//! * Per-domain query counts live in `httpdns_answer::tally` (every front-end counts there),
+//!   names not managed here are resolved by `httpdns_upstream`.
 
 mod alias;
 pub mod answer;
@@ -14,8 +15,6 @@ mod batch;
 mod fast;
 pub mod listen;
 pub mod metrics;
-pub mod tally;
-pub mod upstream;
 
 pub use answer::{
     answer, build_query, build_query_with, Answer, Context, Forward, QueryFlags, Reply, Transport,

@@ -17,8 +17,8 @@ use tokio_util::sync::CancellationToken;
 use crate::answer::{Answer, Transport};
 use crate::batch::Batch;
 use crate::metrics::{DnsMetrics, Frontend};
-use crate::upstream::Upstream;
 use httpdns_net::proxied::ProxiedStream;
+use httpdns_upstream::Upstream;
 
 /// Answers one message from the snapshot: the caller supplies it.
 pub type Handler = Arc<dyn Fn(&[u8], IpAddr, Transport) -> Option<Answer> + Send + Sync>;

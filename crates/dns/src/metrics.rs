@@ -60,9 +60,9 @@ fn slot(rcode: Option<ResponseCode>) -> usize {
 pub struct DnsMetrics {
     queries: [[IntCounter; RCODES.len()]; Frontend::ALL.len()],
     duration: [Histogram; Frontend::ALL.len()],
-    /// Per-domain counts of every front-end, DNS and HTTP (`crate::tally`): here because this
+    /// Per-domain counts of every front-end, DNS and HTTP (`httpdns_answer::tally`): here because this
     /// set is the one every front-end is handed.
-    pub domains: std::sync::Arc<crate::tally::DomainTally>,
+    pub domains: std::sync::Arc<httpdns_answer::tally::DomainTally>,
 }
 
 impl DnsMetrics {
@@ -85,9 +85,9 @@ impl DnsMetrics {
         .expect("valid metric");
         registry.register(Box::new(queries.clone())).expect("registered once");
         registry.register(Box::new(duration.clone())).expect("registered once");
-        let domains = std::sync::Arc::new(crate::tally::DomainTally::default());
+        let domains = std::sync::Arc::new(httpdns_answer::tally::DomainTally::default());
         registry
-            .register(Box::new(crate::tally::BusiestDomains::new(domains.clone())))
+            .register(Box::new(httpdns_answer::tally::BusiestDomains::new(domains.clone())))
             .expect("registered once");
         Self {
             queries: Frontend::ALL.map(|f| RCODES.map(|r| queries.with_label_values(&[f.label(), r]))),

@@ -15,8 +15,8 @@ use httpdns_core::model::{DomainSpec, NodeSpec, PoolSpec};
 use httpdns_core::snapshot::{AllUp, Model, Policy};
 use httpdns_core::{ClientView, DomainName, Snapshot, Token};
 use httpdns_dns::listen::{bind_udp, serve_udp, Handler, MAX_UDP_SOCKETS};
-use httpdns_dns::upstream::{Upstream, UpstreamConfig};
 use httpdns_dns::{answer, build_query, Context, DnsMetrics};
+use httpdns_upstream::{Upstream, UpstreamConfig};
 use tokio::net::UdpSocket;
 use tokio_util::sync::CancellationToken;
 

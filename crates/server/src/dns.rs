@@ -8,7 +8,6 @@ use anyhow::Context as _;
 use httpdns_catalog::Catalog;
 use httpdns_dns::listen::Handler;
 use httpdns_dns::Context;
-use httpdns_geo::Geo;
 use tokio::net::{TcpListener, UdpSocket};
 
 /// Binds UDP (one socket or a reuse-port group, [`httpdns_dns::listen::bind_udp`]) and TCP on
@@ -45,13 +44,10 @@ pub(crate) fn upstream_servers(configured: &crate::config::Upstreams) -> Vec<Soc
         .collect()
 }
 
-/// Answers from the snapshot current when the message arrives, counting managed names'
-/// address questions per domain (`tally`) by transport: `udp`, `tcp`, `dot`.
-pub(crate) fn handler(
-    catalog: Arc<Catalog>,
-    geo: Arc<Geo>,
-    tally: Arc<httpdns_dns::tally::DomainTally>,
-) -> Handler {
+/// Answers from the snapshot current when the message arrives, classifying with the answer
+/// engine's GeoIP readers and counting managed names' address questions in its per-domain
+/// tally by transport: `udp`, `tcp`, `dot`.
+pub(crate) fn handler(catalog: Arc<Catalog>, engine: Arc<httpdns_answer::Engine>) -> Handler {
     Arc::new(move |bytes, peer, transport| {
         let published = catalog.snapshot();
         let frontend = match transport {
@@ -62,8 +58,8 @@ pub(crate) fn handler(
         let ctx = Context {
             snapshot: &published.snapshot,
             health: &published.health,
-            classify: |ip| httpdns_geo::classify_scoped(&published.snapshot, &geo, ip),
-            tally: Some((&tally, frontend)),
+            classify: |ip| httpdns_geo::classify_scoped(&published.snapshot, engine.geo(), ip),
+            tally: Some((engine.tally(), frontend)),
         };
         httpdns_dns::answer(bytes, peer, transport, &ctx)
     })

@@ -144,14 +144,14 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
     config_cache.refresh().await.context("loading config documents")?;
     let servers = dns::upstream_servers(&config.upstreams);
     tracing::info!(servers = ?servers, "Upstream DNS servers for names not managed here.");
-    let upstream = Arc::new(httpdns_dns::upstream::Upstream::new(httpdns_dns::upstream::UpstreamConfig {
+    let upstream = Arc::new(httpdns_upstream::Upstream::new(httpdns_upstream::UpstreamConfig {
         allow_private: config.allow_private_node_ips,
         timeout: config.upstream_timeout,
         min_ttl: config.upstream_min_ttl,
         max_ttl: config.upstream_max_ttl,
         negative_ttl: config.upstream_negative_ttl,
         stale_for: config.upstream_stale,
-        ..httpdns_dns::upstream::UpstreamConfig::new(servers)
+        ..httpdns_upstream::UpstreamConfig::new(servers)
     }));
     let live = Arc::new(LiveHub::new(config.live.clone()));
     let restored = live.load(&store).await.context("loading feedback aggregates")?;
@@ -188,6 +188,15 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
     let service_ips = Arc::new(httpdns_api::service_ips::ServiceIps::new(config.public_addrs.clone()));
     // Before the first answer: a restarted replica must not forget a kill switch for a beat.
     service_ips.switches().load(&store).await.context("reading the vendor switches")?;
+    let (guard, engine) = answer_services(&config, &prometheus, &geo, &upstream, &dns_metrics);
+    let httpdns = httpdns_api::httpdns::HttpdnsState::new(httpdns_api::httpdns::HttpdnsParts {
+        catalog: catalog.clone(),
+        engine,
+        guard: guard.clone(),
+        service_ips: service_ips.clone(),
+        metrics: metrics.clone(),
+        dnspod: config.dnspod,
+    });
     let state = AppState::new(Shared {
         catalog: catalog.clone(),
         config: config_cache.clone(),
@@ -205,23 +214,17 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
                 allow_private_node_ips: config.allow_private_node_ips,
                 allow_local_origins: config.allow_local_origins,
             },
-            dnspod: config.dnspod,
             auth_required: config.auth_required,
             trusted_proxies: httpdns_core::cidr::CidrTable::new(
                 config.trusted_proxies.iter().map(|n| (*n, ())),
             ),
-            client_rate_limit: config.client_rate_limit,
         },
-        account_limits: httpdns_api::ratelimit::RateLimiter::new(1.0, 1.0),
-        client_limits: httpdns_api::ratelimit::RateLimiter::new(
-            config.client_rate_limit.map_or(1.0, |(q, _)| q),
-            config.client_rate_limit.map_or(1.0, |(_, b)| b),
-        ),
-        feedback_limits: httpdns_api::ratelimit::RateLimiter::new(
+        feedback_limits: httpdns_guard::RateLimiter::new(
             config.live.feedback_rate,
             config.live.feedback_burst,
         ),
-        token_misses: Shared::token_miss_limiter(),
+        guard,
+        httpdns,
     });
 
     let shutdown = CancellationToken::new();
@@ -292,7 +295,7 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
         )
         .await?;
     tasks.spawn(mirror.clone().run_probes(shutdown.clone()));
-    let handler = dns::handler(catalog.clone(), geo.clone(), dns_metrics.domains.clone());
+    let handler = dns::handler(catalog.clone(), state.httpdns.engine.clone());
     let dns_addr = match config.dns_addr {
         Listen::Off => None,
         Listen::At(addr) => {
@@ -508,4 +511,29 @@ pub fn init_logging(format: LogFormat) {
         // rides along on every line logged inside a request.
         LogFormat::Json => builder.json().with_current_span(true).with_span_list(false).init(),
     }
+}
+
+/// The services behind the httpdns product's routes (`httpdns_api::httpdns`): the guards of
+/// its routes and the answer engine, their series in `prometheus`; the engine counts managed
+/// names in the DNS front-ends' tally.
+fn answer_services(
+    config: &Config,
+    prometheus: &prometheus::Registry,
+    geo: &Arc<Geo>,
+    upstream: &Arc<httpdns_upstream::Upstream>,
+    dns_metrics: &httpdns_dns::DnsMetrics,
+) -> (Arc<httpdns_guard::Guard>, Arc<httpdns_answer::Engine>) {
+    let guard = httpdns_guard::Guard::new(
+        httpdns_guard::GuardSettings {
+            trusted_proxies: httpdns_core::cidr::CidrTable::new(
+                config.trusted_proxies.iter().map(|n| (*n, ())),
+            ),
+            client_rate_limit: config.client_rate_limit,
+            auth_required: config.auth_required,
+        },
+        prometheus,
+    );
+    let engine =
+        httpdns_answer::Engine::new(geo.clone(), upstream.clone(), dns_metrics.domains.clone(), prometheus);
+    (Arc::new(guard), Arc::new(engine))
 }

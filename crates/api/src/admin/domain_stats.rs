@@ -1,16 +1,16 @@
 //! `GET /admin/v1/domains/{name}/stats?window=1h`: this replica's address questions for one
 //! domain resource over the window (at most an hour, by minute): the total, by front-end
 //! (`d`, `resolve`, `v2`, `udp`, `tcp`, `dot`, `doh`), by the client's carrier and region, and
-//! per minute for a chart. Counted in memory by `httpdns_dns::tally`; a wildcard's figures
+//! per minute for a chart. Counted in memory by `httpdns_answer::tally`; a wildcard's figures
 //! are those of every name it answered.
 
 use std::time::Duration;
 
 use axum::extract::{Path, RawQuery, State};
 use axum::response::{IntoResponse, Response};
+use httpdns_answer::tally::WINDOW_MINUTES;
 use httpdns_catalog::kinds::Domains;
 use httpdns_catalog::ResourceKind;
-use httpdns_dns::tally::WINDOW_MINUTES;
 use serde_json::json;
 
 use crate::error::ApiError;

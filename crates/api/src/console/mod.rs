@@ -27,8 +27,8 @@ use axum::routing::get;
 use axum::Router;
 
 use crate::error::ApiError;
-use crate::ratelimit::RateLimiter;
 use crate::state::{AppState, PeerAddr};
+use httpdns_guard::RateLimiter;
 use session::{Holder, Role, Session, Sessions};
 
 /// The session cookie's name.
@@ -218,7 +218,7 @@ fn set_cookie(value: &str, max_age: u64, secure: bool) -> HeaderValue {
 
 async fn sign_in(State(app): State<AppState>, PeerAddr(peer): PeerAddr, req: Request) -> Response {
     // Over TLS, or behind a trusted proxy that terminated it (`X-Forwarded-Proto: https`).
-    let secure = crate::dnspod::is_secure(&app, &req);
+    let secure = crate::peer::is_secure(&app, &req);
     let device = cookies(req.headers(), DEVICE_COOKIE).find_map(|v| app.console.sessions.verify_device(v));
     let body = axum::body::to_bytes(req.into_body(), 4096).await.unwrap_or_default();
     let mut resp = match check_token(&app, peer, device.as_deref(), &body).await {
@@ -311,7 +311,7 @@ async fn check_token(
 }
 
 async fn sign_out(State(app): State<AppState>, req: Request) -> Response {
-    let secure = crate::dnspod::is_secure(&app, &req);
+    let secure = crate::peer::is_secure(&app, &req);
     let mut resp = match authorize(&app, &req) {
         Ok(_) => {
             if let Some(s) = app.console.session(req.headers()) {

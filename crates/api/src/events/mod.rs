@@ -27,8 +27,8 @@ use httpdns_store::{Store, StoreError};
 use prometheus::{CounterVec, IntCounter, IntCounterVec, Opts, Registry};
 use tokio_util::sync::CancellationToken;
 
-use crate::ratelimit::RateLimiter;
 use aggregate::Aggregator;
+use httpdns_guard::RateLimiter;
 
 /// Settings of the event intake (the `[events]` section of the config file).
 #[derive(Debug, Clone)]

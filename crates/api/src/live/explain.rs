@@ -53,7 +53,7 @@ pub(crate) async fn handle(
     }
     // The client's own attributes, as `/resolve` takes them, for the domains' rules.
     let tags = pairs.iter().filter(|(n, _)| n == "tag").map(|(_, v)| v.as_str());
-    let attrs = crate::answer::client_attrs(get("app_version"), tags);
+    let attrs = httpdns_answer::client_attrs(get("app_version"), tags);
     let network = published.network(client);
     let seed = client_seed(client);
     let explanations: Vec<_> = families

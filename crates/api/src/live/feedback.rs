@@ -26,7 +26,6 @@ use serde::Deserialize;
 use sha2::Digest as _;
 
 use crate::error::ApiError;
-use crate::resolve::{allow_account, forbidden, verify_signature};
 use crate::state::{AppState, PeerAddr};
 
 #[derive(Debug, Deserialize)]
@@ -118,20 +117,20 @@ pub(crate) fn signer(
     let get = |k: &str| pairs.iter().find(|(n, _)| n == k).map(|(_, v)| v.as_str());
     let Some(account) = get("account") else {
         if app.settings.auth_required {
-            return Err(forbidden("UnsignedInterfaceDisabled", unsigned));
+            return Err(ApiError::forbidden("UnsignedInterfaceDisabled", unsigned));
         }
         return Ok(None);
     };
     let id = httpdns_core::model::parse_account_id(account)
-        .map_err(|_| forbidden("InvalidAccount", "no such account"))?;
+        .map_err(|_| ApiError::forbidden("InvalidAccount", "no such account"))?;
     let snapshot = app.catalog.snapshot();
     let spec = snapshot
         .account(id)
         .filter(|a| a.enabled)
-        .ok_or_else(|| forbidden("InvalidAccount", "no such account"))?;
+        .ok_or_else(|| ApiError::forbidden("InvalidAccount", "no such account"))?;
     let digest = httpdns_auth::hex(&sha2::Sha256::digest(body));
-    verify_signature(&spec.secret, &digest, get("t"), get("s"))?;
-    if !allow_account(app, id, spec.rate_limit_qps) {
+    httpdns_guard::signature::verify(&spec.secret, &digest, get("t"), get("s"))?;
+    if !app.guard.allow_account(id, spec.rate_limit_qps) {
         return Err(ApiError::new(
             StatusCode::TOO_MANY_REQUESTS,
             "Throttled",

@@ -21,6 +21,10 @@ use httpdns_core::ip::{classify, IpClass};
 use httpdns_core::DomainName;
 use httpdns_flight::SingleFlight;
 
+/// The UDP payload this server advertises and uses at most (the DNS flag day 2020 value):
+/// what upstream queries offer, and what `httpdns_dns` answers with.
+pub const MAX_UDP_PAYLOAD: u16 = 1232;
+
 /// TTL given to a stale answer (RFC 8767 recommends 30 s).
 pub const STALE_TTL: u32 = 30;
 
@@ -370,7 +374,7 @@ impl Upstream {
         subnet: Option<(IpAddr, u8)>,
     ) -> Result<Message, String> {
         let mut edns = Edns::new();
-        edns.set_max_payload(crate::answer::MAX_UDP_PAYLOAD);
+        edns.set_max_payload(MAX_UDP_PAYLOAD);
         if let Some((addr, prefix)) = subnet {
             edns.options_mut().insert(EdnsOption::Subnet(ClientSubnet::new(addr, prefix, 0)));
         }

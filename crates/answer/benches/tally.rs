@@ -2,14 +2,14 @@
 //! (`DomainTally::record`): one name asked over and over, and 1,000 names in turn, from one
 //! thread and from two at once (the UDP threads and the HTTP workers share the shards).
 //!
-//! Run: `cargo bench -p httpdns-dns --bench tally`
+//! Run: `cargo bench -p httpdns-answer --bench tally`
 
 use std::hint::black_box;
 use std::sync::Arc;
 
 use criterion::{criterion_group, criterion_main, Criterion};
+use httpdns_answer::tally::DomainTally;
 use httpdns_core::{ClientView, Token};
-use httpdns_dns::tally::DomainTally;
 
 fn record(c: &mut Criterion) {
     let view = ClientView { isp: Token::parse("unicom").ok(), region: Token::parse("shanghai").ok() };
