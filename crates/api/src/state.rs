@@ -49,7 +49,7 @@ pub struct Shared {
     pub geo: Arc<Geo>,
     pub live: Arc<LiveHub>,
     /// Client events and the LocalDNS map.
-    pub events: Arc<crate::events::EventHub>,
+    pub events: Arc<httpdns_events::EventHub>,
     /// The admin console's sessions.
     pub console: Arc<crate::console::Console>,
     /// Resolution of names that are not managed here.
@@ -64,6 +64,8 @@ pub struct Shared {
     pub account_limits: RateLimiter<u32>,
     /// Per-address limits of unauthenticated calls ([`ApiSettings::client_rate_limit`]).
     pub client_limits: RateLimiter<IpAddr>,
+    /// Per-address limits of unsigned `POST /app/events` batches (`EventSettings::rate_per_client`).
+    pub event_limits: RateLimiter<IpAddr>,
     /// Per-address limits of `POST /feedback` (`LiveSettings::feedback_rate`).
     pub feedback_limits: RateLimiter<IpAddr>,
     /// Per-address budget of wrong `token=` tries ([`TOKEN_MISSES_PER_MINUTE`]): a numeric

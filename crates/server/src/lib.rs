@@ -159,7 +159,7 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
         tracing::info!(aggregates = restored, "Restored app feedback aggregates.");
     }
     live.refresh(&catalog).await.context("applying live inputs")?;
-    let events = Arc::new(httpdns_api::events::EventHub::new(config.events.clone(), &prometheus));
+    let events = Arc::new(httpdns_events::EventHub::new(config.events.clone(), &prometheus));
     // Descriptors are shared by connections (the TCP edge below) and by the files the
     // mirror's large bodies in memory keep open.
     let nofile = httpdns_net::raise_descriptor_limit();
@@ -216,6 +216,10 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
         client_limits: httpdns_api::ratelimit::RateLimiter::new(
             config.client_rate_limit.map_or(1.0, |(q, _)| q),
             config.client_rate_limit.map_or(1.0, |(_, b)| b),
+        ),
+        event_limits: httpdns_api::ratelimit::RateLimiter::new(
+            config.events.rate_per_client,
+            config.events.burst,
         ),
         feedback_limits: httpdns_api::ratelimit::RateLimiter::new(
             config.live.feedback_rate,

@@ -108,7 +108,7 @@ pub(crate) async fn series(
         crate::events::admin::parse_window(get("window"), "1h", app.events.settings().retention)?;
     let store = app.catalog.store();
     crate::events::admin::flush_own(&app, "policy series").await?;
-    let to = crate::events::now_minute();
+    let to = httpdns_events::now_minute();
     let from = to - minutes + 1;
     // At most 120 buckets: a day is charted in 12-minute buckets.
     let step = (minutes + 119) / 120;

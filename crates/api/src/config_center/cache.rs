@@ -55,7 +55,7 @@ pub struct ConfigCache {
     /// Which devices run which version (`super::adoption`).
     adoption: Arc<super::adoption::Adoption>,
     /// Client events by the version devices run (`super::sides`), for rollouts.
-    sides: Arc<super::sides::VersionSides>,
+    sides: Arc<httpdns_events::sides::VersionSides>,
     /// The newest version of each module under a guarded rollout, and its share.
     canaries: ArcSwap<HashMap<String, Arc<Canary>>>,
 }
@@ -120,7 +120,7 @@ impl ConfigCache {
     }
 
     /// The per-version event counts of this replica.
-    pub fn sides(&self) -> &Arc<super::sides::VersionSides> {
+    pub fn sides(&self) -> &Arc<httpdns_events::sides::VersionSides> {
         &self.sides
     }
 

@@ -16,7 +16,6 @@ pub mod cache;
 mod device;
 pub mod push;
 pub mod rollout;
-pub mod sides;
 
 use axum::routing::{get, post};
 use axum::Router;

@@ -13,11 +13,11 @@ use axum::response::{IntoResponse, Response};
 use httpdns_store::events::{EventCounts, EventKey};
 use serde_json::{json, Value};
 
-use super::now_minute;
-use super::schema::{EventType, FallbackReason};
-use super::verdict::Verdict;
 use crate::error::ApiError;
 use crate::state::AppState;
+use httpdns_events::now_minute;
+use httpdns_events::schema::{EventType, FallbackReason};
+use httpdns_events::verdict::Verdict;
 
 /// How long a summary waits for this replica's own flush before reading without it.
 const OWN_FLUSH_WAIT: Duration = Duration::from_secs(2);
@@ -138,7 +138,7 @@ impl Rates {
         by.iter().max_by(|a, b| a.1.total_cmp(b.1)).map_or(Value::Null, |(r, _)| Value::from(r.as_str()))
     }
 
-    fn json(&self, settings: &super::EventSettings) -> serde_json::Map<String, Value> {
+    fn json(&self, settings: &httpdns_events::EventSettings) -> serde_json::Map<String, Value> {
         let (error_rate, fallback_rate) =
             (rate(self.errors, self.requests), rate(self.fallbacks, self.requests));
         // As the shipped rules judge: each reason's own share of the requests, unrounded.
@@ -235,7 +235,7 @@ pub(crate) async fn summary(
         "convergence": sides,
         "events": events,
         // This replica's sample of values it did not know (counted under `other`).
-        "unknown_values": app.events.unknown.lock().unwrap_or_else(|e| e.into_inner()).json(),
+        "unknown_values": app.events.unknown_values(),
     }))
     .into_response())
 }

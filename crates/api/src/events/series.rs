@@ -12,10 +12,10 @@ use axum::response::{IntoResponse, Response};
 use serde_json::{json, Value};
 
 use super::admin::{parse_window, query_pairs, round};
-use super::now_minute;
-use super::schema::EventType;
 use crate::error::ApiError;
 use crate::state::AppState;
+use httpdns_events::now_minute;
+use httpdns_events::schema::EventType;
 
 /// Buckets in one answer, at most.
 pub(crate) const MAX_BUCKETS: i64 = 360;
