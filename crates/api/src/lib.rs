@@ -30,6 +30,7 @@ mod health;
 pub mod live;
 pub mod metrics;
 pub mod openapi;
+mod query;
 pub mod ratelimit;
 pub mod request_id;
 pub mod resolve;

@@ -10,12 +10,12 @@ use httpdns_geo::Geo;
 
 use httpdns_core::cidr::CidrTable;
 
-use crate::config_center::cache::ConfigCache;
 use crate::dnspod::format::FormatOptions;
 use crate::metrics::Metrics;
 use crate::ratelimit::RateLimiter;
 use httpdns_catalog::Catalog;
 use httpdns_catalog::LiveHub;
+use httpdns_center::ConfigCache;
 
 /// Settings of the API listener that handlers read.
 #[derive(Debug, Clone)]

@@ -19,11 +19,11 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use anyhow::Context;
-use httpdns_api::config_center::cache::ConfigCache;
 use httpdns_api::metrics::Metrics;
 use httpdns_api::state::Shared;
 use httpdns_api::{ApiSettings, AppState};
 use httpdns_catalog::{Catalog, CatalogMetrics, LiveHub};
+use httpdns_center::ConfigCache;
 use httpdns_geo::Geo;
 use httpdns_live::health::HealthRegistry;
 use httpdns_store::Store;
@@ -137,7 +137,7 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
     let config_cache = Arc::new(ConfigCache::new(
         store.clone(),
         signer,
-        metrics.clone(),
+        httpdns_center::CenterMetrics::new(&prometheus),
         catalog.metrics().store_corrupt_rows.clone(),
         policy_view.clone(),
     ));
@@ -268,8 +268,9 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
         closing.close()
     });
     tasks.spawn(config_cache.adoption().clone().run(store.clone(), shutdown.clone()));
-    tasks.spawn(httpdns_api::config_center::rollout::run(
-        state.clone(),
+    tasks.spawn(httpdns_center::rollout::run(
+        config_cache.clone(),
+        metrics.audit_write_errors.clone(),
         config.control_tick,
         shutdown.clone(),
     ));

@@ -26,8 +26,7 @@ pub(crate) async fn stats(
     let pairs: Vec<(String, String)> =
         form_urlencoded::parse(query.as_deref().unwrap_or("").as_bytes()).into_owned().collect();
     let window = pairs.iter().find(|(k, _)| k == "window").map(|(_, v)| v.as_str());
-    let (window, minutes) =
-        crate::events::admin::parse_window(window, "1h", Duration::from_secs(WINDOW_MINUTES * 60))?;
+    let (window, minutes) = crate::query::window(window, "1h", Duration::from_secs(WINDOW_MINUTES * 60))?;
     let published = app.catalog.snapshot();
     if published.snapshot.domain_entry(&name).is_none_or(|(key, _)| key != name) {
         return Err(ApiError::not_found(format!("domain {name}")));

@@ -104,8 +104,7 @@ pub(crate) async fn series(
             .map_err(|e| ApiError::bad_request("InvalidArgument", field, format!("{field} {e}")))
     };
     let (isp, region) = (token("isp")?, token("region")?);
-    let (window, minutes) =
-        crate::events::admin::parse_window(get("window"), "1h", app.events.settings().retention)?;
+    let (window, minutes) = crate::query::window(get("window"), "1h", app.events.settings().retention)?;
     let store = app.catalog.store();
     crate::events::admin::flush_own(&app, "policy series").await?;
     let to = httpdns_events::now_minute();

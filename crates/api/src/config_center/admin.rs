@@ -15,11 +15,12 @@ use httpdns_config::ConfigDocument;
 use httpdns_store::config::{Expect, Publish, PublishError};
 use serde::{Deserialize, Serialize};
 
-use super::cache::etag;
 use crate::admin::audit::AuditNote;
 use crate::admin::parse_body;
 use crate::error::ApiError;
 use crate::state::AppState;
+use httpdns_center::cache::etag;
+use httpdns_center::publish::publish;
 
 const MAX_HEADER_TEXT: usize = 512;
 
@@ -153,19 +154,16 @@ pub(crate) async fn put(
         return Ok(resp);
     }
 
-    let publish = Publish { module: &module, document: &stored, expect, author: &author, rollback_of: None };
-    let written = app
-        .config
-        .store()
-        .config_publish(publish, |prev| {
-            given_summary.unwrap_or_else(|| {
-                let prev: Option<ConfigDocument> = prev.and_then(|p| serde_json::from_str(p).ok());
-                summarize(prev.as_ref(), &content)
-            })
+    let publish_to =
+        Publish { module: &module, document: &stored, expect, author: &author, rollback_of: None };
+    let written = publish(&app.config, publish_to, |prev| {
+        given_summary.unwrap_or_else(|| {
+            let prev: Option<ConfigDocument> = prev.and_then(|p| serde_json::from_str(p).ok());
+            summarize(prev.as_ref(), &content)
         })
-        .await
-        .map_err(publish_error)?;
-    after_publish(&app, &module, written.version).await;
+    })
+    .await
+    .map_err(publish_error)?;
     let status = if written.version == 1 { StatusCode::CREATED } else { StatusCode::OK };
     Ok(audited(doc_response(status, &content, written.version), written.version))
 }
@@ -185,13 +183,6 @@ fn publish_error(e: PublishError) -> ApiError {
         PublishError::PreconditionRequired { current } => precondition_required(current),
         PublishError::Store(e) => ApiError::unavailable(&e),
     }
-}
-
-async fn after_publish(app: &AppState, module: &str, version: i64) {
-    if let Err(e) = app.config.refresh().await {
-        tracing::warn!(error = %e, "Config published but the local refresh failed; the refresh loop will retry.");
-    }
-    tracing::info!(%module, version, "Config published.");
 }
 
 #[derive(Deserialize)]
@@ -300,7 +291,7 @@ pub(crate) async fn rollback(
         )
     })?;
     let content = parse_stored(&target.document)?;
-    let publish = Publish {
+    let publish_to = Publish {
         module: &module,
         document: &target.document,
         expect,
@@ -308,14 +299,12 @@ pub(crate) async fn rollback(
         rollback_of: Some(req.to),
     };
     let to = req.to;
-    let written = store
-        .config_publish(publish, |prev| {
-            let prev: Option<ConfigDocument> = prev.and_then(|p| serde_json::from_str(p).ok());
-            format!("rollback to version {to}: {}", summarize(prev.as_ref(), &content))
-        })
-        .await
-        .map_err(publish_error)?;
-    after_publish(&app, &module, written.version).await;
+    let written = publish(&app.config, publish_to, |prev| {
+        let prev: Option<ConfigDocument> = prev.and_then(|p| serde_json::from_str(p).ok());
+        format!("rollback to version {to}: {}", summarize(prev.as_ref(), &content))
+    })
+    .await
+    .map_err(publish_error)?;
     Ok(audited(doc_response(StatusCode::OK, &content, written.version), written.version))
 }
 

@@ -11,8 +11,9 @@ use axum::extract::{RawQuery, State};
 use axum::response::{IntoResponse, Response};
 use serde_json::{json, Value};
 
-use super::admin::{parse_window, query_pairs, round};
+use super::admin::round;
 use crate::error::ApiError;
+use crate::query::{pairs as query_pairs, window as parse_window};
 use crate::state::AppState;
 use httpdns_events::now_minute;
 use httpdns_events::schema::EventType;
