@@ -21,7 +21,8 @@ use serde::Serialize;
 use crate::answer::Question;
 use crate::dnspod::{status_header, STATUS_HEADER};
 use crate::error::ApiError;
-use crate::metrics::{Endpoint, Outcome};
+use crate::metrics::{Endpoint, Metrics, Outcome};
+use crate::ratelimit::RateLimiter;
 use crate::state::{AppState, PeerAddr};
 
 /// At most this many hosts per request, as Alibaba's `/resolve`.
@@ -329,9 +330,20 @@ pub(crate) async fn account(
 
 /// Applies an account's `rate_limit_qps` (a burst of one second's worth).
 pub(crate) fn allow_account(app: &AppState, id: u32, qps: Option<u32>) -> bool {
-    let ok = qps.is_none_or(|q| app.account_limits.allow_at(id, f64::from(q), f64::from(q)));
+    account_allowed(&app.account_limits, &app.metrics, id, qps)
+}
+
+/// [`allow_account`] on the limiter itself, for the signed app endpoints (their own slice of
+/// state holds the same limiter).
+pub(crate) fn account_allowed(
+    limits: &RateLimiter<u32>,
+    metrics: &Metrics,
+    id: u32,
+    qps: Option<u32>,
+) -> bool {
+    let ok = qps.is_none_or(|q| limits.allow_at(id, f64::from(q), f64::from(q)));
     if !ok {
-        app.metrics.rate_limited.with_label_values(&["account"]).inc();
+        metrics.rate_limited.with_label_values(&["account"]).inc();
     }
     ok
 }

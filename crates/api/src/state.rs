@@ -1,4 +1,7 @@
-//! The state every handler shares: a cheap clone of `Arc`s.
+//! The state of the httpdns product's handlers (`/d`, `/resolve`, `/v2/d`, `/ss`, `/conf`, the
+//! account routes, `/dns-query`): a cheap clone of `Arc`s. The other products have slices of
+//! their own (`apps::AppsState`, `admin::AdminState`, `console::ConsoleState`,
+//! `ops::OpsState`); [`PeerAddr`] works with any state that names its trusted proxies.
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::Arc;
@@ -14,17 +17,10 @@ use crate::dnspod::format::FormatOptions;
 use crate::metrics::Metrics;
 use crate::ratelimit::RateLimiter;
 use httpdns_catalog::Catalog;
-use httpdns_catalog::LiveHub;
-use httpdns_center::ConfigCache;
 
 /// Settings of the API listener that handlers read.
 #[derive(Debug, Clone)]
 pub struct ApiSettings {
-    /// Bearer token of the admin API.
-    pub admin_token: String,
-    /// What resource validation allows: private and loopback node addresses (intranet
-    /// deployments, tests), mirror origins on this host or its link.
-    pub validation: httpdns_catalog::Validation,
     pub dnspod: FormatOptions,
     /// Only authenticated requests are answered: `/d` needs `id=` (DES/AES), and Alibaba's
     /// account API only its signed endpoints.
@@ -45,29 +41,17 @@ pub struct AppState(Arc<Shared>);
 #[derive(Debug)]
 pub struct Shared {
     pub catalog: Arc<Catalog>,
-    pub config: Arc<ConfigCache>,
     pub geo: Arc<Geo>,
-    pub live: Arc<LiveHub>,
-    /// Client events and the LocalDNS map.
-    pub events: Arc<httpdns_events::EventHub>,
-    /// The admin console's sessions.
-    pub console: Arc<crate::console::Console>,
     /// Resolution of names that are not managed here.
     pub upstream: Arc<httpdns_dns::upstream::Upstream>,
     pub metrics: Arc<Metrics>,
     pub settings: ApiSettings,
-    /// The mirroring gateway (its admin endpoints live here).
-    pub mirror: Arc<httpdns_mirror::Mirror>,
     /// The replicas' public entry points (`/ss`, `/conf`).
     pub service_ips: Arc<crate::service_ips::ServiceIps>,
-    /// Per-account request limits (`rate_limit_qps`).
-    pub account_limits: RateLimiter<u32>,
+    /// Per-account request limits (`rate_limit_qps`), shared with the signed app endpoints.
+    pub account_limits: Arc<RateLimiter<u32>>,
     /// Per-address limits of unauthenticated calls ([`ApiSettings::client_rate_limit`]).
     pub client_limits: RateLimiter<IpAddr>,
-    /// Per-address limits of unsigned `POST /app/events` batches (`EventSettings::rate_per_client`).
-    pub event_limits: RateLimiter<IpAddr>,
-    /// Per-address limits of `POST /feedback` (`LiveSettings::feedback_rate`).
-    pub feedback_limits: RateLimiter<IpAddr>,
     /// Per-address budget of wrong `token=` tries ([`TOKEN_MISSES_PER_MINUTE`]): a numeric
     /// Tencent token has few digits, so guessing must stay slow.
     pub token_misses: RateLimiter<IpAddr>,
@@ -103,15 +87,27 @@ impl std::ops::Deref for AppState {
 #[derive(Debug, Clone, Copy)]
 pub struct PeerAddr(pub IpAddr);
 
-impl FromRequestParts<AppState> for PeerAddr {
+/// A state whose handlers take [`PeerAddr`]: it names the proxies whose forwarded addresses
+/// are believed.
+pub trait TrustedProxies {
+    fn trusted_proxies(&self) -> &CidrTable<()>;
+}
+
+impl TrustedProxies for AppState {
+    fn trusted_proxies(&self) -> &CidrTable<()> {
+        &self.settings.trusted_proxies
+    }
+}
+
+impl<S: TrustedProxies + Send + Sync> FromRequestParts<S> for PeerAddr {
     type Rejection = std::convert::Infallible;
 
-    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Self::Rejection> {
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
         let peer = parts
             .extensions
             .get::<ConnectInfo<SocketAddr>>()
             .map_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED), |c| c.0.ip().to_canonical());
-        Ok(PeerAddr(client_address(peer, &parts.headers, &state.settings.trusted_proxies)))
+        Ok(PeerAddr(client_address(peer, &parts.headers, state.trusted_proxies())))
     }
 }
 

@@ -23,8 +23,8 @@ use axum::Json;
 use httpdns_store::{Store, StoreError};
 use serde::{Deserialize, Serialize};
 
+use crate::admin::AdminState;
 use crate::error::ApiError;
-use crate::state::AppState;
 
 /// `/ss`'s `service_status` value.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -161,7 +161,7 @@ impl Board {
 }
 
 /// `GET /admin/v1/vendor-switches`: the setting as stored.
-pub(crate) async fn get(State(app): State<AppState>) -> Result<Json<VendorSwitches>, ApiError> {
+pub(crate) async fn get(State(app): State<AdminState>) -> Result<Json<VendorSwitches>, ApiError> {
     let rows = app.catalog.store().vendor_switches().await.map_err(|e| ApiError::unavailable(&e))?;
     Ok(Json(VendorSwitches::from_rows(rows)))
 }
@@ -169,7 +169,10 @@ pub(crate) async fn get(State(app): State<AppState>) -> Result<Json<VendorSwitch
 /// `PUT /admin/v1/vendor-switches`: replaces the whole setting (strict JSON; every account
 /// named must exist). This replica answers with it when the call returns, the others within
 /// one heartbeat.
-pub(crate) async fn put(State(app): State<AppState>, body: Bytes) -> Result<Json<VendorSwitches>, ApiError> {
+pub(crate) async fn put(
+    State(app): State<AdminState>,
+    body: Bytes,
+) -> Result<Json<VendorSwitches>, ApiError> {
     let doc = parse(&body)?;
     let snapshot = app.catalog.snapshot();
     if let Some(id) = doc.accounts.keys().find(|id| snapshot.account(**id).is_none()) {

@@ -21,7 +21,7 @@ use std::sync::Arc;
 use anyhow::Context;
 use httpdns_api::metrics::Metrics;
 use httpdns_api::state::Shared;
-use httpdns_api::{ApiSettings, AppState};
+use httpdns_api::{ApiSettings, AppState, Products};
 use httpdns_catalog::{Catalog, CatalogMetrics, LiveHub};
 use httpdns_center::ConfigCache;
 use httpdns_geo::Geo;
@@ -50,7 +50,10 @@ pub struct Running {
     /// Where the generated admin token was written, when it was not configured.
     pub admin_token_file: Option<PathBuf>,
     pub admin_token: String,
-    pub state: AppState,
+    /// The API listener's products, each with its slice of state.
+    pub api: Products,
+    /// The mirroring gateway.
+    pub mirror: Arc<httpdns_mirror::Mirror>,
     shutdown: CancellationToken,
     tasks: JoinSet<()>,
     grace: std::time::Duration,
@@ -80,7 +83,7 @@ impl Running {
             );
             self.tasks.abort_all();
         }
-        self.state.catalog.store().close().await;
+        self.api.answers.catalog.store().close().await;
     }
 }
 
@@ -188,23 +191,14 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
     let service_ips = Arc::new(httpdns_api::service_ips::ServiceIps::new(config.public_addrs.clone()));
     // Before the first answer: a restarted replica must not forget a kill switch for a beat.
     service_ips.switches().load(&store).await.context("reading the vendor switches")?;
+    let account_limits = Arc::new(httpdns_api::ratelimit::RateLimiter::new(1.0, 1.0));
     let state = AppState::new(Shared {
         catalog: catalog.clone(),
-        config: config_cache.clone(),
         geo: geo.clone(),
-        live: live.clone(),
-        events: events.clone(),
-        console: Arc::new(httpdns_api::console::Console::new(&admin_token)),
         upstream: upstream.clone(),
-        mirror: mirror.clone(),
         metrics: metrics.clone(),
         service_ips: service_ips.clone(),
         settings: ApiSettings {
-            admin_token: admin_token.clone(),
-            validation: httpdns_catalog::Validation {
-                allow_private_node_ips: config.allow_private_node_ips,
-                allow_local_origins: config.allow_local_origins,
-            },
             dnspod: config.dnspod,
             auth_required: config.auth_required,
             trusted_proxies: httpdns_core::cidr::CidrTable::new(
@@ -212,21 +206,30 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
             ),
             client_rate_limit: config.client_rate_limit,
         },
-        account_limits: httpdns_api::ratelimit::RateLimiter::new(1.0, 1.0),
+        account_limits: account_limits.clone(),
         client_limits: httpdns_api::ratelimit::RateLimiter::new(
             config.client_rate_limit.map_or(1.0, |(q, _)| q),
             config.client_rate_limit.map_or(1.0, |(_, b)| b),
         ),
-        event_limits: httpdns_api::ratelimit::RateLimiter::new(
-            config.events.rate_per_client,
-            config.events.burst,
-        ),
-        feedback_limits: httpdns_api::ratelimit::RateLimiter::new(
-            config.live.feedback_rate,
-            config.live.feedback_burst,
-        ),
         token_misses: Shared::token_miss_limiter(),
     });
+    let products = products(
+        &config,
+        Services {
+            answers: state,
+            catalog: &catalog,
+            config: &config_cache,
+            geo: &geo,
+            live: &live,
+            events: &events,
+            upstream: &upstream,
+            metrics: &metrics,
+            mirror: &mirror,
+            service_ips: &service_ips,
+            account_limits,
+            admin_token: &admin_token,
+        },
+    );
 
     let shutdown = CancellationToken::new();
     let mut tasks = JoinSet::new();
@@ -278,7 +281,7 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
         tasks.spawn(listeners::follow_certificates(certs.clone(), files.reload_interval, shutdown.clone()));
     }
 
-    let api_app = httpdns_api::app(state.clone(), config.metrics_addr == Listen::Off);
+    let api_app = httpdns_api::app(&products, config.metrics_addr == Listen::Off);
     let api_addr = net.http(&mut tasks, "api", config.api_addr, api_app.clone(), false, &shutdown).await?;
     let api_tls_addr = net.http(&mut tasks, "api_tls", config.api_tls_addr, api_app, true, &shutdown).await?;
     let mirror_app = httpdns_mirror::app(mirror.clone());
@@ -291,7 +294,7 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
             &mut tasks,
             "metrics",
             config.metrics_addr,
-            httpdns_api::metrics_router(state.clone()),
+            httpdns_api::metrics_router(products.ops.clone()),
             false,
             &shutdown,
         )
@@ -396,11 +399,90 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
         metrics_addr,
         admin_token_file,
         admin_token,
-        state,
+        api: products,
+        mirror,
         shutdown,
         tasks,
         grace: config.shutdown_grace,
     })
+}
+
+/// The services the API listener's products are handed slices of.
+struct Services<'a> {
+    /// The httpdns product's state, built beside the others.
+    answers: AppState,
+    catalog: &'a Arc<Catalog>,
+    config: &'a Arc<ConfigCache>,
+    geo: &'a Arc<Geo>,
+    live: &'a Arc<LiveHub>,
+    events: &'a Arc<httpdns_events::EventHub>,
+    upstream: &'a Arc<httpdns_dns::upstream::Upstream>,
+    metrics: &'a Arc<Metrics>,
+    mirror: &'a Arc<httpdns_mirror::Mirror>,
+    service_ips: &'a Arc<httpdns_api::service_ips::ServiceIps>,
+    /// Per-account limits, shared by the answer routes and the signed app endpoints.
+    account_limits: Arc<httpdns_api::ratelimit::RateLimiter<u32>>,
+    admin_token: &'a str,
+}
+
+/// Each product of the API listener with only its slice of state.
+fn products(config: &Config, s: Services<'_>) -> Products {
+    let trusted = || httpdns_core::cidr::CidrTable::new(config.trusted_proxies.iter().map(|n| (*n, ())));
+    let console = Arc::new(httpdns_api::console::Console::new(s.admin_token));
+    Products {
+        apps: httpdns_api::apps::AppsState::new(httpdns_api::apps::Apps {
+            catalog: s.catalog.clone(),
+            config: s.config.clone(),
+            geo: s.geo.clone(),
+            live: s.live.clone(),
+            events: s.events.clone(),
+            upstream: s.upstream.clone(),
+            metrics: s.metrics.clone(),
+            account_limits: s.account_limits,
+            event_limits: httpdns_api::ratelimit::RateLimiter::new(
+                config.events.rate_per_client,
+                config.events.burst,
+            ),
+            feedback_limits: httpdns_api::ratelimit::RateLimiter::new(
+                config.live.feedback_rate,
+                config.live.feedback_burst,
+            ),
+            trusted_proxies: trusted(),
+            auth_required: config.auth_required,
+            allow_private_node_ips: config.allow_private_node_ips,
+        }),
+        admin: httpdns_api::admin::AdminState::new(httpdns_api::admin::Admin {
+            catalog: s.catalog.clone(),
+            config: s.config.clone(),
+            events: s.events.clone(),
+            geo: s.geo.clone(),
+            mirror: s.mirror.clone(),
+            upstream: s.upstream.clone(),
+            metrics: s.metrics.clone(),
+            service_ips: s.service_ips.clone(),
+            console: console.clone(),
+            trusted_proxies: trusted(),
+            admin_token: s.admin_token.to_owned(),
+            validation: httpdns_catalog::Validation {
+                allow_private_node_ips: config.allow_private_node_ips,
+                allow_local_origins: config.allow_local_origins,
+            },
+        }),
+        console: httpdns_api::console::ConsoleState::new(httpdns_api::console::ConsoleParts {
+            console,
+            store: s.catalog.store().clone(),
+            admin_token: s.admin_token.to_owned(),
+            trusted_proxies: trusted(),
+            metrics: s.metrics.clone(),
+        }),
+        ops: httpdns_api::ops::OpsState::new(httpdns_api::ops::Ops {
+            catalog: s.catalog.clone(),
+            geo: s.geo.clone(),
+            upstream: s.upstream.clone(),
+            metrics: s.metrics.clone(),
+        }),
+        answers: s.answers,
+    }
 }
 
 /// The mirror's store of copies, as configured, with the process's descriptor limit `nofile`.

@@ -13,11 +13,11 @@ use httpdns_catalog::ResourceKind;
 use httpdns_dns::tally::WINDOW_MINUTES;
 use serde_json::json;
 
+use crate::admin::AdminState;
 use crate::error::ApiError;
-use crate::state::AppState;
 
 pub(crate) async fn stats(
-    State(app): State<AppState>,
+    State(app): State<AdminState>,
     Path(raw): Path<String>,
     RawQuery(query): RawQuery,
 ) -> Result<Response, ApiError> {

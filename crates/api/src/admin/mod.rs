@@ -14,15 +14,26 @@ mod auth;
 mod body;
 mod domain_stats;
 mod mirror;
+pub(crate) mod overview;
 mod policy;
 mod prefetch;
 mod resources;
 mod tokens;
 
+use std::ops::Deref;
+use std::sync::Arc;
+
+use axum::middleware;
 use axum::routing::get;
 use axum::Router;
+use httpdns_catalog::Catalog;
+use httpdns_center::ConfigCache;
+use httpdns_core::cidr::CidrTable;
+use httpdns_events::EventHub;
+use httpdns_geo::Geo;
 
-use crate::state::AppState;
+use crate::metrics::Metrics;
+use crate::state::TrustedProxies;
 
 pub use auth::require_token;
 pub(crate) use body::parse as parse_body;
@@ -34,14 +45,72 @@ const MAX_OBJECT_WRITE: usize = 256 << 20;
 /// Largest prefetch request: 100,000 paths of up to about 160 bytes.
 const MAX_PREFETCH_BODY: usize = 16 << 20;
 
-/// The admin routes, without auth (the caller layers [`require_token`]).
-pub fn routes() -> Router<AppState> {
+/// The admin routes' slice of state: what the admin API's handlers and its guard read.
+#[derive(Debug, Clone)]
+pub struct AdminState(Arc<Admin>);
+
+/// What [`AdminState`] points at.
+#[derive(Debug)]
+pub struct Admin {
+    /// The model: resources written through the store, read from the snapshot.
+    pub catalog: Arc<Catalog>,
+    /// The config center: publish, history, rollouts, adoption, the policy's places.
+    pub config: Arc<ConfigCache>,
+    /// Client events: summaries, series, the LocalDNS map.
+    pub events: Arc<EventHub>,
+    /// The explanation's classification of a client.
+    pub geo: Arc<Geo>,
+    /// The mirroring gateway's admin side: purge, objects, prefetch, report.
+    pub mirror: Arc<httpdns_mirror::Mirror>,
+    /// The overview's upstream cache counters.
+    pub upstream: Arc<httpdns_dns::upstream::Upstream>,
+    pub metrics: Arc<Metrics>,
+    /// The vendor switches `/ss` and `/conf` carry.
+    pub service_ips: Arc<crate::service_ips::ServiceIps>,
+    /// The console's sessions: the guard's second way in.
+    pub console: Arc<crate::console::Console>,
+    /// Proxies whose forwarded addresses are believed (the explanation's default client).
+    pub trusted_proxies: CidrTable<()>,
+    /// Bearer token of the admin API.
+    pub admin_token: String,
+    /// What resource validation allows: private and loopback node addresses (intranet
+    /// deployments, tests), mirror origins on this host or its link.
+    pub validation: httpdns_catalog::Validation,
+}
+
+impl AdminState {
+    pub fn new(admin: Admin) -> Self {
+        Self(Arc::new(admin))
+    }
+}
+
+impl TrustedProxies for AdminState {
+    fn trusted_proxies(&self) -> &CidrTable<()> {
+        &self.trusted_proxies
+    }
+}
+
+impl Deref for AdminState {
+    type Target = Admin;
+    fn deref(&self) -> &Admin {
+        &self.0
+    }
+}
+
+/// The admin API: every route behind [`require_token`], tracked.
+pub fn router(state: AdminState) -> Router {
+    let router = routes().route_layer(middleware::from_fn_with_state(state.clone(), require_token));
+    crate::track::layer(router, state.metrics.clone()).with_state(state)
+}
+
+/// The admin routes, without auth.
+fn routes() -> Router<AdminState> {
     let router = crate::config_center::admin_routes()
         .route("/admin/v1/nodes/{name}/metrics", axum::routing::post(crate::live::reports::one))
         .route("/admin/v1/metrics", axum::routing::post(crate::live::reports::batch))
         .route("/admin/v1/explain", get(crate::live::explain::handle))
         .route("/admin/v1/domains/{name}/stats", get(domain_stats::stats))
-        .route("/admin/v1/overview", get(crate::console::overview::handle))
+        .route("/admin/v1/overview", get(overview::handle))
         .route("/admin/v1/tokens", get(tokens::list))
         .route("/admin/v1/tokens/{name}", get(tokens::get_one).put(tokens::put).delete(tokens::delete))
         .route("/admin/v1/audit", get(audit::list))
@@ -77,7 +146,7 @@ pub fn routes() -> Router<AppState> {
 }
 
 /// The list route and the `GET`/`PUT`/`DELETE` route of one resource kind.
-fn resource<R: ResourceKind>(router: Router<AppState>) -> Router<AppState> {
+fn resource<R: ResourceKind>(router: Router<AdminState>) -> Router<AdminState> {
     let info = R::info();
     router.route(info.base, get(resources::list::<R>)).route(
         &format!("{}/{}", info.base, info.name_pattern),

@@ -9,14 +9,14 @@ use axum::Json;
 use httpdns_config::policy::{Control, Place, PlaceState};
 use serde_json::{json, Value};
 
+use crate::admin::AdminState;
 use crate::error::ApiError;
-use crate::state::AppState;
 
 /// Steps listed per place.
 const STEPS_PER_PLACE: i64 = 20;
 
 pub(crate) async fn places(
-    State(app): State<AppState>,
+    State(app): State<AdminState>,
     RawQuery(query): RawQuery,
 ) -> Result<Json<Value>, ApiError> {
     let pairs: Vec<(String, String)> =
@@ -90,7 +90,7 @@ pub(crate) async fn places(
 /// cohort (requests and failure rate: the console's chart of the ramped side against the
 /// held-back one), its threshold, and the shares it held over the window (from its steps).
 pub(crate) async fn series(
-    State(app): State<AppState>,
+    State(app): State<AdminState>,
     RawQuery(query): RawQuery,
 ) -> Result<Json<Value>, ApiError> {
     let pairs: Vec<(String, String)> =

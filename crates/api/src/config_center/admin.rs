@@ -17,8 +17,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::admin::audit::AuditNote;
 use crate::admin::parse_body;
+use crate::admin::AdminState;
 use crate::error::ApiError;
-use crate::state::AppState;
 use httpdns_center::cache::etag;
 use httpdns_center::publish::publish;
 
@@ -98,7 +98,7 @@ struct ModuleItem {
     updated_at_ms: i64,
 }
 
-pub(crate) async fn list(State(app): State<AppState>) -> Result<Response, ApiError> {
+pub(crate) async fn list(State(app): State<AdminState>) -> Result<Response, ApiError> {
     let modules = app.config.store().config_modules().await.map_err(|e| ApiError::unavailable(&e))?;
     let items: Vec<ModuleItem> = modules
         .into_iter()
@@ -108,7 +108,7 @@ pub(crate) async fn list(State(app): State<AppState>) -> Result<Response, ApiErr
 }
 
 pub(crate) async fn current(
-    State(app): State<AppState>,
+    State(app): State<AdminState>,
     Path(raw): Path<String>,
 ) -> Result<Response, ApiError> {
     let module = module_of(&raw)?;
@@ -123,7 +123,7 @@ pub(crate) struct PutParams {
 }
 
 pub(crate) async fn put(
-    State(app): State<AppState>,
+    State(app): State<AdminState>,
     Path(raw): Path<String>,
     Query(q): Query<PutParams>,
     headers: HeaderMap,
@@ -202,7 +202,7 @@ struct HistoryItem {
 }
 
 pub(crate) async fn history(
-    State(app): State<AppState>,
+    State(app): State<AdminState>,
     Path(raw): Path<String>,
     Query(q): Query<HistoryParams>,
 ) -> Result<Response, ApiError> {
@@ -245,7 +245,7 @@ pub(crate) async fn history(
 }
 
 pub(crate) async fn version(
-    State(app): State<AppState>,
+    State(app): State<AdminState>,
     Path((raw, n)): Path<(String, String)>,
 ) -> Result<Response, ApiError> {
     let module = module_of(&raw)?;
@@ -268,7 +268,7 @@ pub(crate) struct RollbackBody {
 /// Publishes version `to`'s content as a new, higher version: clients keep the larger
 /// `configVersion`, so going back must go up.
 pub(crate) async fn rollback(
-    State(app): State<AppState>,
+    State(app): State<AdminState>,
     Path(raw): Path<String>,
     headers: HeaderMap,
     body: Bytes,

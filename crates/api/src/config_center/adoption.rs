@@ -6,12 +6,12 @@ use axum::response::{IntoResponse, Response};
 use httpdns_center::adoption::RETENTION;
 use httpdns_config::sketch::STANDARD_ERROR;
 
+use crate::admin::AdminState;
 use crate::error::ApiError;
-use crate::state::AppState;
 
 /// `GET /admin/v1/config/{module}/adoption?window=1h`.
 pub(crate) async fn handle(
-    State(app): State<AppState>,
+    State(app): State<AdminState>,
     Path(raw): Path<String>,
     RawQuery(query): RawQuery,
 ) -> Result<Response, ApiError> {

@@ -8,16 +8,17 @@ use axum::response::{IntoResponse, Response};
 use super::reply::{
     bad_field, module_param, none_match, not_found, not_modified, respond, Whole, SIGNATURE_HEADER,
 };
+use crate::apps::AppsState;
 use crate::error::ApiError;
 use crate::metrics::ConfigMethod;
-use crate::state::{AppState, PeerAddr};
+use crate::state::PeerAddr;
 
 /// A CDN may keep a GET answer this long; past it, it revalidates with the ETag, so a new
 /// version reaches apps behind a CDN within seconds.
 const GET_CACHE_CONTROL: &str = "public, max-age=10, must-revalidate";
 
 /// The answer to `GET /app/config-center/module-config?module=...`, counted.
-pub(crate) fn answer_get(app: &AppState, query: Option<&str>, headers: &HeaderMap) -> Whole {
+pub(crate) fn answer_get(app: &AppsState, query: Option<&str>, headers: &HeaderMap) -> Whole {
     let module = crate::form::query(query).find(|(k, _)| k == "module").map(|(_, v)| v);
     let resp = match module_param(module.as_deref()) {
         Err(e) => e.into_whole(),
@@ -31,7 +32,7 @@ pub(crate) fn answer_get(app: &AppState, query: Option<&str>, headers: &HeaderMa
     resp
 }
 
-pub(crate) async fn post(State(app): State<AppState>, PeerAddr(peer): PeerAddr, body: Bytes) -> Response {
+pub(crate) async fn post(State(app): State<AppsState>, PeerAddr(peer): PeerAddr, body: Bytes) -> Response {
     let resp = match post_inner(&app, peer, &body).await {
         Ok(r) => r,
         Err(e) => e.into_whole(),
@@ -40,7 +41,7 @@ pub(crate) async fn post(State(app): State<AppState>, PeerAddr(peer): PeerAddr, 
     resp.map(axum::body::Body::from)
 }
 
-async fn post_inner(app: &AppState, peer: std::net::IpAddr, body: &[u8]) -> Result<Whole, ApiError> {
+async fn post_inner(app: &AppsState, peer: std::net::IpAddr, body: &[u8]) -> Result<Whole, ApiError> {
     let req = httpdns_center::device::parse(body).map_err(bad_field)?;
     let p =
         app.config.at_least(&req.module, req.config_version).await.ok_or_else(|| not_found(&req.module))?;
@@ -51,7 +52,7 @@ async fn post_inner(app: &AppState, peer: std::net::IpAddr, body: &[u8]) -> Resu
     Ok(respond(&r.published, r.body, r.signature, "no-store"))
 }
 
-pub(crate) async fn public_key(State(app): State<AppState>) -> Response {
+pub(crate) async fn public_key(State(app): State<AppsState>) -> Response {
     let body = serde_json::json!({
         "algorithm": "ed25519",
         "encoding": "base64",

@@ -21,20 +21,13 @@ pub mod rollout;
 use axum::routing::{get, post};
 use axum::Router;
 
-use crate::state::AppState;
+use crate::admin::AdminState;
 
 /// Where apps fetch a module's document.
 pub(crate) const MODULE_CONFIG_PATH: &str = "/app/config-center/module-config";
 
-/// The public routes.
-pub fn app_routes() -> Router<AppState> {
-    Router::new()
-        .route(MODULE_CONFIG_PATH, post(app::post).get(push::get))
-        .route("/app/config-center/public-key", get(app::public_key))
-}
-
 /// The admin routes, without auth (the caller layers it).
-pub fn admin_routes() -> Router<AppState> {
+pub(crate) fn admin_routes() -> Router<AdminState> {
     Router::new()
         .route("/admin/v1/config", get(admin::list))
         .route("/admin/v1/config/{module}", get(admin::current).put(admin::put))

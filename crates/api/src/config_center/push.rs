@@ -16,9 +16,9 @@ use httpdns_center::push::{poll, Poll, MAX_WAIT_S};
 use httpdns_net::http::Answer;
 
 use super::reply::{module_param, not_found, not_modified, respond, Whole};
+use crate::apps::AppsState;
 use crate::error::ApiError;
 use crate::metrics::ConfigMethod;
-use crate::state::AppState;
 
 /// Answers to a long poll must not be kept by a cache in between: each is one device's wait.
 const WAIT_CACHE_CONTROL: &str = "no-store";
@@ -26,7 +26,7 @@ const WAIT_CACHE_CONTROL: &str = "no-store";
 // Takes the raw request: the conditional GET is the hot path, and extractors would copy the
 // headers and the query. The listener's shortcut (`crate::shortcut`) answers a GET through
 // [`super::app::answer_get`] before the router; this handler serves HEAD, and GET without the shortcut.
-pub(crate) async fn get(State(app): State<AppState>, request: Request) -> Response {
+pub(crate) async fn get(State(app): State<AppsState>, request: Request) -> Response {
     let resp = match answer(&app, request.uri().query(), request.headers()) {
         Answer::Ready(r) => r,
         Answer::Later(wait) => wait.await,
@@ -66,7 +66,7 @@ fn held_version(headers: &HeaderMap) -> Option<i64> {
 
 /// Counts a held request for as long as it is held, however it ends (a client hanging up
 /// drops the future).
-struct Held(AppState);
+struct Held(AppsState);
 
 impl Drop for Held {
     fn drop(&mut self) {
@@ -76,7 +76,7 @@ impl Drop for Held {
 
 /// The answer to a config GET: at once (no `wait=`, nothing to wait for, or already newer), or
 /// later. Counted either way.
-pub(crate) fn answer(app: &AppState, query: Option<&str>, headers: &HeaderMap) -> Answer {
+pub(crate) fn answer(app: &AppsState, query: Option<&str>, headers: &HeaderMap) -> Answer {
     // The hot conditional GET (no `wait`) goes straight on, without a second parse of its query.
     if !query.is_some_and(|q| q.contains("wait")) {
         return Answer::Ready(super::app::answer_get(app, query, headers));
@@ -131,7 +131,7 @@ pub(crate) fn answer(app: &AppState, query: Option<&str>, headers: &HeaderMap) -
     }))
 }
 
-fn counted(app: &AppState, resp: Whole) -> Whole {
+fn counted(app: &AppsState, resp: Whole) -> Whole {
     app.metrics.config_request(ConfigMethod::Get, resp.status());
     resp
 }

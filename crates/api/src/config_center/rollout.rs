@@ -12,8 +12,8 @@ use httpdns_store::rollouts::RolloutRow;
 
 use crate::admin::access::Principal;
 use crate::admin::parse_body;
+use crate::admin::AdminState;
 use crate::error::ApiError;
-use crate::state::AppState;
 
 fn module_of(raw: &str) -> Result<String, ApiError> {
     httpdns_config::validate_module(raw)
@@ -37,11 +37,11 @@ fn spec_of(row: &RolloutRow) -> Result<RolloutSpec, ApiError> {
     center::spec_of(row).map_err(failed)
 }
 
-async fn newest(app: &AppState, row: &RolloutRow) -> Result<Option<(i64, i64)>, ApiError> {
+async fn newest(app: &AdminState, row: &RolloutRow) -> Result<Option<(i64, i64)>, ApiError> {
     center::newest(&app.config, row).await.map_err(failed)
 }
 
-async fn refresh(app: &AppState) {
+async fn refresh(app: &AdminState) {
     center::refresh(&app.config).await;
 }
 
@@ -52,7 +52,7 @@ fn side_json(s: &Side) -> serde_json::Value {
     })
 }
 
-async fn view(app: &AppState, row: &RolloutRow) -> Result<serde_json::Value, ApiError> {
+async fn view(app: &AdminState, row: &RolloutRow) -> Result<serde_json::Value, ApiError> {
     let spec = spec_of(row)?;
     let newest = newest(app, row).await?;
     let mut all = Sides::default();
@@ -86,7 +86,7 @@ async fn view(app: &AppState, row: &RolloutRow) -> Result<serde_json::Value, Api
 }
 
 pub(crate) async fn put(
-    State(app): State<AppState>,
+    State(app): State<AdminState>,
     Path(raw): Path<String>,
     body: Bytes,
 ) -> Result<Response, ApiError> {
@@ -117,7 +117,10 @@ pub(crate) async fn put(
     Ok((status, axum::Json(view(&app, &row).await?)).into_response())
 }
 
-pub(crate) async fn get(State(app): State<AppState>, Path(raw): Path<String>) -> Result<Response, ApiError> {
+pub(crate) async fn get(
+    State(app): State<AdminState>,
+    Path(raw): Path<String>,
+) -> Result<Response, ApiError> {
     let module = module_of(&raw)?;
     let row = app.config.store().rollout_get(&module).await.map_err(unavailable)?;
     let row = row.ok_or_else(|| ApiError::not_found(format!("no rollout of {module:?}")))?;
@@ -126,7 +129,7 @@ pub(crate) async fn get(State(app): State<AppState>, Path(raw): Path<String>) ->
 
 /// An operator's action: from one of `from`, to the row `change` makes.
 async fn act(
-    app: &AppState,
+    app: &AdminState,
     raw: &str,
     from: &[&str],
     change: impl FnOnce(&mut RolloutRow, &RolloutSpec),
@@ -157,7 +160,7 @@ async fn act(
     Ok(row)
 }
 
-async fn answer(app: &AppState, raw: &str) -> Result<Response, ApiError> {
+async fn answer(app: &AdminState, raw: &str) -> Result<Response, ApiError> {
     refresh(app).await;
     let row = app.config.store().rollout_get(raw).await.map_err(unavailable)?;
     let row = row.ok_or_else(|| ApiError::not_found("the rollout is gone"))?;
@@ -165,7 +168,7 @@ async fn answer(app: &AppState, raw: &str) -> Result<Response, ApiError> {
 }
 
 pub(crate) async fn pause(
-    State(app): State<AppState>,
+    State(app): State<AdminState>,
     Extension(who): Extension<Principal>,
     Path(raw): Path<String>,
 ) -> Result<Response, ApiError> {
@@ -178,7 +181,7 @@ pub(crate) async fn pause(
 }
 
 pub(crate) async fn resume(
-    State(app): State<AppState>,
+    State(app): State<AdminState>,
     Extension(who): Extension<Principal>,
     Path(raw): Path<String>,
 ) -> Result<Response, ApiError> {
@@ -192,7 +195,7 @@ pub(crate) async fn resume(
 }
 
 pub(crate) async fn promote(
-    State(app): State<AppState>,
+    State(app): State<AdminState>,
     Extension(who): Extension<Principal>,
     Path(raw): Path<String>,
 ) -> Result<Response, ApiError> {
@@ -207,7 +210,7 @@ pub(crate) async fn promote(
 }
 
 pub(crate) async fn abort(
-    State(app): State<AppState>,
+    State(app): State<AdminState>,
     Extension(who): Extension<Principal>,
     Path(raw): Path<String>,
 ) -> Result<Response, ApiError> {

@@ -14,7 +14,7 @@ use std::time::Instant;
 use crate::answer::Question;
 use crate::error::ApiError;
 use crate::metrics::{Endpoint, Outcome};
-use crate::state::{AppState, PeerAddr};
+use crate::state::{AppState, PeerAddr, TrustedProxies};
 use axum::body::Bytes;
 use axum::extract::{Request, State};
 use axum::http::{header, HeaderMap, HeaderName, HeaderValue, Method, StatusCode};
@@ -229,7 +229,7 @@ const EXPIRY_SKEW_S: u64 = 600;
 
 /// Whether the request reached us over TLS: on a TLS listener, or from a trusted proxy that
 /// says it terminated TLS (`X-Forwarded-Proto: https`).
-pub(crate) fn is_secure(app: &AppState, request: &Request) -> bool {
+pub(crate) fn is_secure(app: &impl TrustedProxies, request: &Request) -> bool {
     let tls = request.extensions().get::<httpdns_net::http::Secure>();
     let peer = request.extensions().get::<axum::extract::ConnectInfo<std::net::SocketAddr>>().map(|c| c.0);
     secure_from(app, tls, peer, request.headers())
@@ -237,7 +237,7 @@ pub(crate) fn is_secure(app: &AppState, request: &Request) -> bool {
 
 /// [`is_secure`] from the parts of a request.
 pub(crate) fn secure_from(
-    app: &AppState,
+    app: &impl TrustedProxies,
     tls: Option<&httpdns_net::http::Secure>,
     peer: Option<std::net::SocketAddr>,
     headers: &HeaderMap,
@@ -246,9 +246,8 @@ pub(crate) fn secure_from(
         return true;
     }
     let peer = peer.map(|c| c.ip().to_canonical());
-    let trusted = peer.is_some_and(|p| {
-        !app.settings.trusted_proxies.is_empty() && app.settings.trusted_proxies.lookup(p).is_some()
-    });
+    let proxies = app.trusted_proxies();
+    let trusted = peer.is_some_and(|p| !proxies.is_empty() && proxies.lookup(p).is_some());
     trusted
         && headers
             .get("x-forwarded-proto")

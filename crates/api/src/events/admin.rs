@@ -13,9 +13,9 @@ use axum::response::{IntoResponse, Response};
 use httpdns_store::events::{EventCounts, EventKey};
 use serde_json::{json, Value};
 
+use crate::admin::AdminState;
 use crate::error::ApiError;
 use crate::query::{pairs as query_pairs, window as parse_window};
-use crate::state::AppState;
 use httpdns_events::now_minute;
 use httpdns_events::schema::{EventType, FallbackReason};
 use httpdns_events::verdict::Verdict;
@@ -27,7 +27,7 @@ const OWN_FLUSH_WAIT: Duration = Duration::from_secs(2);
 /// the log). On a task of its own: a flush is shared work that must not be cut off half-way by
 /// this request's bound or its client hanging up (taken minutes would be lost); past the bound
 /// the read answers from the rows stored.
-pub(crate) async fn flush_own(app: &AppState, what: &str) -> Result<(), ApiError> {
+pub(crate) async fn flush_own(app: &AdminState, what: &str) -> Result<(), ApiError> {
     let (hub, store) = (app.events.clone(), app.catalog.store().clone());
     let flush = tokio::spawn(async move { hub.flush(&store).await });
     match tokio::time::timeout(OWN_FLUSH_WAIT, flush).await {
@@ -43,7 +43,7 @@ pub(crate) async fn flush_own(app: &AppState, what: &str) -> Result<(), ApiError
 
 /// Rows of the window, every replica summed, after this replica's own flush.
 async fn rows(
-    app: &AppState,
+    app: &AdminState,
     minutes: i64,
     event: Option<&str>,
 ) -> Result<(Vec<(EventKey, EventCounts, f64)>, i64, i64, i64), ApiError> {
@@ -133,7 +133,7 @@ impl Rates {
 }
 
 pub(crate) async fn summary(
-    State(app): State<AppState>,
+    State(app): State<AdminState>,
     RawQuery(query): RawQuery,
 ) -> Result<Response, ApiError> {
     let pairs = query_pairs(query.as_deref());
@@ -204,7 +204,7 @@ pub(crate) async fn summary(
 }
 
 pub(crate) async fn localdns_map(
-    State(app): State<AppState>,
+    State(app): State<AdminState>,
     RawQuery(query): RawQuery,
 ) -> Result<Response, ApiError> {
     let pairs = query_pairs(query.as_deref());

@@ -17,9 +17,10 @@ use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use httpdns_store::events::{EventCounts, EventKey};
 
+use crate::apps::AppsState;
 use crate::error::ApiError;
 use crate::live::feedback::signer;
-use crate::state::{AppState, PeerAddr};
+use crate::state::PeerAddr;
 use httpdns_events::schema::{self, Detail, Event};
 use httpdns_events::verdict::{self, Context};
 use httpdns_events::{Counted, MAX_UNSIGNED_WEIGHT};
@@ -27,7 +28,7 @@ use httpdns_events::{Counted, MAX_UNSIGNED_WEIGHT};
 const UNSIGNED: &str = "this server takes signed events only: /app/events?account=&t=&s=";
 
 pub(crate) async fn handle(
-    State(app): State<AppState>,
+    State(app): State<AppsState>,
     PeerAddr(peer): PeerAddr,
     RawQuery(query): RawQuery,
     headers: HeaderMap,
@@ -41,7 +42,7 @@ pub(crate) async fn handle(
 }
 
 async fn accept(
-    app: &AppState,
+    app: &AppsState,
     peer: IpAddr,
     query: Option<&str>,
     headers: &HeaderMap,
@@ -141,7 +142,7 @@ async fn accept(
 
 /// The reason label, the unified host label, and the duration an event adds.
 fn describe(
-    app: &AppState,
+    app: &AppsState,
     e: &Event,
     client_isp: Option<&httpdns_core::Token>,
     peer: IpAddr,
@@ -167,7 +168,7 @@ fn describe(
                 client_isp,
                 httpdns,
                 upstream: &upstream,
-                allow_private: app.settings.validation.allow_private_node_ips,
+                allow_private: app.allow_private_node_ips,
             };
             let v = verdict::judge(published, name, localdns, &cx, |ip| {
                 httpdns_geo::classify(published, &app.geo, ip).isp

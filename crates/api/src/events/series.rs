@@ -12,9 +12,9 @@ use axum::response::{IntoResponse, Response};
 use serde_json::{json, Value};
 
 use super::admin::round;
+use crate::admin::AdminState;
 use crate::error::ApiError;
 use crate::query::{pairs as query_pairs, window as parse_window};
-use crate::state::AppState;
 use httpdns_events::now_minute;
 use httpdns_events::schema::EventType;
 
@@ -87,7 +87,7 @@ fn step_error() -> ApiError {
 }
 
 pub(crate) async fn series(
-    State(app): State<AppState>,
+    State(app): State<AdminState>,
     RawQuery(query): RawQuery,
 ) -> Result<Response, ApiError> {
     let pairs = query_pairs(query.as_deref());

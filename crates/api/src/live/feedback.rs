@@ -25,9 +25,10 @@ use httpdns_live::feedback::{Key, Reporter, MAX_CONNECT_MS};
 use serde::Deserialize;
 use sha2::Digest as _;
 
+use crate::apps::AppsState;
 use crate::error::ApiError;
-use crate::resolve::{allow_account, forbidden, verify_signature};
-use crate::state::{AppState, PeerAddr};
+use crate::resolve::{account_allowed, forbidden, verify_signature};
+use crate::state::PeerAddr;
 
 #[derive(Debug, Deserialize)]
 struct Item {
@@ -85,7 +86,7 @@ fn validate(i: usize, item: &Item) -> Result<Valid, ApiError> {
 }
 
 pub(crate) async fn handle(
-    State(app): State<AppState>,
+    State(app): State<AppsState>,
     PeerAddr(peer): PeerAddr,
     RawQuery(query): RawQuery,
     body: Bytes,
@@ -108,7 +109,7 @@ pub(crate) async fn handle(
 /// is signed; an error when it is signed badly, when the account's rate limit is reached, or
 /// when only signed requests are taken and it is not (`unsigned` says how to sign).
 pub(crate) fn signer(
-    app: &AppState,
+    app: &AppsState,
     query: Option<&str>,
     body: &[u8],
     unsigned: &'static str,
@@ -117,7 +118,7 @@ pub(crate) fn signer(
         form_urlencoded::parse(query.unwrap_or("").as_bytes()).into_owned().collect();
     let get = |k: &str| pairs.iter().find(|(n, _)| n == k).map(|(_, v)| v.as_str());
     let Some(account) = get("account") else {
-        if app.settings.auth_required {
+        if app.auth_required {
             return Err(forbidden("UnsignedInterfaceDisabled", unsigned));
         }
         return Ok(None);
@@ -131,7 +132,7 @@ pub(crate) fn signer(
         .ok_or_else(|| forbidden("InvalidAccount", "no such account"))?;
     let digest = httpdns_auth::hex(&sha2::Sha256::digest(body));
     verify_signature(&spec.secret, &digest, get("t"), get("s"))?;
-    if !allow_account(app, id, spec.rate_limit_qps) {
+    if !account_allowed(&app.account_limits, &app.metrics, id, spec.rate_limit_qps) {
         return Err(ApiError::new(
             StatusCode::TOO_MANY_REQUESTS,
             "Throttled",
@@ -141,7 +142,7 @@ pub(crate) fn signer(
     Ok(Some(id))
 }
 
-fn accept(app: &AppState, peer: IpAddr, account: Option<u32>, body: &[u8]) -> Result<Response, ApiError> {
+fn accept(app: &AppsState, peer: IpAddr, account: Option<u32>, body: &[u8]) -> Result<Response, ApiError> {
     if !app.feedback_limits.allow(peer) {
         app.metrics.feedback_reports.with_label_values(&["rate_limited"]).inc();
         return Err(ApiError::new(
