@@ -7,7 +7,7 @@ use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 
-use crate::ops::OpsState;
+use crate::ops::state::OpsState;
 
 /// Alive: the process answers HTTP.
 pub(crate) async fn healthz() -> Response {

@@ -7,13 +7,13 @@
 //!   text format; [`resolve`] `/resolve`, Alibaba JSON; `v2` `/v2/d`; [`service_ips`] `/ss`,
 //!   `/{account}/ss` and `/conf`; `doh` `/dns-query`. The model it answers from is
 //!   `httpdns_catalog`'s.
-//! * [`apps`]: the app-facing product over `apps::AppsState`: the config center
+//! * [`apps`]: the app-facing product over `apps::state::AppsState`: the config center
 //!   (`/app/config-center/...`, over `httpdns-center`), client events (`POST /app/events`, over
 //!   `httpdns-events`) and `POST /feedback`.
-//! * [`admin`]: `/admin/v1/...` over `admin::AdminState`, behind its one guard.
+//! * [`admin`]: `/admin/v1/...` over `admin::state::AdminState`, behind its one guard.
 //! * [`console`]: `/console` over `console::ConsoleState`.
 //! * [`ops`]: `/healthz`, `/readyz`, `/metrics`, `/openapi.json` and the `404` fallback over
-//!   `ops::OpsState`.
+//!   `ops::state::OpsState`.
 //! * [`Products`] holds the slices; [`router_with`] merges the routers; [`app`] adds the
 //!   [`shortcut`] that answers `GET /d` and the config GET before them.
 //! * [`error`]: [`ApiError`], the JSON error of this layer.
@@ -63,10 +63,10 @@ pub struct Products {
     /// The httpdns product's (`/d`, `/resolve`, `/v2/d`, `/ss`, `/conf`, the account routes,
     /// `/dns-query`).
     pub answers: AppState,
-    pub apps: apps::AppsState,
-    pub admin: admin::AdminState,
+    pub apps: apps::state::AppsState,
+    pub admin: admin::state::AdminState,
     pub console: console::ConsoleState,
-    pub ops: ops::OpsState,
+    pub ops: ops::state::OpsState,
 }
 
 /// The API router with every route and layer, `/metrics` included.
@@ -86,7 +86,7 @@ pub fn app(products: &Products, public_metrics: bool) -> httpdns_net::http::App 
 }
 
 /// A router of `/metrics` alone, for a metrics listener of its own.
-pub fn metrics_router(state: ops::OpsState) -> Router {
+pub fn metrics_router(state: ops::state::OpsState) -> Router {
     ops::metrics_router(state)
 }
 

@@ -7,7 +7,7 @@ use std::time::Instant;
 use axum::http::Method;
 use httpdns_net::http::{Answer, Head, Shortcut};
 
-use crate::apps::AppsState;
+use crate::apps::state::AppsState;
 use crate::dnspod::Now;
 use crate::metrics::Route;
 use crate::state::{client_address, AppState};

@@ -1,7 +1,7 @@
 //! The state of the httpdns product's handlers (`/d`, `/resolve`, `/v2/d`, `/ss`, `/conf`, the
 //! account routes, `/dns-query`): a cheap clone of `Arc`s. The other products have slices of
-//! their own (`apps::AppsState`, `admin::AdminState`, `console::ConsoleState`,
-//! `ops::OpsState`); [`PeerAddr`] works with any state that names its trusted proxies.
+//! their own (`apps::state::AppsState`, `admin::state::AdminState`,
+//! `console::ConsoleState`, `ops::state::OpsState`); [`PeerAddr`] works with any state that names its trusted proxies.
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::Arc;

@@ -430,7 +430,7 @@ fn products(config: &Config, s: Services<'_>) -> Products {
     let trusted = || httpdns_core::cidr::CidrTable::new(config.trusted_proxies.iter().map(|n| (*n, ())));
     let console = Arc::new(httpdns_api::console::Console::new(s.admin_token));
     Products {
-        apps: httpdns_api::apps::AppsState::new(httpdns_api::apps::Apps {
+        apps: httpdns_api::apps::state::AppsState::new(httpdns_api::apps::state::Apps {
             catalog: s.catalog.clone(),
             config: s.config.clone(),
             geo: s.geo.clone(),
@@ -451,7 +451,7 @@ fn products(config: &Config, s: Services<'_>) -> Products {
             auth_required: config.auth_required,
             allow_private_node_ips: config.allow_private_node_ips,
         }),
-        admin: httpdns_api::admin::AdminState::new(httpdns_api::admin::Admin {
+        admin: httpdns_api::admin::state::AdminState::new(httpdns_api::admin::state::Admin {
             catalog: s.catalog.clone(),
             config: s.config.clone(),
             events: s.events.clone(),
@@ -475,7 +475,7 @@ fn products(config: &Config, s: Services<'_>) -> Products {
             trusted_proxies: trusted(),
             metrics: s.metrics.clone(),
         }),
-        ops: httpdns_api::ops::OpsState::new(httpdns_api::ops::Ops {
+        ops: httpdns_api::ops::state::OpsState::new(httpdns_api::ops::state::Ops {
             catalog: s.catalog.clone(),
             geo: s.geo.clone(),
             upstream: s.upstream.clone(),

@@ -16,7 +16,7 @@ use httpdns_store::teams::{AuditEntry, AuditRecord};
 use serde::Deserialize;
 
 use super::access::Principal;
-use crate::admin::AdminState;
+use crate::admin::state::AdminState;
 use crate::error::ApiError;
 
 /// What a handler may add to its response so the audit entry says more than the store

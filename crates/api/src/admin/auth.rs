@@ -4,7 +4,7 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
 use super::access::{self, Principal};
-use crate::admin::AdminState;
+use crate::admin::state::AdminState;
 use crate::error::ApiError;
 
 /// Lets a request through with `Authorization: Bearer <token>` (the bootstrap admin token or a

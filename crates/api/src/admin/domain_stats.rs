@@ -13,7 +13,7 @@ use httpdns_catalog::ResourceKind;
 use httpdns_dns::tally::WINDOW_MINUTES;
 use serde_json::json;
 
-use crate::admin::AdminState;
+use crate::admin::state::AdminState;
 use crate::error::ApiError;
 
 pub(crate) async fn stats(

@@ -9,7 +9,7 @@ use axum::Json;
 use httpdns_mirror::PurgeError;
 use serde::Deserialize;
 
-use crate::admin::AdminState;
+use crate::admin::state::AdminState;
 use crate::error::ApiError;
 
 #[derive(Debug, Deserialize)]
@@ -31,7 +31,7 @@ fn purge_error(e: PurgeError) -> ApiError {
 
 /// `POST /admin/v1/mirror/purge` `{"path": "/image/a.jpg", "prefix": false}`.
 pub(crate) async fn purge(State(app): State<AdminState>, bytes: Bytes) -> Result<Response, ApiError> {
-    let body: PurgeBody = super::parse_body(&bytes)?;
+    let body: PurgeBody = super::body::parse(&bytes)?;
     let path = if body.prefix { body.path.trim_end_matches('/') } else { body.path.as_str() };
     let purged = app.mirror.purge(path, body.prefix).await.map_err(purge_error)?;
     tracing::info!(path = %body.path, prefix = body.prefix, purged, "Mirror purge.");

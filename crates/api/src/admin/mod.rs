@@ -11,32 +11,24 @@
 pub mod access;
 pub mod audit;
 mod auth;
-mod body;
+pub(crate) mod body;
 mod domain_stats;
 mod mirror;
 pub(crate) mod overview;
 mod policy;
 mod prefetch;
 mod resources;
+pub mod state;
+mod switches;
 mod tokens;
-
-use std::ops::Deref;
-use std::sync::Arc;
 
 use axum::middleware;
 use axum::routing::get;
 use axum::Router;
-use httpdns_catalog::Catalog;
-use httpdns_center::ConfigCache;
-use httpdns_core::cidr::CidrTable;
-use httpdns_events::EventHub;
-use httpdns_geo::Geo;
 
-use crate::metrics::Metrics;
-use crate::state::TrustedProxies;
+use state::AdminState;
 
 pub use auth::require_token;
-pub(crate) use body::parse as parse_body;
 use httpdns_catalog::kinds::{Accounts, Domains, ImageStyles, MirrorRules, Networks, Nodes, Pools};
 use httpdns_catalog::ResourceKind;
 
@@ -44,58 +36,6 @@ use httpdns_catalog::ResourceKind;
 const MAX_OBJECT_WRITE: usize = 256 << 20;
 /// Largest prefetch request: 100,000 paths of up to about 160 bytes.
 const MAX_PREFETCH_BODY: usize = 16 << 20;
-
-/// The admin routes' slice of state: what the admin API's handlers and its guard read.
-#[derive(Debug, Clone)]
-pub struct AdminState(Arc<Admin>);
-
-/// What [`AdminState`] points at.
-#[derive(Debug)]
-pub struct Admin {
-    /// The model: resources written through the store, read from the snapshot.
-    pub catalog: Arc<Catalog>,
-    /// The config center: publish, history, rollouts, adoption, the policy's places.
-    pub config: Arc<ConfigCache>,
-    /// Client events: summaries, series, the LocalDNS map.
-    pub events: Arc<EventHub>,
-    /// The explanation's classification of a client.
-    pub geo: Arc<Geo>,
-    /// The mirroring gateway's admin side: purge, objects, prefetch, report.
-    pub mirror: Arc<httpdns_mirror::Mirror>,
-    /// The overview's upstream cache counters.
-    pub upstream: Arc<httpdns_dns::upstream::Upstream>,
-    pub metrics: Arc<Metrics>,
-    /// The vendor switches `/ss` and `/conf` carry.
-    pub service_ips: Arc<crate::service_ips::ServiceIps>,
-    /// The console's sessions: the guard's second way in.
-    pub console: Arc<crate::console::Console>,
-    /// Proxies whose forwarded addresses are believed (the explanation's default client).
-    pub trusted_proxies: CidrTable<()>,
-    /// Bearer token of the admin API.
-    pub admin_token: String,
-    /// What resource validation allows: private and loopback node addresses (intranet
-    /// deployments, tests), mirror origins on this host or its link.
-    pub validation: httpdns_catalog::Validation,
-}
-
-impl AdminState {
-    pub fn new(admin: Admin) -> Self {
-        Self(Arc::new(admin))
-    }
-}
-
-impl TrustedProxies for AdminState {
-    fn trusted_proxies(&self) -> &CidrTable<()> {
-        &self.trusted_proxies
-    }
-}
-
-impl Deref for AdminState {
-    type Target = Admin;
-    fn deref(&self) -> &Admin {
-        &self.0
-    }
-}
 
 /// The admin API: every route behind [`require_token`], tracked.
 pub fn router(state: AdminState) -> Router {
@@ -119,7 +59,7 @@ fn routes() -> Router<AdminState> {
         .route("/admin/v1/events/series", get(crate::events::series::series))
         .route("/admin/v1/policy/places", get(policy::places))
         .route("/admin/v1/policy/series", get(policy::series))
-        .route("/admin/v1/vendor-switches", get(crate::vendor_switches::get).put(crate::vendor_switches::put))
+        .route("/admin/v1/vendor-switches", get(switches::get).put(switches::put))
         .route("/admin/v1/mirror/purge", axum::routing::post(mirror::purge))
         .route("/admin/v1/mirror/report", get(mirror::report))
         .route(

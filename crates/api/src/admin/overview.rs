@@ -10,7 +10,7 @@ use axum::response::{IntoResponse, Response};
 use httpdns_core::snapshot::NodeHealth as _;
 use serde_json::json;
 
-use crate::admin::AdminState;
+use crate::admin::state::AdminState;
 
 /// Sums of a counter family by one label (or by two, joined with `/`).
 fn by_labels(

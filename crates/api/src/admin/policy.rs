@@ -9,7 +9,7 @@ use axum::Json;
 use httpdns_config::policy::{Control, Place, PlaceState};
 use serde_json::{json, Value};
 
-use crate::admin::AdminState;
+use crate::admin::state::AdminState;
 use crate::error::ApiError;
 
 /// Steps listed per place.

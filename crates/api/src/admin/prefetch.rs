@@ -9,7 +9,7 @@ use axum::Json;
 use httpdns_mirror::prefetch::PrefetchError;
 use serde::Deserialize;
 
-use crate::admin::AdminState;
+use crate::admin::state::AdminState;
 use crate::error::ApiError;
 
 #[derive(Debug, Deserialize)]
@@ -20,7 +20,7 @@ pub(crate) struct PrefetchBody {
 }
 
 pub(crate) async fn start(State(app): State<AdminState>, bytes: Bytes) -> Result<Response, ApiError> {
-    let body: PrefetchBody = super::parse_body(&bytes)?;
+    let body: PrefetchBody = super::body::parse(&bytes)?;
     let id = app.mirror.start_prefetch(body.paths).map_err(|e| match e {
         PrefetchError::Invalid(f) => ApiError::invalid(f),
         PrefetchError::Io(e) => ApiError::internal(&e),

@@ -7,7 +7,7 @@ use httpdns_store::{Precondition, Resource, StoreError};
 use serde::{Deserialize, Serialize};
 
 use super::body;
-use crate::admin::AdminState;
+use crate::admin::state::AdminState;
 use crate::error::ApiError;
 
 /// Runs an admin write and then the publish of what it stored, together on a task of their

@@ -12,8 +12,8 @@ use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 
 use super::access::{self, Principal, Role};
-use super::parse_body;
-use crate::admin::AdminState;
+use super::body::parse as parse_body;
+use crate::admin::state::AdminState;
 use crate::error::ApiError;
 
 #[derive(Deserialize)]

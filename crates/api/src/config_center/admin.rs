@@ -16,8 +16,8 @@ use httpdns_store::config::{Expect, Publish, PublishError};
 use serde::{Deserialize, Serialize};
 
 use crate::admin::audit::AuditNote;
-use crate::admin::parse_body;
-use crate::admin::AdminState;
+use crate::admin::body::parse as parse_body;
+use crate::admin::state::AdminState;
 use crate::error::ApiError;
 use httpdns_center::cache::etag;
 use httpdns_center::publish::publish;

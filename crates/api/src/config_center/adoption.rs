@@ -6,7 +6,7 @@ use axum::response::{IntoResponse, Response};
 use httpdns_center::adoption::RETENTION;
 use httpdns_config::sketch::STANDARD_ERROR;
 
-use crate::admin::AdminState;
+use crate::admin::state::AdminState;
 use crate::error::ApiError;
 
 /// `GET /admin/v1/config/{module}/adoption?window=1h`.

@@ -8,7 +8,7 @@ use axum::response::{IntoResponse, Response};
 use super::reply::{
     bad_field, module_param, none_match, not_found, not_modified, respond, Whole, SIGNATURE_HEADER,
 };
-use crate::apps::AppsState;
+use crate::apps::state::AppsState;
 use crate::error::ApiError;
 use crate::metrics::ConfigMethod;
 use crate::state::PeerAddr;

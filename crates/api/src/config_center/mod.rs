@@ -21,7 +21,7 @@ pub mod rollout;
 use axum::routing::{get, post};
 use axum::Router;
 
-use crate::admin::AdminState;
+use crate::admin::state::AdminState;
 
 /// Where apps fetch a module's document.
 pub(crate) const MODULE_CONFIG_PATH: &str = "/app/config-center/module-config";

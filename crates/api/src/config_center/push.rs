@@ -16,7 +16,7 @@ use httpdns_center::push::{poll, Poll, MAX_WAIT_S};
 use httpdns_net::http::Answer;
 
 use super::reply::{module_param, not_found, not_modified, respond, Whole};
-use crate::apps::AppsState;
+use crate::apps::state::AppsState;
 use crate::error::ApiError;
 use crate::metrics::ConfigMethod;
 

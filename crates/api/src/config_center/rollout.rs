@@ -11,8 +11,8 @@ use httpdns_config::guard::{RolloutSpec, Side, Sides};
 use httpdns_store::rollouts::RolloutRow;
 
 use crate::admin::access::Principal;
-use crate::admin::parse_body;
-use crate::admin::AdminState;
+use crate::admin::body::parse as parse_body;
+use crate::admin::state::AdminState;
 use crate::error::ApiError;
 
 fn module_of(raw: &str) -> Result<String, ApiError> {

@@ -13,7 +13,7 @@ use axum::response::{IntoResponse, Response};
 use httpdns_store::events::{EventCounts, EventKey};
 use serde_json::{json, Value};
 
-use crate::admin::AdminState;
+use crate::admin::state::AdminState;
 use crate::error::ApiError;
 use crate::query::{pairs as query_pairs, window as parse_window};
 use httpdns_events::now_minute;

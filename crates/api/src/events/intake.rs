@@ -17,7 +17,7 @@ use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use httpdns_store::events::{EventCounts, EventKey};
 
-use crate::apps::AppsState;
+use crate::apps::state::AppsState;
 use crate::error::ApiError;
 use crate::live::feedback::signer;
 use crate::state::PeerAddr;

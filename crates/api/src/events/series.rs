@@ -12,7 +12,7 @@ use axum::response::{IntoResponse, Response};
 use serde_json::{json, Value};
 
 use super::admin::round;
-use crate::admin::AdminState;
+use crate::admin::state::AdminState;
 use crate::error::ApiError;
 use crate::query::{pairs as query_pairs, window as parse_window};
 use httpdns_events::now_minute;

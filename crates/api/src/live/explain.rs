@@ -11,7 +11,7 @@ use axum::response::{IntoResponse, Response};
 use httpdns_core::snapshot::client_seed;
 use httpdns_core::{DomainName, Family};
 
-use crate::admin::AdminState;
+use crate::admin::state::AdminState;
 use crate::error::ApiError;
 use crate::state::PeerAddr;
 

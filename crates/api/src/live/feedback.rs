@@ -25,7 +25,7 @@ use httpdns_live::feedback::{Key, Reporter, MAX_CONNECT_MS};
 use serde::Deserialize;
 use sha2::Digest as _;
 
-use crate::apps::AppsState;
+use crate::apps::state::AppsState;
 use crate::error::ApiError;
 use crate::resolve::{account_allowed, forbidden, verify_signature};
 use crate::state::PeerAddr;

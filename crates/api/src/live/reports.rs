@@ -14,8 +14,8 @@ use httpdns_store::live::NodeReport;
 use httpdns_store::Kind;
 use serde::Deserialize;
 
-use crate::admin::parse_body;
-use crate::admin::AdminState;
+use crate::admin::body::parse as parse_body;
+use crate::admin::state::AdminState;
 use crate::error::ApiError;
 
 /// Reports in one batch.

@@ -1,20 +1,16 @@
-//! The app-facing product: the config center (`/app/config-center/...`), client events
-//! (`POST /app/events`) and app feedback (`POST /feedback`, app-side telemetry like the events).
-//! [`router`] is handed [`AppsState`], what these handlers read and nothing else.
+//! The app routes' slice of state: what the config center's app side, the event intake and
+//! app feedback read.
 
 use std::net::IpAddr;
 use std::ops::Deref;
 use std::sync::Arc;
 
-use axum::routing::{get, post};
-use axum::Router;
 use httpdns_catalog::{Catalog, LiveHub};
 use httpdns_center::ConfigCache;
 use httpdns_core::cidr::CidrTable;
 use httpdns_events::EventHub;
 use httpdns_geo::Geo;
 
-use crate::config_center::{app, push, MODULE_CONFIG_PATH};
 use crate::metrics::Metrics;
 use crate::ratelimit::RateLimiter;
 use crate::state::TrustedProxies;
@@ -69,17 +65,4 @@ impl TrustedProxies for AppsState {
     fn trusted_proxies(&self) -> &CidrTable<()> {
         &self.trusted_proxies
     }
-}
-
-/// The app routes. The config center's count their own requests (the config GET is a hot
-/// path); events and feedback are counted, and given a request id, by the `track` layer.
-pub fn router(state: AppsState) -> Router {
-    let tracked = Router::new()
-        .route("/feedback", post(crate::live::feedback::handle))
-        .route("/app/events", post(crate::events::intake::handle));
-    Router::new()
-        .route(MODULE_CONFIG_PATH, post(app::post).get(push::get))
-        .route("/app/config-center/public-key", get(app::public_key))
-        .merge(crate::track::layer(tracked, state.metrics.clone()))
-        .with_state(state)
 }

@@ -2,47 +2,15 @@
 //! `404` of a path no product routes. [`router`] is handed [`OpsState`], what these handlers
 //! read and nothing else.
 
-use std::ops::Deref;
-use std::sync::Arc;
+pub mod state;
 
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::Router;
-use httpdns_catalog::Catalog;
-use httpdns_geo::Geo;
 
 use crate::error::ApiError;
 use crate::health;
-use crate::metrics::Metrics;
-
-/// The ops routes' slice of state.
-#[derive(Debug, Clone)]
-pub struct OpsState(Arc<Ops>);
-
-/// What [`OpsState`] points at.
-#[derive(Debug)]
-pub struct Ops {
-    /// Readiness (the snapshot and the store), the snapshot's age and health counts.
-    pub catalog: Arc<Catalog>,
-    /// Whether the GeoIP databases are loaded.
-    pub geo: Arc<Geo>,
-    /// The upstream cache's counters, copied at scrape time.
-    pub upstream: Arc<httpdns_dns::upstream::Upstream>,
-    pub metrics: Arc<Metrics>,
-}
-
-impl OpsState {
-    pub fn new(ops: Ops) -> Self {
-        Self(Arc::new(ops))
-    }
-}
-
-impl Deref for OpsState {
-    type Target = Ops;
-    fn deref(&self) -> &Ops {
-        &self.0
-    }
-}
+use state::OpsState;
 
 /// The ops routes, tracked, with the listener's fallback (`404`, JSON); `/metrics` only when
 /// `public_metrics` (a metrics listener of its own keeps rule names and counters off the public
