@@ -14,7 +14,7 @@ mod auth;
 pub(crate) mod body;
 mod domain_stats;
 mod mirror;
-pub(crate) mod overview;
+mod overview;
 mod policy;
 mod prefetch;
 mod resources;
