@@ -63,10 +63,10 @@ async fn every_declared_kind_is_routed_documented_synced_and_exported() {
     // The catalog took every kind in: the answer needs the network (the client's carrier),
     // the pool, the node and the domain; accounts, rules and styles are where they are used.
     assert_eq!(s.text("/d?dn=kinds.example.com&ip=10.9.1.1").await, "1.2.3.4");
-    let state = &s.running().state;
-    assert!(state.catalog.snapshot().account(4242).is_some(), "accounts reach the snapshot");
-    assert!(state.mirror.rules().iter().any(|r| r.name == "kinds-rule"), "mirror rules reach the gateway");
-    assert_eq!(state.mirror.style_names(), ["kinds-style"], "image styles reach the gateway");
+    let (catalog, mirror) = (&s.running().api.answers.catalog, &s.running().mirror);
+    assert!(catalog.snapshot().account(4242).is_some(), "accounts reach the snapshot");
+    assert!(mirror.rules().iter().any(|r| r.name == "kinds-rule"), "mirror rules reach the gateway");
+    assert_eq!(mirror.style_names(), ["kinds-style"], "image styles reach the gateway");
 
     // `httpdns export` reads every declarative kind back under its section, through the
     // paths the registry gives.

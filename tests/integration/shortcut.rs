@@ -78,7 +78,7 @@ async fn the_shortcut_answers_exactly_as_the_router() {
     )
     .await;
     let shutdown = CancellationToken::new();
-    let routed = routed_only(httpdns_api::router_with(s.running().state.clone(), true), &shutdown).await;
+    let routed = routed_only(httpdns_api::router_with(&s.running().api, true), &shutdown).await;
     let http = httpdns_test_support::http::client();
 
     let config = "/app/config-center/module-config?module=cdn";
@@ -141,7 +141,8 @@ async fn the_shortcut_answers_exactly_as_the_router() {
     assert_eq!(fetch(&http, &s.url(&cases[0].0), None).await.2, "1.1.1.1;1.1.1.2");
 
     // The shortcut itself: it answers a GET of either path, and leaves the rest to the router.
-    let hot = httpdns_api::shortcut::HotRoutes(s.running().state.clone());
+    let api = &s.running().api;
+    let hot = httpdns_api::shortcut::HotRoutes { answers: api.answers.clone(), apps: api.apps.clone() };
     let headers = HeaderMap::new();
     let ask = |method: &Method, uri: &str| {
         let uri: Uri = uri.parse().unwrap();
@@ -191,7 +192,7 @@ async fn mirror_hits_from_the_shortcut_equal_the_routers() {
         assert!(stored, "{path} is stored");
     }
     let shutdown = CancellationToken::new();
-    let routed = routed_only(httpdns_mirror::router(s.running().state.mirror.clone()), &shutdown).await;
+    let routed = routed_only(httpdns_mirror::router(s.running().mirror.clone()), &shutdown).await;
     let full = http.get(s.mirror_url("/r/r.txt")).send().await.unwrap();
     let etag = full.headers()["etag"].to_str().unwrap().to_owned();
     let modified = full.headers()["last-modified"].to_str().unwrap().to_owned();
@@ -240,7 +241,7 @@ async fn mirror_hits_from_the_shortcut_equal_the_routers() {
     assert_eq!(hits().await - hits_before, 26.0);
 
     // The shortcut itself: a stored copy in memory, and nothing else.
-    let hot = httpdns_mirror::HotHits(s.running().state.mirror.clone());
+    let hot = httpdns_mirror::HotHits(s.running().mirror.clone());
     let ask = |method: &Method, uri: &str, headers: &HeaderMap| {
         let uri: Uri = uri.parse().unwrap();
         let head = Head { method, uri: &uri, headers, peer: "127.0.0.1:9".parse().unwrap(), secure: None };

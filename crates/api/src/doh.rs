@@ -15,7 +15,7 @@ use hickory_proto::rr::{RData, RecordType};
 use httpdns_dns::{Answer, Context, Frontend, Reply, Transport};
 
 use crate::error::ApiError;
-use crate::httpdns::HttpdnsState;
+use crate::httpdns::state::HttpdnsState;
 use crate::peer::PeerAddr;
 
 const DNS_MESSAGE: &str = "application/dns-message";

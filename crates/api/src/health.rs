@@ -7,7 +7,7 @@ use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 
-use crate::state::AppState;
+use crate::ops::state::OpsState;
 
 /// Alive: the process answers HTTP.
 pub(crate) async fn healthz() -> Response {
@@ -38,7 +38,7 @@ struct Readiness {
 /// Ready to answer: a snapshot is loaded. A store outage after that is reported as
 /// `degraded` with 200, since answers keep flowing from the last snapshot and a load balancer
 /// must not take the replica out for it.
-pub(crate) async fn readyz(State(app): State<AppState>) -> Response {
+pub(crate) async fn readyz(State(app): State<OpsState>) -> Response {
     let status = app.catalog.status();
     let snap = app.catalog.snapshot();
     let stats = snap.stats();
@@ -69,7 +69,7 @@ pub(crate) async fn readyz(State(app): State<AppState>) -> Response {
     resp
 }
 
-pub(crate) async fn metrics(State(app): State<AppState>) -> Response {
+pub(crate) async fn metrics(State(app): State<OpsState>) -> Response {
     let geo = app.geo.status();
     app.metrics.geoip_loaded.with_label_values(&["city"]).set(i64::from(geo.city_loaded));
     app.metrics.geoip_loaded.with_label_values(&["asn"]).set(i64::from(geo.asn_loaded));

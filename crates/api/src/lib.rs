@@ -1,17 +1,22 @@
-//! The HTTP API listener: HTTPDNS (`/d`, `/resolve`), the admin API, metrics and health.
+//! The HTTP edge: every route of the API listener, one router per product, each handed only
+//! its slice of state by `server`.
 //!
 //! # Layout
 //!
-//! * [`router`]: builds the axum `Router` from an [`AppState`]; [`app`] adds the
-//!   [`shortcut`] that answers `GET /d` and the config GET before it.
-//! * The model it answers from is `httpdns_catalog`'s: this crate is the HTTP edge over it.
-//! * [`httpdns`]: the httpdns product's router and its state slice ([`httpdns::HttpdnsState`]):
-//!   [`dnspod`]: `/d`, the DNSPod text format; [`resolve`]: `/resolve`, Alibaba JSON;
-//!   [`v2`]: `/v2/d`, Alibaba's v2 API; [`doh`]: `/dns-query`; [`service_ips`]: `/ss`,
-//!   `/{account}/ss` and `/conf`, the service-IP lists clients bootstrap from. They parse,
-//!   guard (`httpdns_guard`), ask the engine (`httpdns_answer`) and format.
-//! * [`admin`]: `/admin/v1/...` resources over one generic set of handlers.
-//! * [`metrics`], [`health`]: Prometheus metrics, `/healthz`, `/readyz`.
+//! * [`httpdns`]: the httpdns product's router over its slice ([`httpdns::HttpdnsState`]):
+//!   [`dnspod`] `/d`, the DNSPod text format; [`resolve`] `/resolve`, Alibaba JSON; [`v2`]
+//!   `/v2/d`; [`doh`] `/dns-query`; `/ss`, `/{account}/ss` and `/conf` ([`httpdns`]'s
+//!   `bootstrap`, over [`service_ips`], the replica list). They parse, guard
+//!   (`httpdns_guard`), ask the engine (`httpdns_answer`) and format.
+//! * [`apps`]: the app-facing product over `apps::state::AppsState`: the config center
+//!   (`/app/config-center/...`, over `httpdns-center`), client events (`POST /app/events`, over
+//!   `httpdns-events`) and `POST /feedback`.
+//! * [`admin`]: `/admin/v1/...` over `admin::state::AdminState`, behind its one guard.
+//! * [`console`]: `/console` over `console::ConsoleState`.
+//! * [`ops`]: `/healthz`, `/readyz`, `/metrics`, `/openapi.json` and the `404` fallback over
+//!   `ops::state::OpsState`.
+//! * [`Products`] holds the slices; [`router_with`] merges the routers; [`app`] adds the
+//!   [`shortcut`] that answers `GET /d` and the config GET before them.
 //! * [`error`]: [`ApiError`], the JSON error of this layer.
 //!
 //! # Invariant
@@ -20,6 +25,7 @@
 //! they never await the database.
 
 pub mod admin;
+pub mod apps;
 pub mod config_center;
 pub mod console;
 pub mod dnspod;
@@ -32,80 +38,65 @@ pub mod httpdns;
 pub mod live;
 pub mod metrics;
 pub mod openapi;
+pub mod ops;
 pub mod peer;
+mod query;
 pub mod request_id;
 pub mod resolve;
 pub mod service_ips;
 pub mod shortcut;
-pub mod state;
+mod track;
 pub mod v2;
 pub mod vendor_switches;
 
-use std::time::Instant;
-
-use axum::extract::{Request, State};
 use axum::http::{Method, StatusCode};
-use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
-use axum::routing::get;
 use axum::Router;
 
 pub use error::ApiError;
-pub use state::{ApiSettings, AppState};
+
+/// Every product's slice of state, as `server` builds them.
+#[derive(Debug, Clone)]
+pub struct Products {
+    /// The httpdns product's (`/d`, `/resolve`, `/v2/d`, `/ss`, `/conf`, the account routes,
+    /// `/dns-query`).
+    pub answers: httpdns::HttpdnsState,
+    pub apps: apps::state::AppsState,
+    pub admin: admin::state::AdminState,
+    pub console: console::ConsoleState,
+    pub ops: ops::state::OpsState,
+}
 
 /// The API router with every route and layer, `/metrics` included.
-pub fn router(state: AppState) -> Router {
-    router_with(state, true)
+pub fn router(products: &Products) -> Router {
+    router_with(products, true)
 }
 
 /// What the API listeners serve: [`router_with`] behind the [`shortcut`] for the hot GETs.
-pub fn app(state: AppState, public_metrics: bool) -> httpdns_net::http::App {
+pub fn app(products: &Products, public_metrics: bool) -> httpdns_net::http::App {
     httpdns_net::http::App {
-        router: router_with(state.clone(), public_metrics),
-        shortcut: Some(std::sync::Arc::new(shortcut::HotRoutes(state))),
+        router: router_with(products, public_metrics),
+        shortcut: Some(std::sync::Arc::new(shortcut::HotRoutes {
+            answers: products.answers.clone(),
+            apps: products.apps.clone(),
+        })),
     }
 }
 
 /// A router of `/metrics` alone, for a metrics listener of its own.
-pub fn metrics_router(state: AppState) -> Router {
-    Router::new()
-        .route("/metrics", get(health::metrics))
-        .fallback(not_found)
-        .layer(middleware::from_fn_with_state(state.clone(), track))
-        .with_state(state)
+pub fn metrics_router(state: ops::state::OpsState) -> Router {
+    ops::metrics_router(state)
 }
 
-/// The API router; `/metrics` only when `public_metrics` (a metrics listener of its own
-/// keeps rule names and counters off the public listener).
-pub fn router_with(state: AppState, public_metrics: bool) -> Router {
-    let admin =
-        admin::routes().route_layer(middleware::from_fn_with_state(state.clone(), admin::require_token));
-    // `/d`, `/resolve` and the app config routes record their own request metrics: a generic middleware boxes and
-    // clones the inner service per request, a cost the answer path does not pay.
-    let mut tracked =
-        Router::new().route("/healthz", get(health::healthz)).route("/readyz", get(health::readyz));
-    if public_metrics {
-        tracked = tracked.route("/metrics", get(health::metrics));
-    }
-    let tracked = tracked
-        .route("/openapi.json", get(openapi::handle))
-        .route("/feedback", axum::routing::post(live::feedback::handle))
-        .route("/app/events", axum::routing::post(events::intake::handle))
-        .merge(admin)
-        .merge(console::routes())
-        .fallback(not_found)
-        .layer(middleware::from_fn_with_state(state.clone(), track));
-    let httpdns = httpdns::router(state.httpdns.clone());
-    Router::new()
-        .merge(config_center::app_routes())
-        .merge(tracked)
+/// The API router: every product's router merged; `/metrics` only when `public_metrics` (a
+/// metrics listener of its own keeps rule names and counters off the public listener).
+pub fn router_with(products: &Products, public_metrics: bool) -> Router {
+    httpdns::router(products.answers.clone())
+        .merge(apps::router(products.apps.clone()))
+        .merge(admin::router(products.admin.clone()))
+        .merge(console::router(products.console.clone()))
+        .merge(ops::router(products.ops.clone(), public_metrics))
         .method_not_allowed_fallback(method_not_allowed)
-        .with_state(state)
-        .merge(httpdns)
-}
-
-async fn not_found() -> Response {
-    ApiError::not_found("no such endpoint").into_response()
 }
 
 /// The JSON error of a path that exists with other methods (axum adds `Allow`).
@@ -116,13 +107,4 @@ async fn method_not_allowed(method: Method) -> Response {
         format!("{method} is not allowed here; the Allow header lists what is"),
     )
     .into_response()
-}
-
-/// Counts a request by route (a fixed set, never the raw path) and status class.
-async fn track(State(app): State<AppState>, req: Request, next: Next) -> Response {
-    let started = Instant::now();
-    let route = metrics::Route::of_path(req.uri().path());
-    let resp = request_id::run(req, next).await;
-    app.metrics.http_request(route, resp.status(), started.elapsed());
-    resp
 }

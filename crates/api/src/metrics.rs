@@ -120,9 +120,6 @@ pub struct Metrics {
     pub nodes_by_health: IntGaugeVec,
     /// By [`ConfigMethod`] and status slot (see `config_request`), pre-resolved.
     config_requests: [[IntCounter; 6]; 2],
-    /// The served version per config module (modules are created by operators: bounded).
-    pub config_version: IntGaugeVec,
-    pub config_client_refreshes: IntCounter,
     /// Config GETs held by a long poll (`wait=`) right now.
     pub config_waiters: prometheus::IntGauge,
     /// Changes made whose audit entry could not be written.
@@ -168,16 +165,8 @@ impl Metrics {
             &["method", "status"],
         )
         .unwrap();
-        let config_version =
-            IntGaugeVec::new(Opts::new("config_version", "Config version served, by module."), &["module"])
-                .unwrap();
         let node_reports =
             IntCounter::new("node_reports_total", "Metric reports accepted from node agents.").unwrap();
-        let config_client_refreshes = IntCounter::new(
-            "config_client_refreshes_total",
-            "Config reloads from the database asked for by apps that claimed a newer version (rate bounded).",
-        )
-        .unwrap();
         let config_waiters = prometheus::IntGauge::new(
             "config_waiters",
             "Config GETs held by a long poll (wait=) on this replica, waiting for a newer version.",
@@ -222,9 +211,7 @@ impl Metrics {
         for c in [
             Box::new(upstream_cache.clone()) as Box<dyn prometheus::core::Collector>,
             Box::new(config_requests) as Box<dyn prometheus::core::Collector>,
-            Box::new(config_version.clone()),
             Box::new(node_reports.clone()),
-            Box::new(config_client_refreshes.clone()),
             Box::new(config_waiters.clone()),
             Box::new(audit_write_errors.clone()),
             Box::new(feedback_reports.clone()),
@@ -250,8 +237,6 @@ impl Metrics {
             health_probes,
             health_transitions,
             nodes_by_health,
-            config_version,
-            config_client_refreshes,
             config_waiters,
             audit_write_errors,
             upstream_cache,

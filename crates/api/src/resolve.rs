@@ -21,7 +21,8 @@ use serde::Serialize;
 use httpdns_answer::{Endpoint, FamilyAnswer, Outcome, Question};
 
 use crate::error::ApiError;
-use crate::httpdns::{status_header, HttpdnsState, STATUS_HEADER};
+use crate::httpdns::state::HttpdnsState;
+use crate::httpdns::status::{status_header, STATUS_HEADER};
 use crate::peer::PeerAddr;
 
 /// At most this many hosts per request, as Alibaba's `/resolve`.

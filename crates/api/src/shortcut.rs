@@ -7,14 +7,18 @@ use std::time::Instant;
 use axum::http::Method;
 use httpdns_net::http::{Answer, Head, Shortcut};
 
+use crate::apps::state::AppsState;
 use crate::dnspod::Now;
-use crate::httpdns::HttpdnsState;
+use crate::httpdns::state::HttpdnsState;
 use crate::metrics::Route;
-use crate::state::AppState;
 
-/// See the module documentation.
+/// See the module documentation: the `/d` answer over the httpdns product's state, the config
+/// GET over the app routes'.
 #[derive(Debug, Clone)]
-pub struct HotRoutes(pub AppState);
+pub struct HotRoutes {
+    pub answers: HttpdnsState,
+    pub apps: AppsState,
+}
 
 impl Shortcut for HotRoutes {
     fn answer(&self, head: &Head<'_>) -> Option<Answer> {
@@ -22,11 +26,10 @@ impl Shortcut for HotRoutes {
         if head.method != Method::GET {
             return None;
         }
-        let app = &self.0;
         match head.uri.path() {
-            "/d" => Some(d(&app.httpdns, head)),
+            "/d" => Some(d(&self.answers, head)),
             crate::config_center::MODULE_CONFIG_PATH => {
-                Some(crate::config_center::push::answer(app, head.uri.query(), head.headers))
+                Some(crate::config_center::push::answer(&self.apps, head.uri.query(), head.headers))
             }
             _ => None,
         }

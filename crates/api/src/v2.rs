@@ -32,7 +32,8 @@ use serde::Serialize;
 use httpdns_answer::{Endpoint, FamilyAnswer, Question};
 
 use crate::error::ApiError;
-use crate::httpdns::{status_header, HttpdnsState, STATUS_HEADER};
+use crate::httpdns::state::HttpdnsState;
+use crate::httpdns::status::{status_header, STATUS_HEADER};
 use crate::peer::PeerAddr;
 use crate::resolve::{families, name_list, EMPTY_TTL};
 

@@ -17,14 +17,10 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use arc_swap::ArcSwap;
-use axum::body::Bytes;
-use axum::extract::State;
-use axum::Json;
 use httpdns_store::{Store, StoreError};
 use serde::{Deserialize, Serialize};
 
 use crate::error::ApiError;
-use crate::state::AppState;
 
 /// `/ss`'s `service_status` value.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -112,14 +108,14 @@ impl VendorSwitches {
         }
     }
 
-    fn to_rows(&self) -> Vec<(String, String)> {
+    pub(crate) fn to_rows(&self) -> Vec<(String, String)> {
         let body = |s: &Scope| serde_json::to_string(s).expect("a scope serialises");
         std::iter::once((GLOBAL.to_owned(), body(&self.global)))
             .chain(self.accounts.iter().map(|(id, s)| (id.to_string(), body(s))))
             .collect()
     }
 
-    fn from_rows(rows: Vec<(String, String)>) -> Self {
+    pub(crate) fn from_rows(rows: Vec<(String, String)>) -> Self {
         let mut out = Self::default();
         for (scope, body) in rows {
             let Some(s) = Scope::from_stored(&body) else {
@@ -158,31 +154,11 @@ impl Board {
         self.current.store(Arc::new(VendorSwitches::from_rows(rows)));
         Ok(())
     }
-}
 
-/// `GET /admin/v1/vendor-switches`: the setting as stored.
-pub(crate) async fn get(State(app): State<AppState>) -> Result<Json<VendorSwitches>, ApiError> {
-    let rows = app.catalog.store().vendor_switches().await.map_err(|e| ApiError::unavailable(&e))?;
-    Ok(Json(VendorSwitches::from_rows(rows)))
-}
-
-/// `PUT /admin/v1/vendor-switches`: replaces the whole setting (strict JSON; every account
-/// named must exist). This replica answers with it when the call returns, the others within
-/// one heartbeat.
-pub(crate) async fn put(State(app): State<AppState>, body: Bytes) -> Result<Json<VendorSwitches>, ApiError> {
-    let doc = parse(&body)?;
-    let snapshot = app.catalog.snapshot();
-    if let Some(id) = doc.accounts.keys().find(|id| snapshot.account(**id).is_none()) {
-        return Err(ApiError::bad_request(
-            "InvalidArgument",
-            format!("accounts.{id}"),
-            format!("there is no account {id}"),
-        ));
+    /// Answers with `doc` from now on (this replica; the others read it from the store).
+    pub(crate) fn set(&self, doc: VendorSwitches) {
+        self.current.store(Arc::new(doc));
     }
-    app.catalog.store().put_vendor_switches(&doc.to_rows()).await.map_err(|e| ApiError::unavailable(&e))?;
-    app.service_ips.switches().current.store(Arc::new(doc.clone()));
-    tracing::info!(switches = %serde_json::to_string(&doc).unwrap_or_default(), "Vendor switches set.");
-    Ok(Json(doc))
 }
 
 /// The `PUT` body as sent: account keys are read as strings so that a bad one is a 400 naming
@@ -197,8 +173,8 @@ struct Body {
 }
 
 /// The strict body.
-fn parse(body: &[u8]) -> Result<VendorSwitches, ApiError> {
-    let raw: Body = crate::admin::parse_body(body)?;
+pub(crate) fn parse(body: &[u8]) -> Result<VendorSwitches, ApiError> {
+    let raw: Body = crate::admin::body::parse(body)?;
     let mut accounts = BTreeMap::new();
     for (key, scope) in raw.accounts {
         let id = httpdns_core::model::parse_account_id(&key).map_err(|_| {

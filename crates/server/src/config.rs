@@ -8,11 +8,11 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use httpdns_api::dnspod::format::FormatOptions;
-use httpdns_api::events::EventSettings;
 use httpdns_catalog::LiveSettings;
 use httpdns_core::score::Weights;
 use httpdns_core::snapshot::Policy;
 use httpdns_core::{DomainName, Token};
+use httpdns_events::EventSettings;
 use httpdns_geo::{GeoConfig, IspMap};
 use serde::Deserialize;
 

@@ -7,10 +7,10 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use httpdns_api::config_center::cache::ConfigCache;
 use httpdns_api::metrics::Metrics;
 use httpdns_catalog::Catalog;
 use httpdns_catalog::LiveHub;
+use httpdns_center::ConfigCache;
 use httpdns_live::checker::{ProbeObserver, Target};
 use httpdns_live::health::Transition;
 use httpdns_live::probe::ProbeError;

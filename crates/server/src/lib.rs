@@ -19,11 +19,10 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use anyhow::Context;
-use httpdns_api::config_center::cache::ConfigCache;
 use httpdns_api::metrics::Metrics;
-use httpdns_api::state::Shared;
-use httpdns_api::{ApiSettings, AppState};
+use httpdns_api::Products;
 use httpdns_catalog::{Catalog, CatalogMetrics, LiveHub};
+use httpdns_center::ConfigCache;
 use httpdns_geo::Geo;
 use httpdns_live::health::HealthRegistry;
 use httpdns_store::Store;
@@ -50,7 +49,10 @@ pub struct Running {
     /// Where the generated admin token was written, when it was not configured.
     pub admin_token_file: Option<PathBuf>,
     pub admin_token: String,
-    pub state: AppState,
+    /// The API listener's products, each with its slice of state.
+    pub api: Products,
+    /// The mirroring gateway.
+    pub mirror: Arc<httpdns_mirror::Mirror>,
     shutdown: CancellationToken,
     tasks: JoinSet<()>,
     grace: std::time::Duration,
@@ -80,7 +82,7 @@ impl Running {
             );
             self.tasks.abort_all();
         }
-        self.state.catalog.store().close().await;
+        self.api.answers.catalog.store().close().await;
     }
 }
 
@@ -137,7 +139,7 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
     let config_cache = Arc::new(ConfigCache::new(
         store.clone(),
         signer,
-        metrics.clone(),
+        httpdns_center::CenterMetrics::new(&prometheus),
         catalog.metrics().store_corrupt_rows.clone(),
         policy_view.clone(),
     ));
@@ -159,7 +161,7 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
         tracing::info!(aggregates = restored, "Restored app feedback aggregates.");
     }
     live.refresh(&catalog).await.context("applying live inputs")?;
-    let events = Arc::new(httpdns_api::events::EventHub::new(config.events.clone(), &prometheus));
+    let events = Arc::new(httpdns_events::EventHub::new(config.events.clone(), &prometheus));
     // Descriptors are shared by connections (the TCP edge below) and by the files the
     // mirror's large bodies in memory keep open.
     let nofile = httpdns_net::raise_descriptor_limit();
@@ -197,35 +199,23 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
         metrics: metrics.clone(),
         dnspod: config.dnspod,
     });
-    let state = AppState::new(Shared {
-        catalog: catalog.clone(),
-        config: config_cache.clone(),
-        geo: geo.clone(),
-        live: live.clone(),
-        events: events.clone(),
-        console: Arc::new(httpdns_api::console::Console::new(&admin_token)),
-        upstream: upstream.clone(),
-        mirror: mirror.clone(),
-        metrics: metrics.clone(),
-        service_ips: service_ips.clone(),
-        settings: ApiSettings {
-            admin_token: admin_token.clone(),
-            validation: httpdns_catalog::Validation {
-                allow_private_node_ips: config.allow_private_node_ips,
-                allow_local_origins: config.allow_local_origins,
-            },
-            auth_required: config.auth_required,
-            trusted_proxies: httpdns_core::cidr::CidrTable::new(
-                config.trusted_proxies.iter().map(|n| (*n, ())),
-            ),
+    let products = products(
+        &config,
+        Services {
+            answers: httpdns,
+            catalog: &catalog,
+            config: &config_cache,
+            geo: &geo,
+            live: &live,
+            events: &events,
+            upstream: &upstream,
+            metrics: &metrics,
+            mirror: &mirror,
+            service_ips: &service_ips,
+            guard,
+            admin_token: &admin_token,
         },
-        feedback_limits: httpdns_guard::RateLimiter::new(
-            config.live.feedback_rate,
-            config.live.feedback_burst,
-        ),
-        guard,
-        httpdns,
-    });
+    );
 
     let shutdown = CancellationToken::new();
     let mut tasks = JoinSet::new();
@@ -267,8 +257,9 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
         closing.close()
     });
     tasks.spawn(config_cache.adoption().clone().run(store.clone(), shutdown.clone()));
-    tasks.spawn(httpdns_api::config_center::rollout::run(
-        state.clone(),
+    tasks.spawn(httpdns_center::rollout::run(
+        config_cache.clone(),
+        metrics.audit_write_errors.clone(),
         config.control_tick,
         shutdown.clone(),
     ));
@@ -276,7 +267,7 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
         tasks.spawn(listeners::follow_certificates(certs.clone(), files.reload_interval, shutdown.clone()));
     }
 
-    let api_app = httpdns_api::app(state.clone(), config.metrics_addr == Listen::Off);
+    let api_app = httpdns_api::app(&products, config.metrics_addr == Listen::Off);
     let api_addr = net.http(&mut tasks, "api", config.api_addr, api_app.clone(), false, &shutdown).await?;
     let api_tls_addr = net.http(&mut tasks, "api_tls", config.api_tls_addr, api_app, true, &shutdown).await?;
     let mirror_app = httpdns_mirror::app(mirror.clone());
@@ -289,13 +280,13 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
             &mut tasks,
             "metrics",
             config.metrics_addr,
-            httpdns_api::metrics_router(state.clone()),
+            httpdns_api::metrics_router(products.ops.clone()),
             false,
             &shutdown,
         )
         .await?;
     tasks.spawn(mirror.clone().run_probes(shutdown.clone()));
-    let handler = dns::handler(catalog.clone(), state.httpdns.engine.clone());
+    let handler = dns::handler(catalog.clone(), products.answers.engine.clone());
     let dns_addr = match config.dns_addr {
         Listen::Off => None,
         Listen::At(addr) => {
@@ -394,11 +385,88 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
         metrics_addr,
         admin_token_file,
         admin_token,
-        state,
+        api: products,
+        mirror,
         shutdown,
         tasks,
         grace: config.shutdown_grace,
     })
+}
+
+/// The services the API listener's products are handed slices of.
+struct Services<'a> {
+    /// The httpdns product's state, built beside the others.
+    answers: httpdns_api::httpdns::HttpdnsState,
+    catalog: &'a Arc<Catalog>,
+    config: &'a Arc<ConfigCache>,
+    geo: &'a Arc<Geo>,
+    live: &'a Arc<LiveHub>,
+    events: &'a Arc<httpdns_events::EventHub>,
+    upstream: &'a Arc<httpdns_upstream::Upstream>,
+    metrics: &'a Arc<Metrics>,
+    mirror: &'a Arc<httpdns_mirror::Mirror>,
+    service_ips: &'a Arc<httpdns_api::service_ips::ServiceIps>,
+    /// The answer routes' guard: account limits and signatures, shared with the signed app
+    /// endpoints.
+    guard: Arc<httpdns_guard::Guard>,
+    admin_token: &'a str,
+}
+
+/// Each product of the API listener with only its slice of state.
+fn products(config: &Config, s: Services<'_>) -> Products {
+    let trusted = || httpdns_core::cidr::CidrTable::new(config.trusted_proxies.iter().map(|n| (*n, ())));
+    let console = Arc::new(httpdns_api::console::Console::new(s.admin_token));
+    Products {
+        apps: httpdns_api::apps::state::AppsState::new(httpdns_api::apps::state::Apps {
+            catalog: s.catalog.clone(),
+            config: s.config.clone(),
+            geo: s.geo.clone(),
+            live: s.live.clone(),
+            events: s.events.clone(),
+            upstream: s.upstream.clone(),
+            metrics: s.metrics.clone(),
+            guard: s.guard,
+            event_limits: httpdns_guard::RateLimiter::new(config.events.rate_per_client, config.events.burst),
+            feedback_limits: httpdns_guard::RateLimiter::new(
+                config.live.feedback_rate,
+                config.live.feedback_burst,
+            ),
+            trusted_proxies: trusted(),
+            auth_required: config.auth_required,
+            allow_private_node_ips: config.allow_private_node_ips,
+        }),
+        admin: httpdns_api::admin::state::AdminState::new(httpdns_api::admin::state::Admin {
+            catalog: s.catalog.clone(),
+            config: s.config.clone(),
+            events: s.events.clone(),
+            geo: s.geo.clone(),
+            mirror: s.mirror.clone(),
+            upstream: s.upstream.clone(),
+            metrics: s.metrics.clone(),
+            service_ips: s.service_ips.clone(),
+            console: console.clone(),
+            trusted_proxies: trusted(),
+            admin_token: s.admin_token.to_owned(),
+            validation: httpdns_catalog::Validation {
+                allow_private_node_ips: config.allow_private_node_ips,
+                allow_local_origins: config.allow_local_origins,
+            },
+        }),
+        console: httpdns_api::console::ConsoleState::new(httpdns_api::console::ConsoleParts {
+            console,
+            store: s.catalog.store().clone(),
+            admin_token: s.admin_token.to_owned(),
+            trusted_proxies: trusted(),
+            metrics: s.metrics.clone(),
+        }),
+        ops: httpdns_api::ops::state::OpsState::new(httpdns_api::ops::state::Ops {
+            catalog: s.catalog.clone(),
+            geo: s.geo.clone(),
+            upstream: s.upstream.clone(),
+            metrics: s.metrics.clone(),
+        }),
+        answers: s.answers,
+    }
 }
 
 /// The mirror's store of copies, as configured, with the process's descriptor limit `nofile`.

@@ -7,11 +7,11 @@
 
 use axum::http::Method;
 use httpdns_store::teams::TokenRow;
+use httpdns_store::Store;
 use sha2::{Digest, Sha256};
 
 pub use crate::console::session::Role;
 use crate::error::ApiError;
-use crate::state::AppState;
 
 /// The actor name of the bootstrap token in the audit log and the console.
 pub const BOOTSTRAP: &str = "admin";
@@ -93,22 +93,21 @@ pub fn new_secret() -> Result<String, ApiError> {
 }
 
 /// The named token whose secret is `secret`, if any.
-pub async fn named_token(app: &AppState, secret: &str) -> Result<Option<Principal>, ApiError> {
-    let row =
-        app.config.store().token_by_hash(&token_hash(secret)).await.map_err(|e| ApiError::unavailable(&e))?;
+pub async fn named_token(store: &Store, secret: &str) -> Result<Option<Principal>, ApiError> {
+    let row = store.token_by_hash(&token_hash(secret)).await.map_err(|e| ApiError::unavailable(&e))?;
     Ok(row.as_ref().and_then(|r| Principal::of_row(r, false)))
 }
 
 /// The principal of a console session: the bootstrap admin, or the named token it was signed
 /// in with, if that token still exists with the same secret (its current role applies).
 pub async fn session_holder(
-    app: &AppState,
+    store: &Store,
     session: &crate::console::session::Session,
 ) -> Result<Option<Principal>, ApiError> {
     if session.name == BOOTSTRAP && session.token_id.is_empty() {
         return Ok(Some(Principal::bootstrap(true)));
     }
-    let row = app.config.store().token_by_name(&session.name).await.map_err(|e| ApiError::unavailable(&e))?;
+    let row = store.token_by_name(&session.name).await.map_err(|e| ApiError::unavailable(&e))?;
     Ok(row
         .filter(|r| r.token_sha256.get(..TOKEN_ID_LEN) == Some(session.token_id.as_str()))
         .and_then(|r| Principal::of_row(&r, true)))

@@ -16,8 +16,8 @@ use httpdns_store::teams::{AuditEntry, AuditRecord};
 use serde::Deserialize;
 
 use super::access::Principal;
+use crate::admin::state::AdminState;
 use crate::error::ApiError;
-use crate::state::AppState;
 
 /// What a handler may add to its response so the audit entry says more than the store
 /// revisions around the request: a config module's versions before and after a publish, or
@@ -31,7 +31,7 @@ pub enum AuditNote {
 }
 
 /// Runs a change and records it when it succeeded.
-pub(crate) async fn record(app: &AppState, who: &Principal, req: Request, next: Next) -> Response {
+pub(crate) async fn record(app: &AdminState, who: &Principal, req: Request, next: Next) -> Response {
     let store = app.config.store().clone();
     let before = store.revision().await.ok();
     let method = req.method().to_string();
@@ -105,7 +105,7 @@ fn item(r: &AuditRecord) -> serde_json::Value {
 /// `next_after` while there are more; or `?before=` (and with neither) the newest first, with
 /// `next_before`.
 pub(crate) async fn list(
-    State(app): State<AppState>,
+    State(app): State<AdminState>,
     Query(q): Query<AuditParams>,
 ) -> Result<Response, ApiError> {
     let limit = match q.limit.as_deref() {

@@ -4,8 +4,8 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
 use super::access::{self, Principal};
+use crate::admin::state::AdminState;
 use crate::error::ApiError;
-use crate::state::AppState;
 
 /// Lets a request through with `Authorization: Bearer <token>` (the bootstrap admin token or a
 /// named one) or with a console session cookie (and, for a change, its CSRF token:
@@ -13,7 +13,7 @@ use crate::state::AppState;
 /// ([`access::may`]); every change answered with success is then written to the audit log
 /// ([`super::audit::record`]). Wrong bearer tokens spend the same per-address budget as the
 /// console's failed sign-ins.
-pub async fn require_token(State(app): State<AppState>, req: Request, next: Next) -> Response {
+pub async fn require_token(State(app): State<AdminState>, req: Request, next: Next) -> Response {
     let mut resp = match guarded(&app, req, next).await {
         Ok(r) => r,
         Err(e) => e.into_response(),
@@ -23,7 +23,7 @@ pub async fn require_token(State(app): State<AppState>, req: Request, next: Next
     resp
 }
 
-async fn guarded(app: &AppState, mut req: Request, next: Next) -> Result<Response, ApiError> {
+async fn guarded(app: &AdminState, mut req: Request, next: Next) -> Result<Response, ApiError> {
     let presented = credentials(app, &req);
     let principal = identify(app, presented).await?;
     if !access::may(principal.role, req.method(), req.uri().path()) {
@@ -55,7 +55,7 @@ enum Credentials {
     Session(Result<crate::console::session::Session, ApiError>),
 }
 
-fn credentials(app: &AppState, req: &Request) -> Credentials {
+fn credentials(app: &AdminState, req: &Request) -> Credentials {
     let presented = req
         .headers()
         .get(header::AUTHORIZATION)
@@ -64,9 +64,7 @@ fn credentials(app: &AppState, req: &Request) -> Credentials {
         .map(str::trim);
     match presented {
         // Compared without an early exit, so timing does not reveal how much of a guess was right.
-        Some(token)
-            if httpdns_auth::constant_time_eq(token.as_bytes(), app.settings.admin_token.as_bytes()) =>
-        {
+        Some(token) if httpdns_auth::constant_time_eq(token.as_bytes(), app.admin_token.as_bytes()) => {
             Credentials::Bootstrap
         }
         Some(token) => Credentials::Bearer {
@@ -76,15 +74,15 @@ fn credentials(app: &AppState, req: &Request) -> Credentials {
                 .get::<ConnectInfo<std::net::SocketAddr>>()
                 .map(|c| c.0.ip().to_canonical()),
         },
-        None => Credentials::Session(crate::console::authorize(app, req)),
+        None => Credentials::Session(crate::console::authorize(&app.console, req)),
     }
 }
 
-async fn identify(app: &AppState, presented: Credentials) -> Result<Principal, ApiError> {
+async fn identify(app: &AdminState, presented: Credentials) -> Result<Principal, ApiError> {
     match presented {
         Credentials::Bootstrap => Ok(Principal::bootstrap(false)),
         Credentials::Bearer { token, peer } => {
-            if let Some(p) = access::named_token(app, &token).await? {
+            if let Some(p) = access::named_token(app.catalog.store(), &token).await? {
                 return Ok(p);
             }
             if peer.is_some_and(|p| !app.console.failed_attempt(p)) {
@@ -98,7 +96,7 @@ async fn identify(app: &AppState, presented: Credentials) -> Result<Principal, A
         }
         Credentials::Session(session) => {
             let session = session?;
-            access::session_holder(app, &session).await?.ok_or_else(|| {
+            access::session_holder(app.catalog.store(), &session).await?.ok_or_else(|| {
                 ApiError::new(
                     StatusCode::UNAUTHORIZED,
                     "Unauthorized",

@@ -13,11 +13,11 @@ use httpdns_catalog::kinds::Domains;
 use httpdns_catalog::ResourceKind;
 use serde_json::json;
 
+use crate::admin::state::AdminState;
 use crate::error::ApiError;
-use crate::state::AppState;
 
 pub(crate) async fn stats(
-    State(app): State<AppState>,
+    State(app): State<AdminState>,
     Path(raw): Path<String>,
     RawQuery(query): RawQuery,
 ) -> Result<Response, ApiError> {
@@ -26,8 +26,7 @@ pub(crate) async fn stats(
     let pairs: Vec<(String, String)> =
         form_urlencoded::parse(query.as_deref().unwrap_or("").as_bytes()).into_owned().collect();
     let window = pairs.iter().find(|(k, _)| k == "window").map(|(_, v)| v.as_str());
-    let (window, minutes) =
-        crate::events::admin::parse_window(window, "1h", Duration::from_secs(WINDOW_MINUTES * 60))?;
+    let (window, minutes) = crate::query::window(window, "1h", Duration::from_secs(WINDOW_MINUTES * 60))?;
     let published = app.catalog.snapshot();
     if published.snapshot.domain_entry(&name).is_none_or(|(key, _)| key != name) {
         return Err(ApiError::not_found(format!("domain {name}")));

@@ -9,8 +9,8 @@ use axum::Json;
 use httpdns_mirror::PurgeError;
 use serde::Deserialize;
 
+use crate::admin::state::AdminState;
 use crate::error::ApiError;
-use crate::state::AppState;
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -30,8 +30,8 @@ fn purge_error(e: PurgeError) -> ApiError {
 }
 
 /// `POST /admin/v1/mirror/purge` `{"path": "/image/a.jpg", "prefix": false}`.
-pub(crate) async fn purge(State(app): State<AppState>, bytes: Bytes) -> Result<Response, ApiError> {
-    let body: PurgeBody = super::parse_body(&bytes)?;
+pub(crate) async fn purge(State(app): State<AdminState>, bytes: Bytes) -> Result<Response, ApiError> {
+    let body: PurgeBody = super::body::parse(&bytes)?;
     let path = if body.prefix { body.path.trim_end_matches('/') } else { body.path.as_str() };
     let purged = app.mirror.purge(path, body.prefix).await.map_err(purge_error)?;
     tracing::info!(path = %body.path, prefix = body.prefix, purged, "Mirror purge.");
@@ -42,7 +42,7 @@ pub(crate) async fn purge(State(app): State<AppState>, bytes: Bytes) -> Result<R
 /// `PUT /admin/v1/mirror/objects/{*path}`: the body becomes the stored copy of the mirror
 /// path `/{path}` (percent-encoded exactly as a client would request it).
 pub(crate) async fn write(
-    State(app): State<AppState>,
+    State(app): State<AdminState>,
     uri: Uri,
     headers: HeaderMap,
     bytes: Bytes,
@@ -63,7 +63,7 @@ pub(crate) async fn write(
 
 /// `GET /admin/v1/mirror/objects/{*path}`: whether the mirror path `/{path}` has a stored copy,
 /// and its size, ETag, content type and age. `404` when it has none.
-pub(crate) async fn lookup(State(app): State<AppState>, uri: Uri) -> Result<Response, ApiError> {
+pub(crate) async fn lookup(State(app): State<AdminState>, uri: Uri) -> Result<Response, ApiError> {
     let path = uri.path().strip_prefix("/admin/v1/mirror/objects").unwrap_or("").to_owned();
     let shown = format!("/{}", path.trim_start_matches('/'));
     match app.mirror.lookup(&path).await.map_err(purge_error)? {
@@ -87,7 +87,7 @@ pub(crate) async fn lookup(State(app): State<AppState>, uri: Uri) -> Result<Resp
 }
 
 /// `GET /admin/v1/mirror/report`: per rule (prefix) figures since start.
-pub(crate) async fn report(State(app): State<AppState>) -> Response {
+pub(crate) async fn report(State(app): State<AdminState>) -> Response {
     Json(serde_json::json!({ "store": app.mirror.objects.backend_name(), "rules": app.mirror.report() }))
         .into_response()
 }

@@ -11,21 +11,24 @@
 pub mod access;
 pub mod audit;
 mod auth;
-mod body;
+pub(crate) mod body;
 mod domain_stats;
 mod mirror;
+mod overview;
 mod policy;
 mod prefetch;
 mod resources;
+pub mod state;
+mod switches;
 mod tokens;
 
+use axum::middleware;
 use axum::routing::get;
 use axum::Router;
 
-use crate::state::AppState;
+use state::AdminState;
 
 pub use auth::require_token;
-pub(crate) use body::parse as parse_body;
 use httpdns_catalog::kinds::{Accounts, Domains, ImageStyles, MirrorRules, Networks, Nodes, Pools};
 use httpdns_catalog::ResourceKind;
 
@@ -34,14 +37,20 @@ const MAX_OBJECT_WRITE: usize = 256 << 20;
 /// Largest prefetch request: 100,000 paths of up to about 160 bytes.
 const MAX_PREFETCH_BODY: usize = 16 << 20;
 
-/// The admin routes, without auth (the caller layers [`require_token`]).
-pub fn routes() -> Router<AppState> {
+/// The admin API: every route behind [`require_token`], tracked.
+pub fn router(state: AdminState) -> Router {
+    let router = routes().route_layer(middleware::from_fn_with_state(state.clone(), require_token));
+    crate::track::layer(router, state.metrics.clone()).with_state(state)
+}
+
+/// The admin routes, without auth.
+fn routes() -> Router<AdminState> {
     let router = crate::config_center::admin_routes()
         .route("/admin/v1/nodes/{name}/metrics", axum::routing::post(crate::live::reports::one))
         .route("/admin/v1/metrics", axum::routing::post(crate::live::reports::batch))
         .route("/admin/v1/explain", get(crate::live::explain::handle))
         .route("/admin/v1/domains/{name}/stats", get(domain_stats::stats))
-        .route("/admin/v1/overview", get(crate::console::overview::handle))
+        .route("/admin/v1/overview", get(overview::handle))
         .route("/admin/v1/tokens", get(tokens::list))
         .route("/admin/v1/tokens/{name}", get(tokens::get_one).put(tokens::put).delete(tokens::delete))
         .route("/admin/v1/audit", get(audit::list))
@@ -50,7 +59,7 @@ pub fn routes() -> Router<AppState> {
         .route("/admin/v1/events/series", get(crate::events::series::series))
         .route("/admin/v1/policy/places", get(policy::places))
         .route("/admin/v1/policy/series", get(policy::series))
-        .route("/admin/v1/vendor-switches", get(crate::vendor_switches::get).put(crate::vendor_switches::put))
+        .route("/admin/v1/vendor-switches", get(switches::get).put(switches::put))
         .route("/admin/v1/mirror/purge", axum::routing::post(mirror::purge))
         .route("/admin/v1/mirror/report", get(mirror::report))
         .route(
@@ -77,7 +86,7 @@ pub fn routes() -> Router<AppState> {
 }
 
 /// The list route and the `GET`/`PUT`/`DELETE` route of one resource kind.
-fn resource<R: ResourceKind>(router: Router<AppState>) -> Router<AppState> {
+fn resource<R: ResourceKind>(router: Router<AdminState>) -> Router<AdminState> {
     let info = R::info();
     router.route(info.base, get(resources::list::<R>)).route(
         &format!("{}/{}", info.base, info.name_pattern),

@@ -9,14 +9,14 @@ use axum::Json;
 use httpdns_config::policy::{Control, Place, PlaceState};
 use serde_json::{json, Value};
 
+use crate::admin::state::AdminState;
 use crate::error::ApiError;
-use crate::state::AppState;
 
 /// Steps listed per place.
 const STEPS_PER_PLACE: i64 = 20;
 
 pub(crate) async fn places(
-    State(app): State<AppState>,
+    State(app): State<AdminState>,
     RawQuery(query): RawQuery,
 ) -> Result<Json<Value>, ApiError> {
     let pairs: Vec<(String, String)> =
@@ -90,7 +90,7 @@ pub(crate) async fn places(
 /// cohort (requests and failure rate: the console's chart of the ramped side against the
 /// held-back one), its threshold, and the shares it held over the window (from its steps).
 pub(crate) async fn series(
-    State(app): State<AppState>,
+    State(app): State<AdminState>,
     RawQuery(query): RawQuery,
 ) -> Result<Json<Value>, ApiError> {
     let pairs: Vec<(String, String)> =
@@ -104,11 +104,10 @@ pub(crate) async fn series(
             .map_err(|e| ApiError::bad_request("InvalidArgument", field, format!("{field} {e}")))
     };
     let (isp, region) = (token("isp")?, token("region")?);
-    let (window, minutes) =
-        crate::events::admin::parse_window(get("window"), "1h", app.events.settings().retention)?;
+    let (window, minutes) = crate::query::window(get("window"), "1h", app.events.settings().retention)?;
     let store = app.catalog.store();
     crate::events::admin::flush_own(&app, "policy series").await?;
-    let to = crate::events::now_minute();
+    let to = httpdns_events::now_minute();
     let from = to - minutes + 1;
     // At most 120 buckets: a day is charted in 12-minute buckets.
     let step = (minutes + 119) / 120;

@@ -9,8 +9,8 @@ use axum::Json;
 use httpdns_mirror::prefetch::PrefetchError;
 use serde::Deserialize;
 
+use crate::admin::state::AdminState;
 use crate::error::ApiError;
-use crate::state::AppState;
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -19,8 +19,8 @@ pub(crate) struct PrefetchBody {
     paths: Vec<String>,
 }
 
-pub(crate) async fn start(State(app): State<AppState>, bytes: Bytes) -> Result<Response, ApiError> {
-    let body: PrefetchBody = super::parse_body(&bytes)?;
+pub(crate) async fn start(State(app): State<AdminState>, bytes: Bytes) -> Result<Response, ApiError> {
+    let body: PrefetchBody = super::body::parse(&bytes)?;
     let id = app.mirror.start_prefetch(body.paths).map_err(|e| match e {
         PrefetchError::Invalid(f) => ApiError::invalid(f),
         PrefetchError::Io(e) => ApiError::internal(&e),
@@ -30,7 +30,7 @@ pub(crate) async fn start(State(app): State<AppState>, bytes: Bytes) -> Result<R
 }
 
 pub(crate) async fn progress(
-    State(app): State<AppState>,
+    State(app): State<AdminState>,
     Path(id): Path<String>,
 ) -> Result<Response, ApiError> {
     match app.mirror.prefetch_progress(&id) {

@@ -7,13 +7,13 @@ use httpdns_store::{Precondition, Resource, StoreError};
 use serde::{Deserialize, Serialize};
 
 use super::body;
+use crate::admin::state::AdminState;
 use crate::error::ApiError;
-use crate::state::AppState;
 
 /// Runs an admin write and then the publish of what it stored, together on a task of their
 /// own: the response waits for both, but a client that hangs up cancels neither, so a write
 /// that reached the database is in answers when the task ends, not at the next timed sync.
-async fn write_then_publish<T, W>(app: &AppState, write: W) -> Result<Result<T, StoreError>, ApiError>
+async fn write_then_publish<T, W>(app: &AdminState, write: W) -> Result<Result<T, StoreError>, ApiError>
 where
     T: Send + 'static,
     W: std::future::Future<Output = Result<T, StoreError>> + Send + 'static,
@@ -48,7 +48,7 @@ fn json_response(status: StatusCode, body: &impl Serialize, revision: Option<i64
 }
 
 pub(crate) async fn get_one<R: ResourceKind>(
-    State(app): State<AppState>,
+    State(app): State<AdminState>,
     Path(raw): Path<String>,
 ) -> Result<Response, ApiError> {
     let name = name_of::<R>(&raw)?;
@@ -88,7 +88,7 @@ fn precondition(headers: &HeaderMap) -> Result<Precondition, ApiError> {
 }
 
 pub(crate) async fn put_one<R: ResourceKind>(
-    State(app): State<AppState>,
+    State(app): State<AdminState>,
     Path(raw): Path<String>,
     headers: HeaderMap,
     bytes: Bytes,
@@ -101,7 +101,7 @@ pub(crate) async fn put_one<R: ResourceKind>(
         let old = stored.and_then(|r| serde_json::from_str::<R::Spec>(&r.body).ok());
         R::keep_secrets(&mut spec, old.as_ref()).map_err(ApiError::invalid)?;
     }
-    R::validate(&spec, &app.settings.validation).map_err(ApiError::invalid)?;
+    R::validate(&spec, &app.validation).map_err(ApiError::invalid)?;
     // Store the canonical form (defaults filled in), so reads and the snapshot agree.
     let canonical = serde_json::to_string(&spec).map_err(|e| ApiError::internal(&e))?;
     let (store, stored_name) = (app.catalog.store().clone(), name.clone());
@@ -134,7 +134,7 @@ pub(crate) async fn put_one<R: ResourceKind>(
 }
 
 pub(crate) async fn delete_one<R: ResourceKind>(
-    State(app): State<AppState>,
+    State(app): State<AdminState>,
     Path(raw): Path<String>,
 ) -> Result<Response, ApiError> {
     let name = name_of::<R>(&raw)?;
@@ -183,7 +183,7 @@ const DEFAULT_LIMIT: i64 = 100;
 const MAX_LIMIT: i64 = 1000;
 
 pub(crate) async fn list<R: ResourceKind>(
-    State(app): State<AppState>,
+    State(app): State<AdminState>,
     Query(params): Query<ListParams>,
 ) -> Result<Response, ApiError> {
     let limit = match params.limit.as_deref() {

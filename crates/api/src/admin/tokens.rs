@@ -12,9 +12,9 @@ use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 
 use super::access::{self, Principal, Role};
-use super::parse_body;
+use super::body::parse as parse_body;
+use crate::admin::state::AdminState;
 use crate::error::ApiError;
-use crate::state::AppState;
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -44,7 +44,7 @@ fn name_of(raw: &str) -> Result<String, ApiError> {
 }
 
 pub(crate) async fn put(
-    State(app): State<AppState>,
+    State(app): State<AdminState>,
     Extension(who): Extension<Principal>,
     Path(raw): Path<String>,
     body: Bytes,
@@ -67,7 +67,7 @@ pub(crate) async fn put(
     Ok((status, axum::Json(body)).into_response())
 }
 
-pub(crate) async fn list(State(app): State<AppState>) -> Result<Response, ApiError> {
+pub(crate) async fn list(State(app): State<AdminState>) -> Result<Response, ApiError> {
     let rows = app.config.store().token_list().await.map_err(|e| ApiError::unavailable(&e))?;
     let items: Vec<_> = rows
         .iter()
@@ -79,7 +79,7 @@ pub(crate) async fn list(State(app): State<AppState>) -> Result<Response, ApiErr
 }
 
 pub(crate) async fn get_one(
-    State(app): State<AppState>,
+    State(app): State<AdminState>,
     Path(raw): Path<String>,
 ) -> Result<Response, ApiError> {
     let name = name_of(&raw)?;
@@ -90,7 +90,7 @@ pub(crate) async fn get_one(
 }
 
 pub(crate) async fn delete(
-    State(app): State<AppState>,
+    State(app): State<AdminState>,
     Path(raw): Path<String>,
 ) -> Result<Response, ApiError> {
     let name = name_of(&raw)?;

@@ -15,11 +15,12 @@ use httpdns_config::ConfigDocument;
 use httpdns_store::config::{Expect, Publish, PublishError};
 use serde::{Deserialize, Serialize};
 
-use super::cache::etag;
 use crate::admin::audit::AuditNote;
-use crate::admin::parse_body;
+use crate::admin::body::parse as parse_body;
+use crate::admin::state::AdminState;
 use crate::error::ApiError;
-use crate::state::AppState;
+use httpdns_center::cache::etag;
+use httpdns_center::publish::publish;
 
 const MAX_HEADER_TEXT: usize = 512;
 
@@ -97,7 +98,7 @@ struct ModuleItem {
     updated_at_ms: i64,
 }
 
-pub(crate) async fn list(State(app): State<AppState>) -> Result<Response, ApiError> {
+pub(crate) async fn list(State(app): State<AdminState>) -> Result<Response, ApiError> {
     let modules = app.config.store().config_modules().await.map_err(|e| ApiError::unavailable(&e))?;
     let items: Vec<ModuleItem> = modules
         .into_iter()
@@ -107,7 +108,7 @@ pub(crate) async fn list(State(app): State<AppState>) -> Result<Response, ApiErr
 }
 
 pub(crate) async fn current(
-    State(app): State<AppState>,
+    State(app): State<AdminState>,
     Path(raw): Path<String>,
 ) -> Result<Response, ApiError> {
     let module = module_of(&raw)?;
@@ -122,7 +123,7 @@ pub(crate) struct PutParams {
 }
 
 pub(crate) async fn put(
-    State(app): State<AppState>,
+    State(app): State<AdminState>,
     Path(raw): Path<String>,
     Query(q): Query<PutParams>,
     headers: HeaderMap,
@@ -153,19 +154,16 @@ pub(crate) async fn put(
         return Ok(resp);
     }
 
-    let publish = Publish { module: &module, document: &stored, expect, author: &author, rollback_of: None };
-    let written = app
-        .config
-        .store()
-        .config_publish(publish, |prev| {
-            given_summary.unwrap_or_else(|| {
-                let prev: Option<ConfigDocument> = prev.and_then(|p| serde_json::from_str(p).ok());
-                summarize(prev.as_ref(), &content)
-            })
+    let publish_to =
+        Publish { module: &module, document: &stored, expect, author: &author, rollback_of: None };
+    let written = publish(&app.config, publish_to, |prev| {
+        given_summary.unwrap_or_else(|| {
+            let prev: Option<ConfigDocument> = prev.and_then(|p| serde_json::from_str(p).ok());
+            summarize(prev.as_ref(), &content)
         })
-        .await
-        .map_err(publish_error)?;
-    after_publish(&app, &module, written.version).await;
+    })
+    .await
+    .map_err(publish_error)?;
     let status = if written.version == 1 { StatusCode::CREATED } else { StatusCode::OK };
     Ok(audited(doc_response(status, &content, written.version), written.version))
 }
@@ -187,13 +185,6 @@ fn publish_error(e: PublishError) -> ApiError {
     }
 }
 
-async fn after_publish(app: &AppState, module: &str, version: i64) {
-    if let Err(e) = app.config.refresh().await {
-        tracing::warn!(error = %e, "Config published but the local refresh failed; the refresh loop will retry.");
-    }
-    tracing::info!(%module, version, "Config published.");
-}
-
 #[derive(Deserialize)]
 pub(crate) struct HistoryParams {
     before: Option<String>,
@@ -211,7 +202,7 @@ struct HistoryItem {
 }
 
 pub(crate) async fn history(
-    State(app): State<AppState>,
+    State(app): State<AdminState>,
     Path(raw): Path<String>,
     Query(q): Query<HistoryParams>,
 ) -> Result<Response, ApiError> {
@@ -254,7 +245,7 @@ pub(crate) async fn history(
 }
 
 pub(crate) async fn version(
-    State(app): State<AppState>,
+    State(app): State<AdminState>,
     Path((raw, n)): Path<(String, String)>,
 ) -> Result<Response, ApiError> {
     let module = module_of(&raw)?;
@@ -277,7 +268,7 @@ pub(crate) struct RollbackBody {
 /// Publishes version `to`'s content as a new, higher version: clients keep the larger
 /// `configVersion`, so going back must go up.
 pub(crate) async fn rollback(
-    State(app): State<AppState>,
+    State(app): State<AdminState>,
     Path(raw): Path<String>,
     headers: HeaderMap,
     body: Bytes,
@@ -300,7 +291,7 @@ pub(crate) async fn rollback(
         )
     })?;
     let content = parse_stored(&target.document)?;
-    let publish = Publish {
+    let publish_to = Publish {
         module: &module,
         document: &target.document,
         expect,
@@ -308,14 +299,12 @@ pub(crate) async fn rollback(
         rollback_of: Some(req.to),
     };
     let to = req.to;
-    let written = store
-        .config_publish(publish, |prev| {
-            let prev: Option<ConfigDocument> = prev.and_then(|p| serde_json::from_str(p).ok());
-            format!("rollback to version {to}: {}", summarize(prev.as_ref(), &content))
-        })
-        .await
-        .map_err(publish_error)?;
-    after_publish(&app, &module, written.version).await;
+    let written = publish(&app.config, publish_to, |prev| {
+        let prev: Option<ConfigDocument> = prev.and_then(|p| serde_json::from_str(p).ok());
+        format!("rollback to version {to}: {}", summarize(prev.as_ref(), &content))
+    })
+    .await
+    .map_err(publish_error)?;
     Ok(audited(doc_response(StatusCode::OK, &content, written.version), written.version))
 }
 

@@ -1,40 +1,33 @@
-//! The config center: versioned domain-list documents for the apps.
+//! The config center's HTTP side, thin over `httpdns-center` (which holds the served
+//! documents, publish and rollback, the per-device answer, the long poll's wait, adoption and
+//! the rollouts' tick).
 //!
-//! * [`cache`]: the documents this replica serves, replaced only by higher versions.
-//! * [`app`]: `POST|GET /app/config-center/module-config`, `GET /app/config-center/public-key`.
-//! * [`admin`]: `/admin/v1/config/...` for operators (publish, history, rollback).
-//! * [`push`]: the long poll (`wait=`) of the config GET.
-//! * [`adoption`]: distinct devices per version, from the per-device POSTs.
-//! * [`rollout`]: guarded rollouts, their admin routes and their tick; [`sides`]: the client
-//!   events counted by the config version the device runs, which rollouts compare.
-//! * `device`: the per-device POST, parsed, and its answer (flags, target).
+//! * [`app`]: `POST /app/config-center/module-config` (the per-device answer) and
+//!   `GET /app/config-center/public-key`; `answer_get`, the plain conditional GET, which the
+//!   listener's shortcut answers through too.
+//! * [`push`]: the routed GET, plain or a long poll (`wait=`).
+//! * `reply`: the headers every config answer carries, `304` and `404`.
+//! * [`admin`]: `/admin/v1/config/...` for operators (publish, dry run, history, rollback).
+//! * [`adoption`]: `/admin/v1/config/{module}/adoption`, distinct devices per version.
+//! * [`rollout`]: the guarded rollouts' admin routes.
 
 pub mod admin;
 pub mod adoption;
 pub mod app;
-pub mod cache;
-mod device;
 pub mod push;
+mod reply;
 pub mod rollout;
-pub mod sides;
 
 use axum::routing::{get, post};
 use axum::Router;
 
-use crate::state::AppState;
+use crate::admin::state::AdminState;
 
 /// Where apps fetch a module's document.
 pub(crate) const MODULE_CONFIG_PATH: &str = "/app/config-center/module-config";
 
-/// The public routes.
-pub fn app_routes() -> Router<AppState> {
-    Router::new()
-        .route(MODULE_CONFIG_PATH, post(app::post).get(app::get))
-        .route("/app/config-center/public-key", get(app::public_key))
-}
-
 /// The admin routes, without auth (the caller layers it).
-pub fn admin_routes() -> Router<AppState> {
+pub(crate) fn admin_routes() -> Router<AdminState> {
     Router::new()
         .route("/admin/v1/config", get(admin::list))
         .route("/admin/v1/config/{module}", get(admin::current).put(admin::put))

@@ -1,38 +1,37 @@
 //! The push: `GET /app/config-center/module-config?module=&wait=N` with `If-None-Match` is a
 //! long poll. It is answered as soon as this replica serves a version newer than every one the
-//! request names, else `304` after `N` seconds (at most [`MAX_WAIT_S`]).
-//!
-//! A held request is a future waiting on the config cache's one `watch` channel and its own
-//! deadline: no task, no polling. The channel is bumped when the served map changes, which a
-//! publish here, a PostgreSQL `NOTIFY` from another replica (the follow loop refreshes the cache
-//! at once) or the sync timer (SQLite shared by several processes) causes. Each waiter then
-//! compares numbers and goes back to sleep unless its module moved past its version.
+//! request names, else `304` after `N` seconds (at most [`MAX_WAIT_S`]). The wait itself is
+//! `httpdns_center::push`'s (the cache's one `watch` channel); this is its HTTP side, and the
+//! routed GET, plain or held.
 //!
 //! Unlike a plain conditional GET (which answers `200` whenever the tag differs), a long poll
-//! holds while the request names a version *at least* as new as the served one: a device that
-//! got a newer version on another replica, or the new side of a rollout, must not be answered
-//! an older version at once and come straight back.
+//! holds while the request names a version *at least* as new as the served one.
 
 use std::time::Duration;
 
-use axum::http::{HeaderMap, HeaderValue};
+use axum::extract::{Request, State};
+use axum::http::HeaderMap;
+use axum::response::Response;
+use httpdns_center::push::{poll, Poll, MAX_WAIT_S};
 use httpdns_net::http::Answer;
 
-use super::app::{module_param, not_found, not_modified, respond, Whole};
+use super::reply::{module_param, not_found, not_modified, respond, Whole};
+use crate::apps::state::AppsState;
 use crate::error::ApiError;
 use crate::metrics::ConfigMethod;
-use crate::state::AppState;
 
-/// The longest a request may be held, in seconds (CONTRACT).
-pub const MAX_WAIT_S: u64 = 60;
-/// On every config GET answer: this server holds `wait=` requests, up to this many seconds.
-/// Clients use the long poll only where it is offered and poll otherwise.
-pub const OFFER_HEADER: &str = "x-config-long-poll";
 /// Answers to a long poll must not be kept by a cache in between: each is one device's wait.
 const WAIT_CACHE_CONTROL: &str = "no-store";
 
-pub(crate) fn offer() -> HeaderValue {
-    HeaderValue::from_static("60")
+// Takes the raw request: the conditional GET is the hot path, and extractors would copy the
+// headers and the query. The listener's shortcut (`crate::shortcut`) answers a GET through
+// [`super::app::answer_get`] before the router; this handler serves HEAD, and GET without the shortcut.
+pub(crate) async fn get(State(app): State<AppsState>, request: Request) -> Response {
+    let resp = match answer(&app, request.uri().query(), request.headers()) {
+        Answer::Ready(r) => r,
+        Answer::Later(wait) => wait.await,
+    };
+    resp.map(axum::body::Body::from)
 }
 
 /// `wait=` in seconds: absent or `0` is a plain conditional GET.
@@ -67,7 +66,7 @@ fn held_version(headers: &HeaderMap) -> Option<i64> {
 
 /// Counts a held request for as long as it is held, however it ends (a client hanging up
 /// drops the future).
-struct Held(AppState);
+struct Held(AppsState);
 
 impl Drop for Held {
     fn drop(&mut self) {
@@ -77,7 +76,7 @@ impl Drop for Held {
 
 /// The answer to a config GET: at once (no `wait=`, nothing to wait for, or already newer), or
 /// later. Counted either way.
-pub(crate) fn answer(app: &AppState, query: Option<&str>, headers: &HeaderMap) -> Answer {
+pub(crate) fn answer(app: &AppsState, query: Option<&str>, headers: &HeaderMap) -> Answer {
     // The hot conditional GET (no `wait`) goes straight on, without a second parse of its query.
     if !query.is_some_and(|q| q.contains("wait")) {
         return Answer::Ready(super::app::answer_get(app, query, headers));
@@ -103,53 +102,36 @@ pub(crate) fn answer(app: &AppState, query: Option<&str>, headers: &HeaderMap) -
         Ok(m) => m.to_owned(),
         Err(e) => return Answer::Ready(counted(app, e.into_whole())),
     };
-    // Subscribed before the first look, so a change between the look and the wait is seen.
-    let mut changes = app.config.subscribe();
-    match app.config.get(&module) {
-        None => return Answer::Ready(counted(app, not_found(&module).into_whole())),
-        Some(p) if p.version > held => {
+    let waiter = match poll(&app.config, &module, held) {
+        Poll::Missing => return Answer::Ready(counted(app, not_found(&module).into_whole())),
+        Poll::Newer(p) => {
             return Answer::Ready(counted(
                 app,
                 respond(&p, p.body.clone(), p.signature.clone(), WAIT_CACHE_CONTROL),
             ))
         }
-        Some(_) if app.config.is_closing() => {}
-        Some(_) => {
-            app.metrics.config_waiters.inc();
-            let held_guard = Held(app.clone());
-            let app = app.clone();
-            return Answer::Later(Box::pin(async move {
-                let _held = held_guard;
-                let deadline = tokio::time::Instant::now() + Duration::from_secs(wait);
-                loop {
-                    tokio::select! {
-                        r = changes.changed() => if r.is_err() { break },
-                        () = tokio::time::sleep_until(deadline) => break,
-                    }
-                    if app.config.is_closing() {
-                        break;
-                    }
-                    if let Some(p) = app.config.get(&module).filter(|p| p.version > held) {
-                        let resp = respond(&p, p.body.clone(), p.signature.clone(), WAIT_CACHE_CONTROL);
-                        return counted(&app, resp);
-                    }
-                }
-                let resp = match app.config.get(&module) {
-                    Some(p) => not_modified(&p, WAIT_CACHE_CONTROL),
-                    None => not_found(&module).into_whole(),
-                };
-                counted(&app, resp)
-            }));
-        }
-    }
-    let resp = match app.config.get(&module) {
-        Some(p) => not_modified(&p, WAIT_CACHE_CONTROL),
-        None => not_found(&module).into_whole(),
+        Poll::Closing(p) => return Answer::Ready(counted(app, not_modified(&p, WAIT_CACHE_CONTROL))),
+        Poll::Wait(waiter) => waiter,
     };
-    Answer::Ready(counted(app, resp))
+    app.metrics.config_waiters.inc();
+    let held_guard = Held(app.clone());
+    let app = app.clone();
+    Answer::Later(Box::pin(async move {
+        let _held = held_guard;
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(wait);
+        if let Some(p) = waiter.newer(deadline).await {
+            let resp = respond(&p, p.body.clone(), p.signature.clone(), WAIT_CACHE_CONTROL);
+            return counted(&app, resp);
+        }
+        let resp = match app.config.get(&module) {
+            Some(p) => not_modified(&p, WAIT_CACHE_CONTROL),
+            None => not_found(&module).into_whole(),
+        };
+        counted(&app, resp)
+    }))
 }
 
-fn counted(app: &AppState, resp: Whole) -> Whole {
+fn counted(app: &AppsState, resp: Whole) -> Whole {
     app.metrics.config_request(ConfigMethod::Get, resp.status());
     resp
 }
@@ -157,7 +139,7 @@ fn counted(app: &AppState, resp: Whole) -> Whole {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use axum::http::StatusCode;
+    use axum::http::{HeaderValue, StatusCode};
 
     #[test]
     fn the_held_version_is_the_newest_tag_named() {

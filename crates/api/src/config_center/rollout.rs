@@ -1,39 +1,19 @@
-//! Guarded rollouts (`/admin/v1/config/{module}/rollout`, docs/config-center.md).
-//!
-//! `PUT` arms a rollout of the module's *next* publish: the version current then is
-//! `previous`, which every device outside the share keeps (a device that had the new version
-//! would keep it, since clients keep the larger version, so the new version must not reach
-//! anyone before the rollout exists). Once a newer version is published, the config cache gives
-//! it to the devices whose bucket (`rollout.<module>.<version>` + device id) is inside the
-//! current step's share. Every [`run`] tick, each replica flushes its per-version event counts
-//! and, for every running rollout, `httpdns_config::guard::decide` judges both sides' rates per
-//! carrier and region since the step began: hold, advance, done, or roll back (publish the
-//! previous content as a new version, author `rollout`, with the reason). A tick's change is
-//! conditional on the row it read, so of replicas ticking together one decides; automatic
-//! changes are written to the audit log as actor `rollout`.
-
-use std::collections::BTreeMap;
-use std::time::Duration;
+//! The guarded rollouts' admin routes (`/admin/v1/config/{module}/rollout`,
+//! docs/config-center.md): arm, read, pause, resume, promote, abort. What a rollout is, its
+//! sides, its rollback and its tick are `httpdns_center::rollout`'s.
 
 use axum::body::Bytes;
 use axum::extract::{Extension, Path, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use httpdns_config::guard::{decide, Decision, RolloutSpec, Side, Sides};
-use httpdns_store::config::{Expect, Publish};
+use httpdns_center::rollout::{self as center, RolloutError, DONE, PAUSED, ROLLED_BACK, RUNNING};
+use httpdns_config::guard::{RolloutSpec, Side, Sides};
 use httpdns_store::rollouts::RolloutRow;
-use httpdns_store::teams::AuditEntry;
-use tokio_util::sync::CancellationToken;
 
 use crate::admin::access::Principal;
-use crate::admin::parse_body;
+use crate::admin::body::parse as parse_body;
+use crate::admin::state::AdminState;
 use crate::error::ApiError;
-use crate::state::AppState;
-
-const RUNNING: &str = "running";
-const PAUSED: &str = "paused";
-const ROLLED_BACK: &str = "rolled_back";
-const DONE: &str = "done";
 
 fn module_of(raw: &str) -> Result<String, ApiError> {
     httpdns_config::validate_module(raw)
@@ -45,47 +25,24 @@ fn unavailable(e: httpdns_store::StoreError) -> ApiError {
     ApiError::unavailable(&e)
 }
 
+/// A rollout failure as this layer's error: the store's is a 503, the rest are internal.
+fn failed(e: RolloutError) -> ApiError {
+    match e {
+        RolloutError::Store(e) => ApiError::unavailable(&e),
+        e => ApiError::internal(&e),
+    }
+}
+
 fn spec_of(row: &RolloutRow) -> Result<RolloutSpec, ApiError> {
-    serde_json::from_str(&row.spec).map_err(|e| ApiError::internal(&e))
+    center::spec_of(row).map_err(failed)
 }
 
-/// The version rolled out and when it was published, if newer than `previous`: while the
-/// rollout decides, the module's newest (what the cache gives the share); once finished, the
-/// one its last decision named (a rollback published a newer one since).
-async fn newest(app: &AppState, row: &RolloutRow) -> Result<Option<(i64, i64)>, ApiError> {
-    let store = app.config.store();
-    let deciding = row.state == RUNNING || row.state == PAUSED;
-    let v = match row.version.filter(|_| !deciding) {
-        Some(v) => store.config_version(&row.module, v).await.map_err(unavailable)?,
-        None => store.config_current(&row.module).await.map_err(unavailable)?,
-    };
-    Ok(v.filter(|c| c.version > row.previous).map(|c| (c.version, c.created_at)))
+async fn newest(app: &AdminState, row: &RolloutRow) -> Result<Option<(i64, i64)>, ApiError> {
+    center::newest(&app.config, row).await.map_err(failed)
 }
 
-/// Both sides' counts per place (`isp/region`) since the step began (or the newest version
-/// appeared, if later).
-async fn places(
-    app: &AppState,
-    row: &RolloutRow,
-    version: i64,
-    since_ms: i64,
-) -> Result<BTreeMap<String, Sides>, ApiError> {
-    let store = app.config.store();
-    if let Err(e) = app.config.sides().flush(store).await {
-        tracing::warn!(error = %e, "Rollout judged without this replica's latest event counts.");
-    }
-    let rows = store.version_minutes(version, row.previous, since_ms / 60_000).await.map_err(unavailable)?;
-    let mut out: BTreeMap<String, Sides> = BTreeMap::new();
-    for r in rows {
-        let sides = out.entry(format!("{}/{}", r.isp, r.region)).or_default();
-        let side = Side { requests: r.requests, errors: r.errors, fallbacks: r.fallbacks };
-        if r.version == version {
-            sides.new.add(&side);
-        } else {
-            sides.old.add(&side);
-        }
-    }
-    Ok(out)
+async fn refresh(app: &AdminState) {
+    center::refresh(&app.config).await;
 }
 
 fn side_json(s: &Side) -> serde_json::Value {
@@ -95,13 +52,15 @@ fn side_json(s: &Side) -> serde_json::Value {
     })
 }
 
-async fn view(app: &AppState, row: &RolloutRow) -> Result<serde_json::Value, ApiError> {
+async fn view(app: &AdminState, row: &RolloutRow) -> Result<serde_json::Value, ApiError> {
     let spec = spec_of(row)?;
     let newest = newest(app, row).await?;
     let mut all = Sides::default();
     let mut by_place = Vec::new();
     if let Some((version, at)) = newest {
-        for (place, s) in places(app, row, version, row.step_started.max(at)).await? {
+        for (place, s) in
+            center::places(&app.config, row, version, row.step_started.max(at)).await.map_err(failed)?
+        {
             all.new.add(&s.new);
             all.old.add(&s.old);
             by_place.push(
@@ -127,7 +86,7 @@ async fn view(app: &AppState, row: &RolloutRow) -> Result<serde_json::Value, Api
 }
 
 pub(crate) async fn put(
-    State(app): State<AppState>,
+    State(app): State<AdminState>,
     Path(raw): Path<String>,
     body: Bytes,
 ) -> Result<Response, ApiError> {
@@ -158,22 +117,19 @@ pub(crate) async fn put(
     Ok((status, axum::Json(view(&app, &row).await?)).into_response())
 }
 
-pub(crate) async fn get(State(app): State<AppState>, Path(raw): Path<String>) -> Result<Response, ApiError> {
+pub(crate) async fn get(
+    State(app): State<AdminState>,
+    Path(raw): Path<String>,
+) -> Result<Response, ApiError> {
     let module = module_of(&raw)?;
     let row = app.config.store().rollout_get(&module).await.map_err(unavailable)?;
     let row = row.ok_or_else(|| ApiError::not_found(format!("no rollout of {module:?}")))?;
     Ok(axum::Json(view(&app, &row).await?).into_response())
 }
 
-async fn refresh(app: &AppState) {
-    if let Err(e) = app.config.refresh().await {
-        tracing::warn!(error = %e, "Rollout changed but the local refresh failed; the refresh loop will retry.");
-    }
-}
-
 /// An operator's action: from one of `from`, to the row `change` makes.
 async fn act(
-    app: &AppState,
+    app: &AdminState,
     raw: &str,
     from: &[&str],
     change: impl FnOnce(&mut RolloutRow, &RolloutSpec),
@@ -204,7 +160,7 @@ async fn act(
     Ok(row)
 }
 
-async fn answer(app: &AppState, raw: &str) -> Result<Response, ApiError> {
+async fn answer(app: &AdminState, raw: &str) -> Result<Response, ApiError> {
     refresh(app).await;
     let row = app.config.store().rollout_get(raw).await.map_err(unavailable)?;
     let row = row.ok_or_else(|| ApiError::not_found("the rollout is gone"))?;
@@ -212,7 +168,7 @@ async fn answer(app: &AppState, raw: &str) -> Result<Response, ApiError> {
 }
 
 pub(crate) async fn pause(
-    State(app): State<AppState>,
+    State(app): State<AdminState>,
     Extension(who): Extension<Principal>,
     Path(raw): Path<String>,
 ) -> Result<Response, ApiError> {
@@ -225,7 +181,7 @@ pub(crate) async fn pause(
 }
 
 pub(crate) async fn resume(
-    State(app): State<AppState>,
+    State(app): State<AdminState>,
     Extension(who): Extension<Principal>,
     Path(raw): Path<String>,
 ) -> Result<Response, ApiError> {
@@ -239,7 +195,7 @@ pub(crate) async fn resume(
 }
 
 pub(crate) async fn promote(
-    State(app): State<AppState>,
+    State(app): State<AdminState>,
     Extension(who): Extension<Principal>,
     Path(raw): Path<String>,
 ) -> Result<Response, ApiError> {
@@ -254,7 +210,7 @@ pub(crate) async fn promote(
 }
 
 pub(crate) async fn abort(
-    State(app): State<AppState>,
+    State(app): State<AdminState>,
     Extension(who): Extension<Principal>,
     Path(raw): Path<String>,
 ) -> Result<Response, ApiError> {
@@ -263,107 +219,6 @@ pub(crate) async fn abort(
         r.reason = format!("aborted by {}", who.name);
     })
     .await?;
-    roll_back(&app, &row, &who.name).await?;
+    center::roll_back(&app.config, &row, &who.name).await.map_err(failed)?;
     answer(&app, &raw).await
-}
-
-/// Publishes the previous version's content as a new version, if a newer one was published
-/// (devices keep the larger version: going back must go up).
-async fn roll_back(app: &AppState, row: &RolloutRow, author: &str) -> Result<Option<i64>, ApiError> {
-    let store = app.config.store();
-    if newest(app, row).await?.is_none() {
-        return Ok(None);
-    }
-    let prev = store.config_version(&row.module, row.previous).await.map_err(unavailable)?;
-    let prev = prev.ok_or_else(|| ApiError::internal(&"the rollout's previous version is gone"))?;
-    let publish = Publish {
-        module: &row.module,
-        document: &prev.document,
-        expect: Expect::Any,
-        author,
-        rollback_of: Some(row.previous),
-    };
-    let reason = row.reason.clone();
-    let written = store
-        .config_publish(publish, |_| format!("rollback to version {}: {reason}", row.previous))
-        .await
-        .map_err(|e| ApiError::internal(&e))?;
-    refresh(app).await;
-    Ok(Some(written.version))
-}
-
-/// Every `tick`, until `shutdown`: flushes this replica's per-version counts and decides every
-/// running rollout.
-pub async fn run(app: AppState, tick: Duration, shutdown: CancellationToken) {
-    let mut every = tokio::time::interval(tick);
-    every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        tokio::select! {
-            _ = every.tick() => {}
-            () = shutdown.cancelled() => return,
-        }
-        if let Err(e) = tick_once(&app).await {
-            tracing::warn!(error = %e.message, "A rollout tick failed; the next one retries.");
-        }
-    }
-}
-
-async fn tick_once(app: &AppState) -> Result<(), ApiError> {
-    let store = app.config.store();
-    let rollouts = store.rollouts_active().await.map_err(unavailable)?;
-    if rollouts.is_empty() {
-        // Nothing to judge; the counts still reach the store for the next rollout's first step.
-        return app.config.sides().flush(store).await.map_err(unavailable);
-    }
-    for row in rollouts.into_iter().filter(|r| r.state == RUNNING) {
-        let spec = spec_of(&row)?;
-        let Some((version, published_at)) = newest(app, &row).await? else { continue };
-        let since = row.step_started.max(published_at);
-        let elapsed_s = ((httpdns_core::clock::unix_ms() as i64 - since) / 1000).max(0) as u64;
-        let places = places(app, &row, version, since).await?;
-        let step = row.step as usize;
-        let mut next = RolloutRow { version: Some(version), ..row.clone() };
-        match decide(&spec, step, elapsed_s, &places) {
-            Decision::Hold => continue,
-            Decision::Advance(k) => {
-                next.step = k as i64;
-                next.share = spec.steps[k];
-                next.step_started = httpdns_core::clock::unix_ms() as i64;
-                next.reason = format!("step {k}: {} of the devices on version {version}", spec.steps[k]);
-            }
-            Decision::Done => {
-                next.state = DONE.into();
-                next.share = 1.0;
-                next.reason = format!("done: every step held; version {version} for every device");
-            }
-            Decision::RollBack(why) => {
-                next.state = ROLLED_BACK.into();
-                next.reason = format!("rolled back: {why}");
-            }
-        }
-        if !store.rollout_update(&next).await.map_err(unavailable)? {
-            continue; // Another replica decided this tick.
-        }
-        tracing::info!(module = %row.module, state = %next.state, step = next.step, reason = %next.reason, "Rollout moved.");
-        let (before, after) = if next.state == ROLLED_BACK {
-            (Some(version), roll_back(app, &next, "rollout").await?)
-        } else {
-            refresh(app).await;
-            (Some(row.previous), Some(version))
-        };
-        let entry = AuditEntry {
-            actor: "rollout".into(),
-            method: "POST".into(),
-            path: format!("/admin/v1/config/{}/rollout", row.module),
-            revision_before: before,
-            revision_after: after,
-            status: 200,
-            detail: next.reason.clone(),
-        };
-        if let Err(e) = store.audit_append(&entry).await {
-            app.metrics.audit_write_errors.inc();
-            tracing::error!(error = %e, "A rollout moved but its audit entry could not be written.");
-        }
-    }
-    Ok(())
 }

@@ -12,12 +12,12 @@
 //! Every console response carries a strict Content-Security-Policy: scripts, styles and
 //! fetches from this origin only, no inline script, no framing.
 
-pub(crate) mod overview;
 pub mod session;
 
 use std::collections::HashMap;
 use std::net::IpAddr;
-use std::sync::Mutex;
+use std::ops::Deref;
+use std::sync::{Arc, Mutex};
 
 use axum::body::Bytes;
 use axum::extract::{Request, State};
@@ -26,8 +26,12 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::Router;
 
+use httpdns_core::cidr::CidrTable;
+use httpdns_store::Store;
+
 use crate::error::ApiError;
-use crate::state::{AppState, PeerAddr};
+use crate::metrics::Metrics;
+use crate::peer::{PeerAddr, TrustsProxies};
 use httpdns_guard::RateLimiter;
 use session::{Holder, Role, Session, Sessions};
 
@@ -135,12 +139,12 @@ fn cookies<'h>(headers: &'h HeaderMap, name: &'h str) -> impl Iterator<Item = &'
 /// How the admin API's guard judges a request that has no bearer token: the session when its
 /// cookie is valid and, for a change, its CSRF token matches (the guard then checks the
 /// session's token still exists and what its role allows).
-pub fn authorize(app: &AppState, req: &Request) -> Result<Session, ApiError> {
-    let session = app.console.session(req.headers()).ok_or_else(ApiError::unauthorized)?;
+pub fn authorize(console: &Console, req: &Request) -> Result<Session, ApiError> {
+    let session = console.session(req.headers()).ok_or_else(ApiError::unauthorized)?;
     let safe = matches!(*req.method(), Method::GET | Method::HEAD);
     if !safe {
         let presented = req.headers().get("x-csrf-token").and_then(|v| v.to_str().ok()).unwrap_or("");
-        if !app.console.sessions.csrf_ok(&session, presented) {
+        if !console.sessions.csrf_ok(&session, presented) {
             return Err(ApiError::new(
                 StatusCode::FORBIDDEN,
                 "CsrfTokenInvalid",
@@ -152,15 +156,54 @@ pub fn authorize(app: &AppState, req: &Request) -> Result<Session, ApiError> {
     Ok(session)
 }
 
-/// The console's routes (public: the page itself signs in).
-pub fn routes() -> Router<AppState> {
-    Router::new()
+/// The console routes' slice of state.
+#[derive(Debug, Clone)]
+pub struct ConsoleState(Arc<ConsoleParts>);
+
+/// What [`ConsoleState`] points at.
+#[derive(Debug)]
+pub struct ConsoleParts {
+    /// Sessions and sign-in budgets.
+    pub console: Arc<Console>,
+    /// Named tokens a sign-in may present.
+    pub store: Store,
+    /// The bootstrap admin token.
+    pub admin_token: String,
+    /// Proxies whose forwarded addresses are believed (sign-in budgets go by address).
+    pub trusted_proxies: CidrTable<()>,
+    /// Requests counted by the `track` layer.
+    pub metrics: Arc<Metrics>,
+}
+
+impl ConsoleState {
+    pub fn new(parts: ConsoleParts) -> Self {
+        Self(Arc::new(parts))
+    }
+}
+
+impl Deref for ConsoleState {
+    type Target = ConsoleParts;
+    fn deref(&self) -> &ConsoleParts {
+        &self.0
+    }
+}
+
+impl TrustsProxies for ConsoleState {
+    fn trusted_proxies(&self) -> &CidrTable<()> {
+        &self.trusted_proxies
+    }
+}
+
+/// The console's routes (public: the page itself signs in), tracked.
+pub fn router(state: ConsoleState) -> Router {
+    let router = Router::new()
         .route("/console", get(page))
         .route("/console/", get(page))
         .route("/console/app.js", get(|| async { asset(SCRIPT, "text/javascript; charset=utf-8") }))
         .route("/console/policy.js", get(|| async { asset(POLICY_SCRIPT, "text/javascript; charset=utf-8") }))
         .route("/console/app.css", get(|| async { asset(STYLE, "text/css; charset=utf-8") }))
-        .route("/console/session", get(whoami).post(sign_in).delete(sign_out))
+        .route("/console/session", get(whoami).post(sign_in).delete(sign_out));
+    crate::track::layer(router, state.metrics.clone()).with_state(state)
 }
 
 fn secure_headers(resp: &mut Response) {
@@ -184,7 +227,7 @@ async fn page() -> Response {
 
 /// What the page learns of its session: who, with which role (the page hides what the role
 /// cannot do; the admin API refuses it anyway), and the CSRF token.
-fn session_body(app: &AppState, s: &Session, role: Role) -> serde_json::Value {
+fn session_body(app: &ConsoleState, s: &Session, role: Role) -> serde_json::Value {
     serde_json::json!({
         "name": s.name,
         "role": role.as_str(),
@@ -193,11 +236,11 @@ fn session_body(app: &AppState, s: &Session, role: Role) -> serde_json::Value {
     })
 }
 
-async fn whoami(State(app): State<AppState>, headers: HeaderMap) -> Response {
+async fn whoami(State(app): State<ConsoleState>, headers: HeaderMap) -> Response {
     let not_in = || ApiError::new(StatusCode::UNAUTHORIZED, "Unauthorized", "not signed in").into_response();
     let mut resp = match app.console.session(&headers) {
         // The token's current role (it may have changed, or the token gone, since sign-in).
-        Some(s) => match crate::admin::access::session_holder(&app, &s).await {
+        Some(s) => match crate::admin::access::session_holder(&app.store, &s).await {
             Ok(Some(p)) => axum::Json(session_body(&app, &s, p.role)).into_response(),
             Ok(None) => not_in(),
             Err(e) => e.into_response(),
@@ -216,7 +259,7 @@ fn set_cookie(value: &str, max_age: u64, secure: bool) -> HeaderValue {
     .expect("cookie characters")
 }
 
-async fn sign_in(State(app): State<AppState>, PeerAddr(peer): PeerAddr, req: Request) -> Response {
+async fn sign_in(State(app): State<ConsoleState>, PeerAddr(peer): PeerAddr, req: Request) -> Response {
     // Over TLS, or behind a trusted proxy that terminated it (`X-Forwarded-Proto: https`).
     let secure = crate::peer::is_secure(&app, &req);
     let device = cookies(req.headers(), DEVICE_COOKIE).find_map(|v| app.console.sessions.verify_device(v));
@@ -267,7 +310,7 @@ fn throttled() -> ApiError {
 /// The principal a sign-in's token names (the bootstrap admin token or a named one) and, for a
 /// named token, the id its session keeps ([`crate::admin::access::TOKEN_ID_LEN`]).
 async fn check_token(
-    app: &AppState,
+    app: &ConsoleState,
     peer: IpAddr,
     device: Option<&str>,
     body: &Bytes,
@@ -290,10 +333,10 @@ async fn check_token(
             ApiError::bad_request("InvalidBody", "token", "send {\"token\": \"<admin or named token>\"}")
         })?;
     let token = token.trim();
-    if httpdns_auth::constant_time_eq(token.as_bytes(), app.settings.admin_token.as_bytes()) {
+    if httpdns_auth::constant_time_eq(token.as_bytes(), app.admin_token.as_bytes()) {
         return Ok((crate::admin::access::Principal::bootstrap(true), String::new()));
     }
-    if let Some(who) = crate::admin::access::named_token(app, token).await? {
+    if let Some(who) = crate::admin::access::named_token(&app.store, token).await? {
         let id = crate::admin::access::token_hash(token)[..crate::admin::access::TOKEN_ID_LEN].to_owned();
         Ok((who, id))
     } else {
@@ -310,9 +353,9 @@ async fn check_token(
     }
 }
 
-async fn sign_out(State(app): State<AppState>, req: Request) -> Response {
+async fn sign_out(State(app): State<ConsoleState>, req: Request) -> Response {
     let secure = crate::peer::is_secure(&app, &req);
-    let mut resp = match authorize(&app, &req) {
+    let mut resp = match authorize(&app.console, &req) {
         Ok(_) => {
             if let Some(s) = app.console.session(req.headers()) {
                 app.console.revoke(&s);

@@ -12,7 +12,8 @@ use std::net::IpAddr;
 use std::time::Instant;
 
 use crate::error::ApiError;
-use crate::httpdns::{status_header, HttpdnsState, STATUS_HEADER};
+use crate::httpdns::state::HttpdnsState;
+use crate::httpdns::status::{status_header, STATUS_HEADER};
 use crate::peer::PeerAddr;
 use axum::body::Bytes;
 use axum::extract::{Request, State};

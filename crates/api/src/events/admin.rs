@@ -13,58 +13,21 @@ use axum::response::{IntoResponse, Response};
 use httpdns_store::events::{EventCounts, EventKey};
 use serde_json::{json, Value};
 
-use super::now_minute;
-use super::schema::{EventType, FallbackReason};
-use super::verdict::Verdict;
+use crate::admin::state::AdminState;
 use crate::error::ApiError;
-use crate::state::AppState;
+use crate::query::{pairs as query_pairs, window as parse_window};
+use httpdns_events::now_minute;
+use httpdns_events::schema::{EventType, FallbackReason};
+use httpdns_events::verdict::Verdict;
 
 /// How long a summary waits for this replica's own flush before reading without it.
 const OWN_FLUSH_WAIT: Duration = Duration::from_secs(2);
-
-/// A window: `30s` is refused (minutes are the grain), `5m`, `1h`, `7d`.
-pub(crate) fn parse_window(
-    raw: Option<&str>,
-    default: &str,
-    retention: Duration,
-) -> Result<(String, i64), ApiError> {
-    let raw = raw.filter(|s| !s.is_empty()).unwrap_or(default);
-    let bad = || {
-        ApiError::bad_request(
-            "InvalidArgument",
-            "window",
-            format!(
-                "must be a number of minutes, hours or days (5m, 1h, 7d), from 1m to the retention ({} h)",
-                retention.as_secs() / 3600
-            ),
-        )
-    };
-    if !raw.is_ascii() || raw.len() < 2 {
-        return Err(bad());
-    }
-    let (digits, unit) = raw.split_at(raw.len() - 1);
-    let n: i64 = digits.parse().ok().filter(|n| *n > 0).ok_or_else(bad)?;
-    let minutes = match unit {
-        "m" => n,
-        "h" => n.checked_mul(60).ok_or_else(bad)?,
-        "d" => n.checked_mul(24 * 60).ok_or_else(bad)?,
-        _ => return Err(bad()),
-    };
-    if minutes > (retention.as_secs() / 60) as i64 {
-        return Err(bad());
-    }
-    Ok((raw.to_owned(), minutes))
-}
-
-pub(crate) fn query_pairs(query: Option<&str>) -> Vec<(String, String)> {
-    form_urlencoded::parse(query.unwrap_or("").as_bytes()).into_owned().collect()
-}
 
 /// Writes this replica's own minutes before a read of the store (`what` names the reader in
 /// the log). On a task of its own: a flush is shared work that must not be cut off half-way by
 /// this request's bound or its client hanging up (taken minutes would be lost); past the bound
 /// the read answers from the rows stored.
-pub(crate) async fn flush_own(app: &AppState, what: &str) -> Result<(), ApiError> {
+pub(crate) async fn flush_own(app: &AdminState, what: &str) -> Result<(), ApiError> {
     let (hub, store) = (app.events.clone(), app.catalog.store().clone());
     let flush = tokio::spawn(async move { hub.flush(&store).await });
     match tokio::time::timeout(OWN_FLUSH_WAIT, flush).await {
@@ -80,7 +43,7 @@ pub(crate) async fn flush_own(app: &AppState, what: &str) -> Result<(), ApiError
 
 /// Rows of the window, every replica summed, after this replica's own flush.
 async fn rows(
-    app: &AppState,
+    app: &AdminState,
     minutes: i64,
     event: Option<&str>,
 ) -> Result<(Vec<(EventKey, EventCounts, f64)>, i64, i64, i64), ApiError> {
@@ -138,7 +101,7 @@ impl Rates {
         by.iter().max_by(|a, b| a.1.total_cmp(b.1)).map_or(Value::Null, |(r, _)| Value::from(r.as_str()))
     }
 
-    fn json(&self, settings: &super::EventSettings) -> serde_json::Map<String, Value> {
+    fn json(&self, settings: &httpdns_events::EventSettings) -> serde_json::Map<String, Value> {
         let (error_rate, fallback_rate) =
             (rate(self.errors, self.requests), rate(self.fallbacks, self.requests));
         // As the shipped rules judge: each reason's own share of the requests, unrounded.
@@ -170,7 +133,7 @@ impl Rates {
 }
 
 pub(crate) async fn summary(
-    State(app): State<AppState>,
+    State(app): State<AdminState>,
     RawQuery(query): RawQuery,
 ) -> Result<Response, ApiError> {
     let pairs = query_pairs(query.as_deref());
@@ -235,13 +198,13 @@ pub(crate) async fn summary(
         "convergence": sides,
         "events": events,
         // This replica's sample of values it did not know (counted under `other`).
-        "unknown_values": app.events.unknown.lock().unwrap_or_else(|e| e.into_inner()).json(),
+        "unknown_values": app.events.unknown_values(),
     }))
     .into_response())
 }
 
 pub(crate) async fn localdns_map(
-    State(app): State<AppState>,
+    State(app): State<AdminState>,
     RawQuery(query): RawQuery,
 ) -> Result<Response, ApiError> {
     let pairs = query_pairs(query.as_deref());
@@ -280,21 +243,4 @@ pub(crate) async fn localdns_map(
         "verdicts": Verdict::ALL.map(Verdict::as_str), "map": map,
     }))
     .into_response())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn windows() {
-        let week = Duration::from_secs(7 * 24 * 3600);
-        assert_eq!(parse_window(Some("5m"), "1h", week).unwrap().1, 5);
-        assert_eq!(parse_window(None, "1h", week).unwrap().1, 60);
-        assert_eq!(parse_window(Some("7d"), "1h", week).unwrap().1, 7 * 24 * 60);
-        for bad in ["8d", "0m", "30s", "m", "5", "-5m", "99999999999999999999d", "5 m"] {
-            let e = parse_window(Some(bad), "1h", week).unwrap_err();
-            assert_eq!(e.field.as_deref(), Some("window"), "{bad}");
-        }
-    }
 }

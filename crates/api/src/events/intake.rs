@@ -4,7 +4,7 @@
 //! classification of that address. Signed batches (`?account=&t=&s=`, Alibaba's signature over
 //! the SHA-256 of the JSON body, as for `/feedback`) count against the account's rate limit and
 //! may say their own `isp` and `region`; an unsigned event stands for at most
-//! [`super::MAX_UNSIGNED_WEIGHT`] events whatever its `sample_rate`. With `HTTPDNS_AUTH_REQUIRED` only signed batches are
+//! [`MAX_UNSIGNED_WEIGHT`] events whatever its `sample_rate`. With `HTTPDNS_AUTH_REQUIRED` only signed batches are
 //! taken. `Content-Encoding: gzip` is accepted; sizes are bounded before and after
 //! decompression. A batch is taken whole or refused whole.
 
@@ -17,17 +17,18 @@ use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use httpdns_store::events::{EventCounts, EventKey};
 
-use super::schema::{self, Detail, Event};
-use super::verdict::{self, Context};
-use super::Counted;
+use crate::apps::state::AppsState;
 use crate::error::ApiError;
 use crate::live::feedback::signer;
-use crate::state::{AppState, PeerAddr};
+use crate::peer::PeerAddr;
+use httpdns_events::schema::{self, Detail, Event};
+use httpdns_events::verdict::{self, Context};
+use httpdns_events::{Counted, MAX_UNSIGNED_WEIGHT};
 
 const UNSIGNED: &str = "this server takes signed events only: /app/events?account=&t=&s=";
 
 pub(crate) async fn handle(
-    State(app): State<AppState>,
+    State(app): State<AppsState>,
     PeerAddr(peer): PeerAddr,
     RawQuery(query): RawQuery,
     headers: HeaderMap,
@@ -41,7 +42,7 @@ pub(crate) async fn handle(
 }
 
 async fn accept(
-    app: &AppState,
+    app: &AppsState,
     peer: IpAddr,
     query: Option<&str>,
     headers: &HeaderMap,
@@ -61,7 +62,7 @@ async fn accept(
     let account = signer(app, query, &json, UNSIGNED).inspect_err(|e| {
         rejected(if e.status == StatusCode::TOO_MANY_REQUESTS { "rate_limited" } else { "unauthenticated" })
     })?;
-    if account.is_none() && !hub.limiter.allow(peer) {
+    if account.is_none() && !app.event_limits.allow(peer) {
         rejected("rate_limited");
         return Err(ApiError::new(
             StatusCode::TOO_MANY_REQUESTS,
@@ -97,13 +98,13 @@ async fn accept(
         let (reason, host, duration) = describe(app, e, client_isp, peer, &published);
         // Only a signed batch's sample_rate is believed whole: an unsigned event stands for
         // at most MAX_UNSIGNED_WEIGHT (one event "sampled at 1e-6" is not a million).
-        let w = if account.is_none() && e.weight > super::MAX_UNSIGNED_WEIGHT {
+        let w = if account.is_none() && e.weight > MAX_UNSIGNED_WEIGHT {
             hub.metrics.weight_capped.inc();
-            super::MAX_UNSIGNED_WEIGHT
+            MAX_UNSIGNED_WEIGHT
         } else {
             e.weight
         };
-        if let Some(v) = crate::config_center::sides::of_event(e, &isp, &region, reason, w) {
+        if let Some(v) = httpdns_events::sides::of_event(e, &isp, &region, reason, w) {
             by_version.push(v);
         }
         batch.push(Counted {
@@ -141,7 +142,7 @@ async fn accept(
 
 /// The reason label, the unified host label, and the duration an event adds.
 fn describe(
-    app: &AppState,
+    app: &AppsState,
     e: &Event,
     client_isp: Option<&httpdns_core::Token>,
     peer: IpAddr,
@@ -151,7 +152,7 @@ fn describe(
         if app.config.is_unified_host(h) {
             h.to_string()
         } else {
-            super::aggregate::OTHER.to_owned()
+            httpdns_events::aggregate::OTHER.to_owned()
         }
     };
     match &e.detail {
@@ -167,7 +168,7 @@ fn describe(
                 client_isp,
                 httpdns,
                 upstream: &upstream,
-                allow_private: app.settings.validation.allow_private_node_ips,
+                allow_private: app.allow_private_node_ips,
             };
             let v = verdict::judge(published, name, localdns, &cx, |ip| {
                 httpdns_geo::classify(published, &app.geo, ip).isp

@@ -11,11 +11,12 @@ use axum::extract::{RawQuery, State};
 use axum::response::{IntoResponse, Response};
 use serde_json::{json, Value};
 
-use super::admin::{parse_window, query_pairs, round};
-use super::now_minute;
-use super::schema::EventType;
+use super::admin::round;
+use crate::admin::state::AdminState;
 use crate::error::ApiError;
-use crate::state::AppState;
+use crate::query::{pairs as query_pairs, window as parse_window};
+use httpdns_events::now_minute;
+use httpdns_events::schema::EventType;
 
 /// Buckets in one answer, at most.
 pub(crate) const MAX_BUCKETS: i64 = 360;
@@ -86,7 +87,7 @@ fn step_error() -> ApiError {
 }
 
 pub(crate) async fn series(
-    State(app): State<AppState>,
+    State(app): State<AdminState>,
     RawQuery(query): RawQuery,
 ) -> Result<Response, ApiError> {
     let pairs = query_pairs(query.as_deref());

@@ -19,7 +19,7 @@ use httpdns_guard::d::Auth;
 use serde::Serialize;
 
 use crate::error::ApiError;
-use crate::httpdns::HttpdnsState;
+use crate::httpdns::state::HttpdnsState;
 use crate::peer::PeerAddr;
 use crate::service_ips::ServiceAddr;
 

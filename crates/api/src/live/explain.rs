@@ -11,11 +11,12 @@ use axum::response::{IntoResponse, Response};
 use httpdns_core::snapshot::client_seed;
 use httpdns_core::{DomainName, Family};
 
+use crate::admin::state::AdminState;
 use crate::error::ApiError;
-use crate::state::{AppState, PeerAddr};
+use crate::peer::PeerAddr;
 
 pub(crate) async fn handle(
-    State(app): State<AppState>,
+    State(app): State<AdminState>,
     PeerAddr(peer): PeerAddr,
     RawQuery(query): RawQuery,
 ) -> Result<Response, ApiError> {

@@ -25,8 +25,9 @@ use httpdns_live::feedback::{Key, Reporter, MAX_CONNECT_MS};
 use serde::Deserialize;
 use sha2::Digest as _;
 
+use crate::apps::state::AppsState;
 use crate::error::ApiError;
-use crate::state::{AppState, PeerAddr};
+use crate::peer::PeerAddr;
 
 #[derive(Debug, Deserialize)]
 struct Item {
@@ -84,7 +85,7 @@ fn validate(i: usize, item: &Item) -> Result<Valid, ApiError> {
 }
 
 pub(crate) async fn handle(
-    State(app): State<AppState>,
+    State(app): State<AppsState>,
     PeerAddr(peer): PeerAddr,
     RawQuery(query): RawQuery,
     body: Bytes,
@@ -107,7 +108,7 @@ pub(crate) async fn handle(
 /// is signed; an error when it is signed badly, when the account's rate limit is reached, or
 /// when only signed requests are taken and it is not (`unsigned` says how to sign).
 pub(crate) fn signer(
-    app: &AppState,
+    app: &AppsState,
     query: Option<&str>,
     body: &[u8],
     unsigned: &'static str,
@@ -116,7 +117,7 @@ pub(crate) fn signer(
         form_urlencoded::parse(query.unwrap_or("").as_bytes()).into_owned().collect();
     let get = |k: &str| pairs.iter().find(|(n, _)| n == k).map(|(_, v)| v.as_str());
     let Some(account) = get("account") else {
-        if app.settings.auth_required {
+        if app.auth_required {
             return Err(ApiError::forbidden("UnsignedInterfaceDisabled", unsigned));
         }
         return Ok(None);
@@ -140,7 +141,7 @@ pub(crate) fn signer(
     Ok(Some(id))
 }
 
-fn accept(app: &AppState, peer: IpAddr, account: Option<u32>, body: &[u8]) -> Result<Response, ApiError> {
+fn accept(app: &AppsState, peer: IpAddr, account: Option<u32>, body: &[u8]) -> Result<Response, ApiError> {
     if !app.feedback_limits.allow(peer) {
         app.metrics.feedback_reports.with_label_values(&["rate_limited"]).inc();
         return Err(ApiError::new(

@@ -14,9 +14,9 @@ use httpdns_store::live::NodeReport;
 use httpdns_store::Kind;
 use serde::Deserialize;
 
-use crate::admin::parse_body;
+use crate::admin::body::parse as parse_body;
+use crate::admin::state::AdminState;
 use crate::error::ApiError;
-use crate::state::AppState;
 
 /// Reports in one batch.
 const MAX_BATCH: usize = 10_000;
@@ -72,7 +72,7 @@ impl Report {
     }
 }
 
-async fn node_exists(app: &AppState, id: &str) -> Result<bool, ApiError> {
+async fn node_exists(app: &AdminState, id: &str) -> Result<bool, ApiError> {
     Ok(app.catalog.store().get(Kind::Node, id).await.map_err(|e| ApiError::unavailable(&e))?.is_some())
 }
 
@@ -81,7 +81,7 @@ fn accepted(n: usize) -> Response {
 }
 
 pub(crate) async fn one(
-    State(app): State<AppState>,
+    State(app): State<AdminState>,
     Path(id): Path<String>,
     body: Bytes,
 ) -> Result<Response, ApiError> {
@@ -95,7 +95,7 @@ pub(crate) async fn one(
     Ok(accepted(1))
 }
 
-pub(crate) async fn batch(State(app): State<AppState>, body: Bytes) -> Result<Response, ApiError> {
+pub(crate) async fn batch(State(app): State<AdminState>, body: Bytes) -> Result<Response, ApiError> {
     let batch: Batch = parse_body(&body)?;
     if batch.reports.is_empty() || batch.reports.len() > MAX_BATCH {
         return Err(ApiError::bad_request("InvalidArgument", "reports", format!("1 to {MAX_BATCH} reports")));

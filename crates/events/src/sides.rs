@@ -31,14 +31,14 @@ type Key = (i64, i64, String, String);
 /// What an event of a device that says its config version adds to its version's side:
 /// requests, their errors (outcomes other than `ok` and `4xx`, as the events summary counts),
 /// fallbacks. `None` for events without a version or of other types.
-pub(crate) fn of_event(
-    e: &crate::events::schema::Event,
+pub fn of_event(
+    e: &crate::schema::Event,
     isp: &str,
     region: &str,
     reason: &str,
     w: f64,
 ) -> Option<VersionEvent> {
-    use crate::events::schema::EventType;
+    use crate::schema::EventType;
     let version = i64::try_from(e.config_version?).ok()?;
     let (requests, errors, fallbacks) = match e.detail.kind() {
         EventType::Request => (w, if reason == "ok" || reason == "4xx" { 0.0 } else { w }, 0.0),
@@ -89,7 +89,7 @@ impl VersionSides {
         if events.is_empty() {
             return;
         }
-        let minute = crate::events::now_minute();
+        let minute = crate::now_minute();
         let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
         for e in events {
             let key = (minute, e.version, e.isp.clone(), e.region.clone());
@@ -136,7 +136,7 @@ impl VersionSides {
                 return Err(e);
             }
         }
-        let now = crate::events::now_minute();
+        let now = crate::now_minute();
         self.held.lock().unwrap_or_else(|e| e.into_inner()).retain(|k, c| k.0 >= now - 1 || c.dirty);
         if now - *last_prune >= 60 {
             store.prune_version_minutes(now - RETENTION_MINUTES).await?;

@@ -10,7 +10,7 @@ use axum::response::{IntoResponse, Response};
 use httpdns_core::snapshot::NodeHealth as _;
 use serde_json::json;
 
-use crate::state::AppState;
+use crate::admin::state::AdminState;
 
 /// Sums of a counter family by one label (or by two, joined with `/`).
 fn by_labels(
@@ -32,7 +32,7 @@ fn by_labels(
     out
 }
 
-pub(crate) async fn handle(State(app): State<AppState>) -> Response {
+pub(crate) async fn handle(State(app): State<AdminState>) -> Response {
     let families = app.metrics.registry.gather();
     let published = app.catalog.snapshot();
     let nodes = published.nodes();

@@ -1,21 +1,20 @@
 //! The per-device `POST /app/config-center/module-config`: what a device says of itself, and
-//! the answer rendered for it. This is the one place the per-device answer is put together:
+//! the document rendered for it (the HTTP handler wraps it in headers). This is the one place the per-device answer is put together:
 //! the gray-release flags and the global switch (`ConfigDocument::render`), the target that
 //! matches the device (`"target": i`), and whatever later decisions join them.
 
 use std::collections::BTreeMap;
-use std::net::IpAddr;
 
-use axum::http::HeaderValue;
+use std::sync::Arc;
+
 use bytes::Bytes;
+use http::HeaderValue;
 use httpdns_config::policy::{Device as PolicyDevice, Place};
 use httpdns_config::target::Device;
+use httpdns_core::snapshot::ClientView;
 use serde_json::Value;
 
-use super::app::{module_param, respond, Whole};
-use super::cache::Published;
-use crate::error::ApiError;
-use crate::state::AppState;
+use crate::cache::{ConfigCache, Published};
 
 /// Longest accepted device id.
 const MAX_DEVICE_ID: usize = 256;
@@ -24,29 +23,53 @@ const MAX_TEXT: usize = 64;
 /// Labels a device may send.
 const MAX_LABELS: usize = 16;
 
+/// A refused request: the error code, the field at fault and what is wrong with it (the
+/// edge answers it as a 400).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BadField {
+    pub code: &'static str,
+    pub field: String,
+    pub message: String,
+}
+
+impl BadField {
+    fn new(code: &'static str, field: impl Into<String>, message: impl Into<String>) -> Self {
+        Self { code, field: field.into(), message: message.into() }
+    }
+}
+
+/// The `module` a request names: present, not empty, a valid module name.
+pub fn module(module: Option<&str>) -> Result<&str, BadField> {
+    let m = module
+        .filter(|m| !m.is_empty())
+        .ok_or_else(|| BadField::new("MissingArgument", "module", "missing module"))?;
+    httpdns_config::validate_module(m).map_err(|e| BadField::new("InvalidArgument", "module", e.message))?;
+    Ok(m)
+}
+
 /// A device's request, parsed: unknown fields are ignored (apps send more than this reads), but
 /// a known field of the wrong shape is refused by name.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct DeviceRequest {
-    pub(crate) module: String,
-    pub(crate) device_id: Option<String>,
+pub struct DeviceRequest {
+    pub module: String,
+    pub device_id: Option<String>,
     /// The version the device runs (0: none yet).
-    pub(crate) config_version: i64,
-    pub(crate) platform: Option<String>,
-    pub(crate) app_version: Option<String>,
-    pub(crate) segment: Option<String>,
-    pub(crate) labels: BTreeMap<String, String>,
+    pub config_version: i64,
+    pub platform: Option<String>,
+    pub app_version: Option<String>,
+    pub segment: Option<String>,
+    pub labels: BTreeMap<String, String>,
 }
 
 fn text(
     obj: &serde_json::Map<String, Value>,
     field: &'static str,
     max: usize,
-) -> Result<Option<String>, ApiError> {
+) -> Result<Option<String>, BadField> {
     match obj.get(field) {
         None | Some(Value::Null) => Ok(None),
         Some(Value::String(s)) if !s.is_empty() && s.len() <= max => Ok(Some(s.clone())),
-        Some(_) => Err(ApiError::bad_request(
+        Some(_) => Err(BadField::new(
             "InvalidArgument",
             field,
             format!("{field} must be a string of 1 to {max} bytes"),
@@ -54,22 +77,21 @@ fn text(
     }
 }
 
-pub(crate) fn parse(body: &[u8]) -> Result<DeviceRequest, ApiError> {
+pub fn parse(body: &[u8]) -> Result<DeviceRequest, BadField> {
     let v: Value = serde_json::from_slice(body)
-        .map_err(|e| ApiError::bad_request("InvalidBody", "body", format!("not JSON: {e}")))?;
-    let obj = v
-        .as_object()
-        .ok_or_else(|| ApiError::bad_request("InvalidBody", "body", "a JSON object is required"))?;
+        .map_err(|e| BadField::new("InvalidBody", "body", format!("not JSON: {e}")))?;
+    let obj =
+        v.as_object().ok_or_else(|| BadField::new("InvalidBody", "body", "a JSON object is required"))?;
     let module = match obj.get("module") {
         None | Some(Value::Null) => None,
         Some(Value::String(s)) => Some(s.as_str()),
-        Some(_) => return Err(ApiError::bad_request("InvalidArgument", "module", "module must be a string")),
+        Some(_) => return Err(BadField::new("InvalidArgument", "module", "module must be a string")),
     };
-    let module = module_param(module)?.to_owned();
+    let module = self::module(module)?.to_owned();
     let config_version = match obj.get("configVersion") {
         None | Some(Value::Null) => 0,
         Some(n) => n.as_i64().filter(|n| *n >= 0).ok_or_else(|| {
-            ApiError::bad_request("InvalidArgument", "configVersion", "configVersion must be an integer >= 0")
+            BadField::new("InvalidArgument", "configVersion", "configVersion must be an integer >= 0")
         })?,
     };
     let mut labels = BTreeMap::new();
@@ -82,7 +104,7 @@ pub(crate) fn parse(body: &[u8]) -> Result<DeviceRequest, ApiError> {
                         labels.insert(k.clone(), s.clone());
                     }
                     _ => {
-                        return Err(ApiError::bad_request(
+                        return Err(BadField::new(
                             "InvalidArgument",
                             format!("labels.{k}"),
                             format!(
@@ -94,7 +116,7 @@ pub(crate) fn parse(body: &[u8]) -> Result<DeviceRequest, ApiError> {
             }
         }
         Some(_) => {
-            return Err(ApiError::bad_request(
+            return Err(BadField::new(
                 "InvalidArgument",
                 "labels",
                 format!("labels must be an object of at most {MAX_LABELS} strings"),
@@ -109,44 +131,53 @@ pub(crate) fn parse(body: &[u8]) -> Result<DeviceRequest, ApiError> {
         app_version: text(obj, "appVersion", MAX_TEXT)?,
         segment: match text(obj, "segment", MAX_TEXT)? {
             // Matched against the policy's segment tokens: one spelling, refused otherwise.
-            Some(s) => {
-                Some(httpdns_core::Token::parse(&s).map_err(|e| {
-                    ApiError::bad_request("InvalidArgument", "segment", format!("segment {e}"))
-                })?)
-                .map(|t| t.as_str().to_owned())
-            }
+            Some(s) => Some(
+                httpdns_core::Token::parse(&s)
+                    .map_err(|e| BadField::new("InvalidArgument", "segment", format!("segment {e}")))?,
+            )
+            .map(|t| t.as_str().to_owned()),
             None => None,
         },
         labels,
     })
 }
 
-/// The answer for one device of the client at `peer`: without a device id the document as
-/// stored (no per-device part can be decided); with one, its flags and its target, rendered and
-/// signed for it. Either way personal: `no-store`.
-pub(crate) fn answer(
-    app: &AppState,
-    p: &std::sync::Arc<Published>,
+/// What one device is served: the version it gets, the body rendered for it and the body's
+/// signature.
+#[derive(Debug)]
+pub struct Rendered {
+    pub published: Arc<Published>,
+    pub body: Bytes,
+    pub signature: HeaderValue,
+}
+
+/// The answer for one device: without a device id the document as stored (no per-device part
+/// can be decided); with one, its flags, its target and its resolution, rendered and signed for
+/// it. `classify` gives the client's place, asked only when a target or the resolution policy
+/// needs it.
+pub fn render(
+    cache: &ConfigCache,
+    p: &Arc<Published>,
     req: &DeviceRequest,
-    peer: IpAddr,
-) -> Whole {
+    classify: impl FnOnce() -> ClientView,
+) -> Rendered {
     let Some(device_id) = req.device_id.as_deref() else {
-        return respond(p, p.body.clone(), p.signature.clone(), "no-store");
+        return Rendered { published: p.clone(), body: p.body.clone(), signature: p.signature.clone() };
     };
     // Inside a guarded rollout's share, the newest version; else what everyone gets.
-    let p = &app.config.for_device(p, device_id);
-    let newest = app.config.canary(&req.module).map_or(p.version, |c| c.published.version.max(p.version));
+    let p = cache.for_device(p, device_id);
+    let newest = cache.canary(&req.module).map_or(p.version, |c| c.published.version.max(p.version));
     // Only versions that exist are counted: a made-up number must not take a sketch.
     if (1..=newest).contains(&req.config_version) {
-        app.config.adoption().note(&req.module, req.config_version, device_id);
+        cache.adoption().note(&req.module, req.config_version, device_id);
     }
     // Classified only when a target or the resolution policy needs the place.
     let needs_place = !p.document.targets.is_empty() || p.document.resolution_policy.is_some();
-    let view = needs_place.then(|| httpdns_geo::classify(&app.catalog.snapshot(), &app.geo, peer));
+    let view = needs_place.then(classify);
     let resolution = p.document.resolution_policy.as_ref().zip(view.as_ref()).map(|(policy, view)| {
         let name = |t: &Option<httpdns_core::Token>| t.as_ref().map_or("unknown", |t| t.as_str()).to_owned();
         let place = Place { isp: name(&view.isp), region: name(&view.region) };
-        let control = app.config.policy().control(&place.isp, &place.region);
+        let control = cache.policy().control(&place.isp, &place.region);
         policy.decide(PolicyDevice { id: device_id, place: &place, segment: req.segment.as_deref() }, control)
     });
     let body = match &view {
@@ -163,8 +194,8 @@ pub(crate) fn answer(
         _ => p.document.render_with(p.version as u64, Some(device_id), resolution.as_ref()),
     };
     let body = Bytes::from(body);
-    let sig = HeaderValue::from_str(&app.config.signer().sign(&body)).expect("base64 is header-safe");
-    respond(p, body, sig, "no-store")
+    let signature = HeaderValue::from_str(&cache.signer().sign(&body)).expect("base64 is header-safe");
+    Rendered { published: p, body, signature }
 }
 
 #[cfg(test)]
@@ -189,7 +220,7 @@ mod tests {
             (r#"{"module": "cdn", "configVersion": -1}"#, "configVersion"),
             (r#"{"deviceId": "d"}"#, "module"),
         ] {
-            assert_eq!(parse(body.as_bytes()).unwrap_err().field.as_deref(), Some(field), "{body}");
+            assert_eq!(parse(body.as_bytes()).unwrap_err().field, field, "{body}");
         }
     }
 }

@@ -9,14 +9,16 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use arc_swap::ArcSwap;
-use axum::http::HeaderValue;
 use bytes::Bytes;
+use http::HeaderValue;
 use httpdns_config::{ConfigDocument, Signer};
 use httpdns_flight::SingleFlight;
 use httpdns_store::rollouts::RolloutRow;
 use httpdns_store::{Store, StoreError};
 
-use crate::metrics::Metrics;
+use crate::adoption::Adoption;
+use crate::metrics::CenterMetrics;
+use httpdns_events::sides::VersionSides;
 
 /// A module's current document, ready to serve.
 #[derive(Debug)]
@@ -42,7 +44,7 @@ pub struct ConfigCache {
     /// [`CLIENT_REFRESH_EVERY`].
     client_refresh: SingleFlight<(), Result<(), String>>,
     last_client_refresh: std::sync::Mutex<Option<Instant>>,
-    metrics: Arc<Metrics>,
+    metrics: CenterMetrics,
     corrupt_rows: prometheus::IntCounter,
     /// The policy controller's places, rendered into devices' `resolution`.
     policy: Arc<httpdns_policy::PolicyView>,
@@ -52,10 +54,10 @@ pub struct ConfigCache {
     /// deadline.
     changed: tokio::sync::watch::Sender<u64>,
     closing: std::sync::atomic::AtomicBool,
-    /// Which devices run which version (`super::adoption`).
-    adoption: Arc<super::adoption::Adoption>,
-    /// Client events by the version devices run (`super::sides`), for rollouts.
-    sides: Arc<super::sides::VersionSides>,
+    /// Which devices run which version (`crate::adoption`).
+    adoption: Arc<Adoption>,
+    /// Client events by the version devices run (`httpdns_events::sides`), for rollouts.
+    sides: Arc<VersionSides>,
     /// The newest version of each module under a guarded rollout, and its share.
     canaries: ArcSwap<HashMap<String, Arc<Canary>>>,
 }
@@ -65,7 +67,7 @@ pub struct ConfigCache {
 pub struct Canary {
     pub published: Arc<Published>,
     pub share: f64,
-    /// The bucketing key: devices are inside when `rollout::enabled(key, deviceId, share)`.
+    /// The bucketing key: devices are inside when `httpdns_config::rollout::enabled(key, deviceId, share)`.
     pub key: String,
 }
 
@@ -92,7 +94,7 @@ impl ConfigCache {
     pub fn new(
         store: Store,
         signer: Signer,
-        metrics: Arc<Metrics>,
+        metrics: CenterMetrics,
         corrupt_rows: prometheus::IntCounter,
         policy: Arc<httpdns_policy::PolicyView>,
     ) -> Self {
@@ -120,12 +122,12 @@ impl ConfigCache {
     }
 
     /// The per-version event counts of this replica.
-    pub fn sides(&self) -> &Arc<super::sides::VersionSides> {
+    pub fn sides(&self) -> &Arc<VersionSides> {
         &self.sides
     }
 
     /// The adoption sketches of this replica.
-    pub fn adoption(&self) -> &Arc<super::adoption::Adoption> {
+    pub fn adoption(&self) -> &Arc<Adoption> {
         &self.adoption
     }
 

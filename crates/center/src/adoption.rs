@@ -1,0 +1,163 @@
+//! Adoption: how many distinct devices run each config version (what
+//! `GET /admin/v1/config/{module}/adoption?window=1h` reports).
+//!
+//! Every per-device POST names the version the device runs (`configVersion`) and its id. This
+//! replica adds the id to a HyperLogLog sketch (`httpdns_config::sketch`, 4 KiB, 1.6% standard
+//! error) of the current 5-minute bucket, module and version; a loop writes the changed sketches
+//! to the store every [`FLUSH_EVERY`]; a read flushes this replica first, then merges every
+//! replica's and bucket's sketches of the window, so a device counted by two replicas or in
+//! two buckets counts once. Memory is bounded: at most [`MAX_SKETCHES`] sketches are held, and
+//! only versions that exist (at most the served one) are counted.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Mutex;
+use std::time::Duration;
+
+use httpdns_config::sketch::Sketch;
+use httpdns_store::adoption::SketchRow;
+use httpdns_store::{Store, StoreError};
+use tokio_util::sync::CancellationToken;
+
+/// Seconds of one bucket.
+pub const BUCKET_S: i64 = 300;
+/// Sketches held in memory at most (4 KiB each).
+pub const MAX_SKETCHES: usize = 256;
+/// How often this replica writes its changed sketches.
+pub const FLUSH_EVERY: Duration = Duration::from_secs(10);
+/// Sketches are kept this long in the store (and a window may be at most this).
+pub const RETENTION: Duration = Duration::from_secs(7 * 24 * 3600);
+
+type Key = (i64, String, i64);
+
+/// This replica's sketches not yet pruned from memory, and which changed since the last flush.
+#[derive(Debug)]
+pub struct Adoption {
+    replica: String,
+    // A std mutex: one short update per POST, never held across an await.
+    held: Mutex<HashMap<Key, (Sketch, bool)>>,
+    // Serialises flushes (the loop and the admin read's).
+    flushing: tokio::sync::Mutex<i64>,
+}
+
+fn now_bucket() -> i64 {
+    httpdns_core::clock::unix_s() as i64 / BUCKET_S
+}
+
+impl Default for Adoption {
+    fn default() -> Self {
+        let mut id = [0u8; 6];
+        let _ = getrandom::fill(&mut id);
+        Self {
+            replica: format!("{}-{}", std::process::id(), httpdns_auth::hex(&id)),
+            held: Mutex::new(HashMap::new()),
+            flushing: tokio::sync::Mutex::new(0),
+        }
+    }
+}
+
+impl Adoption {
+    /// Counts `device` as running `version` of `module` now. Dropped (not counted) when the
+    /// memory bound is reached by other keys of this bucket.
+    pub fn note(&self, module: &str, version: i64, device: &str) {
+        let key = (now_bucket(), module.to_owned(), version);
+        let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
+        if !held.contains_key(&key) && held.len() >= MAX_SKETCHES {
+            return;
+        }
+        let (sketch, dirty) = held.entry(key).or_default();
+        sketch.add(device);
+        *dirty = true;
+    }
+
+    /// Writes the changed sketches; keeps in memory only the current bucket's (and the last
+    /// one's, which may still be written to near its end). Prunes the store hourly.
+    pub async fn flush(&self, store: &Store) -> Result<usize, StoreError> {
+        let mut last_prune = self.flushing.lock().await;
+        let rows: Vec<SketchRow> = {
+            let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
+            held.iter_mut()
+                .filter(|(_, (_, dirty))| *dirty)
+                .map(|((bucket, module, version), (sketch, dirty))| {
+                    *dirty = false;
+                    SketchRow {
+                        bucket: *bucket,
+                        module: module.clone(),
+                        version: *version,
+                        registers: sketch.encode(),
+                    }
+                })
+                .collect()
+        };
+        if !rows.is_empty() {
+            if let Err(e) = store.save_adoption(&self.replica, &rows).await {
+                let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
+                for r in &rows {
+                    if let Some((_, dirty)) = held.get_mut(&(r.bucket, r.module.clone(), r.version)) {
+                        *dirty = true;
+                    }
+                }
+                return Err(e);
+            }
+        }
+        let now = now_bucket();
+        self.held
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .retain(|(b, _, _), (_, dirty)| *b >= now - 1 || *dirty);
+        if now - *last_prune >= 3600 / BUCKET_S {
+            store.prune_adoption(now - RETENTION.as_secs() as i64 / BUCKET_S).await?;
+            *last_prune = now;
+        }
+        Ok(rows.len())
+    }
+
+    /// Flushes every [`FLUSH_EVERY`] until `shutdown`, then once more.
+    pub async fn run(self: std::sync::Arc<Self>, store: Store, shutdown: CancellationToken) {
+        let mut tick = tokio::time::interval(FLUSH_EVERY);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                _ = tick.tick() => {}
+                () = shutdown.cancelled() => break,
+            }
+            if let Err(e) = self.flush(&store).await {
+                tracing::warn!(error = %e, "Could not write adoption sketches; kept for the next flush.");
+            }
+        }
+        if let Ok(Err(e)) = tokio::time::timeout(Duration::from_secs(5), self.flush(&store)).await {
+            tracing::warn!(error = %e, "The last flush of adoption sketches failed.");
+        }
+    }
+}
+
+/// Distinct devices per version of a module over a window, every replica's sketches merged.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Counts {
+    /// Estimated devices per version, newest version first.
+    pub versions: Vec<(i64, u64)>,
+    /// Estimated devices over every version (a device on two versions counts once).
+    pub devices: u64,
+}
+
+impl Adoption {
+    /// The devices seen running each version of `module` in the last `minutes`: this
+    /// replica's sketches are flushed first (a failed flush is logged, the read goes on).
+    pub async fn counts(&self, store: &Store, module: &str, minutes: i64) -> Result<Counts, StoreError> {
+        if let Err(e) = self.flush(store).await {
+            tracing::warn!(error = %e, "Adoption read without this replica's latest sketches.");
+        }
+        let from = (httpdns_core::clock::unix_s() as i64 - minutes * 60) / BUCKET_S;
+        let rows = store.adoption_since(module, from).await?;
+        let mut merged: BTreeMap<i64, Sketch> = BTreeMap::new();
+        let mut all = Sketch::default();
+        for (version, text) in rows {
+            let Some(s) = Sketch::decode(&text) else { continue };
+            all.merge(&s);
+            merged.entry(version).or_default().merge(&s);
+        }
+        Ok(Counts {
+            versions: merged.iter().rev().map(|(v, s)| (*v, s.estimate().round() as u64)).collect(),
+            devices: all.estimate().round() as u64,
+        })
+    }
+}
