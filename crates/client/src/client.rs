@@ -7,9 +7,10 @@
 //! when every host failed or is disabled, the original URL is used. Background tasks revive
 //! disabled hosts with `HEAD` probes and poll the config center.
 
+use parking_lot::Mutex;
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use reqwest::{Method, Url};
@@ -141,6 +142,12 @@ pub struct CdnClient {
     inner: Arc<Inner>,
 }
 
+impl std::fmt::Debug for CdnClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CdnClient").finish_non_exhaustive()
+    }
+}
+
 struct Inner {
     opts: ClientOptions,
     http: reqwest::Client,
@@ -155,6 +162,7 @@ struct Inner {
 }
 
 /// The background tasks of a client; dropping this stops them.
+#[derive(Debug)]
 pub struct Background {
     tasks: Vec<JoinHandle<()>>,
 }
@@ -243,7 +251,7 @@ impl CdnClient {
     /// `(host, disabled)` in failover order, for this device.
     pub fn host_states(&self) -> Vec<(String, bool)> {
         self.sync_hosts();
-        let pool = self.inner.hosts.lock().expect("lock");
+        let pool = self.inner.hosts.lock();
         pool.hosts().into_iter().map(|h| (h.clone(), pool.is_disabled(&h))).collect()
     }
 
@@ -266,7 +274,7 @@ impl CdnClient {
                     let now = Instant::now();
                     // Wake at least every second (a host disabled meanwhile), never spin.
                     let cap = this.revive_interval().clamp(Duration::from_millis(10), Duration::from_secs(1));
-                    let next = this.inner.hosts.lock().expect("lock").next_probe_at().unwrap_or(now + cap);
+                    let next = this.inner.hosts.lock().next_probe_at().unwrap_or(now + cap);
                     tokio::time::sleep_until(next.clamp(now + Duration::from_millis(10), now + cap)).await;
                 }
             })
@@ -382,7 +390,7 @@ impl CdnClient {
         let cfg = self.inner.config.current()?;
         // Checked and rebuilt under the pool's lock: a request racing the revive task must
         // not see the new version with the old (or empty) pool.
-        let mut pool = self.inner.hosts.lock().expect("lock");
+        let mut pool = self.inner.hosts.lock();
         if let Some(r) = &self.inner.events {
             r.set_side(Some(cfg.doc.convergence_enabled(&self.inner.opts.device_id)));
         }
@@ -398,7 +406,7 @@ impl CdnClient {
     /// back.
     pub async fn probe_disabled_hosts(&self) -> usize {
         self.sync_hosts();
-        let due = self.inner.hosts.lock().expect("lock").due_probes(Instant::now());
+        let due = self.inner.hosts.lock().due_probes(Instant::now());
         let mut revived = 0;
         for (host, url) in due {
             let ok = match self.inner.http.request(Method::HEAD, &url).send().await {
@@ -412,12 +420,7 @@ impl CdnClient {
                     r.record(ClientEvent::HostRevive { host: host.clone() });
                 }
             }
-            self.inner.hosts.lock().expect("lock").probe_result(
-                &host,
-                ok,
-                Instant::now(),
-                self.revive_interval(),
-            );
+            self.inner.hosts.lock().probe_result(&host, ok, Instant::now(), self.revive_interval());
         }
         revived
     }
@@ -437,12 +440,12 @@ impl CdnClient {
         };
         let public_ips = cfg.as_ref().map(|c| c.doc.public_ip_list.clone()).unwrap_or_default();
         let mut attempts = Vec::new();
-        let candidates = self.inner.hosts.lock().expect("lock").candidates();
+        let candidates = self.inner.hosts.lock().candidates();
         for host in candidates {
             let Some(target) = conv.on_host(&host) else { continue };
             match self.attempt(&target, started, &mut attempts).await {
                 Ok(resp) if !resp.status().is_server_error() => {
-                    self.inner.hosts.lock().expect("lock").report_success(&host);
+                    self.inner.hosts.lock().report_success(&host);
                     let resp = Ok(resp);
                     self.report(&attempts, &resp, started);
                     return finish(resp, target, Route::Unified, attempts);
@@ -471,7 +474,7 @@ impl CdnClient {
     }
 
     fn failed(&self, host: &str, target: &Url, attempts: &mut [Attempt]) {
-        let effect = self.inner.hosts.lock().expect("lock").report_failure(
+        let effect = self.inner.hosts.lock().report_failure(
             host,
             target.as_str(),
             Instant::now(),
@@ -652,7 +655,7 @@ mod tests {
             async move {
                 if uri.path() == "/feedback" {
                     let v: Value = serde_json::from_slice(&body).unwrap();
-                    reports.lock().unwrap().push((uri.query().unwrap_or("").to_owned(), v));
+                    reports.lock().push((uri.query().unwrap_or("").to_owned(), v));
                     return (http::StatusCode::ACCEPTED, String::new());
                 }
                 if uri.path().ends_with("/ss") {
@@ -681,7 +684,7 @@ mod tests {
         client.get(&format!("http://127.0.0.1:{port}/a.jpg")).await.unwrap();
         let feedback = client.feedback().unwrap();
         assert_eq!(feedback.flush().await.unwrap(), 2);
-        let got = reports.lock().unwrap().clone();
+        let got = reports.lock().clone();
         assert_eq!(got.len(), 1, "one batch");
         let (query, body) = &got[0];
         assert!(query.starts_with("account=100000&t=") && query.contains("&s="), "signed: {query}");

@@ -8,8 +8,9 @@
 //! `configVersion` wins, so an old response from a lagging replica or a stale push never
 //! rolls a device back.
 
+use parking_lot::{Mutex, RwLock};
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::Arc;
 use std::time::Duration;
 
 use httpdns_config::ConfigDocument;
@@ -120,12 +121,12 @@ impl ConfigStore {
                             store.install(doc, Origin::File, None);
                         }
                         _ => {
-                            tracing::warn!(path = %path.display(), "Ignoring a kept config document that does not verify.")
+                            tracing::warn!(path = %path.display(), "Ignoring a kept config document that does not verify.");
                         }
                     }
                 }
                 Ok(Err(e)) => {
-                    tracing::warn!(path = %path.display(), error = %e, "Ignoring an unreadable config file.")
+                    tracing::warn!(path = %path.display(), error = %e, "Ignoring an unreadable config file.");
                 }
                 Err(_) => {}
             }
@@ -134,14 +135,14 @@ impl ConfigStore {
     }
 
     pub fn current(&self) -> Option<Arc<ActiveConfig>> {
-        self.current.read().expect("lock").clone()
+        self.current.read().clone()
     }
 
     /// Installs `doc` if its version is larger than the one in force, and keeps its signed
     /// body on disk (when it came with one) under the same lock, so the file always holds the
     /// version in force, never an older one written late.
     fn install(&self, doc: ConfigDocument, origin: Origin, signed: Option<(&[u8], &str)>) -> bool {
-        let mut cur = self.current.write().expect("lock");
+        let mut cur = self.current.write();
         if cur.as_ref().is_some_and(|c| c.version >= doc.config_version) {
             return false;
         }
@@ -262,12 +263,12 @@ impl ConfigStore {
     }
 
     async fn verify(&self, body: &[u8], signature: &str) -> Result<()> {
-        let pinned = self.key.lock().expect("lock").clone();
+        let pinned = self.key.lock().clone();
         let key = match pinned {
             Some(k) => k,
             None => {
                 let k = self.fetch_key().await?;
-                *self.key.lock().expect("lock") = Some(k.clone());
+                *self.key.lock() = Some(k.clone());
                 k
             }
         };

@@ -9,11 +9,12 @@
 //! [`EventOptions::file`] (atomically) after every send and every interval, and read back at
 //! start, so events survive a restart up to the cap. Device ids are never sent.
 
+use parking_lot::Mutex;
 use std::collections::VecDeque;
 use std::net::IpAddr;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use reqwest::Url;
@@ -394,6 +395,7 @@ impl Reporter {
     }
 
     /// Queues an event; never waits.
+    #[allow(clippy::needless_pass_by_value, reason = "a queue's `send`: callers hand the event over")]
     pub fn record(&self, event: ClientEvent) {
         let mut v = event.to_json(httpdns_core::clock::unix_s(), self.side());
         match self.inner.policy_side.load(Ordering::Relaxed) {
@@ -416,7 +418,7 @@ impl Reporter {
 
     fn push(&self, v: Value, kind: String) {
         let full = {
-            let mut s = self.inner.state.lock().expect("lock");
+            let mut s = self.inner.state.lock();
             let seq = s.next_seq;
             s.next_seq += 1;
             s.queue.push_back((seq, v));
@@ -438,7 +440,7 @@ impl Reporter {
     }
 
     pub fn stats(&self) -> ReporterStats {
-        let s = self.inner.state.lock().expect("lock");
+        let s = self.inner.state.lock();
         ReporterStats { queued: s.queue.len(), ..s.stats.clone() }
     }
 
@@ -446,7 +448,7 @@ impl Reporter {
     async fn send_batch(&self) -> Result<usize, String> {
         let _one = self.inner.sending.lock().await;
         let (last_seq, events): (u64, Vec<Value>) = {
-            let s = self.inner.state.lock().expect("lock");
+            let s = self.inner.state.lock();
             let batch: Vec<&(u64, Value)> = s.queue.iter().take(self.inner.opts.batch_size).collect();
             match batch.last() {
                 None => return Ok(0),
@@ -456,7 +458,7 @@ impl Reporter {
         let n = events.len();
         let body = serde_json::to_vec(&json!({ (self.inner.list_key): events })).expect("JSON");
         let drop_sent = |refused: bool| {
-            let mut s = self.inner.state.lock().expect("lock");
+            let mut s = self.inner.state.lock();
             // By sequence number: events dropped for room meanwhile are not counted twice.
             let before = s.queue.len();
             s.queue.retain(|(seq, _)| *seq > last_seq);
@@ -547,7 +549,7 @@ impl Reporter {
     }
 
     fn failed(&self, e: &str) {
-        let mut s = self.inner.state.lock().expect("lock");
+        let mut s = self.inner.state.lock();
         s.stats.failed_sends += 1;
         s.stats.last_error = Some(e.to_owned());
     }
@@ -556,7 +558,7 @@ impl Reporter {
     async fn persist(&self) {
         let Some(path) = self.inner.opts.file.clone() else { return };
         let bytes = {
-            let s = self.inner.state.lock().expect("lock");
+            let s = self.inner.state.lock();
             serde_json::to_vec(&s.queue.iter().map(|(_, v)| v).collect::<Vec<_>>()).expect("JSON")
         };
         let _ = tokio::task::spawn_blocking(move || {
@@ -659,7 +661,7 @@ mod tests {
                             return http::StatusCode::SERVICE_UNAVAILABLE;
                         }
                         let v: Value = serde_json::from_slice(&body).unwrap();
-                        got.lock().unwrap().extend(v["events"].as_array().unwrap().iter().cloned());
+                        got.lock().extend(v["events"].as_array().unwrap().iter().cloned());
                         http::StatusCode::ACCEPTED
                     }
                 }),
@@ -691,8 +693,7 @@ mod tests {
         assert_eq!(r.stats().queued, 3);
         fail.store(false, Ordering::SeqCst);
         assert_eq!(r.flush().await.unwrap(), 3);
-        let hosts: Vec<String> =
-            got.lock().unwrap().iter().map(|v| v["host"].as_str().unwrap().to_owned()).collect();
+        let hosts: Vec<String> = got.lock().iter().map(|v| v["host"].as_str().unwrap().to_owned()).collect();
         assert_eq!(hosts, ["h2.example.com", "h3.example.com", "h4.example.com"]);
         assert_eq!(r.flush().await.unwrap(), 0, "nothing sent twice");
         let on_disk: Value =

@@ -17,12 +17,13 @@
 //! plug into OkHttp's `Dns.lookup`, so every request of the [`crate::CdnClient`] connects to
 //! the addresses HTTPDNS chose.
 
+use parking_lot::{Mutex, RwLock};
 use std::collections::HashMap;
 use std::fmt;
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, OnceLock, RwLock};
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use httpdns_core::DomainName;
@@ -224,12 +225,12 @@ impl Resolver {
     /// and the pre-resolve list and the names the old network had cached (at most 50) are
     /// resolved for the new one.
     pub fn set_network(&self, key: &str) {
-        let old = std::mem::replace(&mut *self.inner.network.write().expect("lock"), key.to_owned());
+        let old = std::mem::replace(&mut *self.inner.network.write(), key.to_owned());
         self.detect_stack();
         let Ok(runtime) = tokio::runtime::Handle::try_current() else { return };
         let mut names = self.inner.opts.pre_resolve.clone();
         if old != key {
-            names.extend(self.inner.cache.lock().expect("lock").names(&old, RERESOLVE_LIMIT));
+            names.extend(self.inner.cache.lock().names(&old, RERESOLVE_LIMIT));
         }
         let this = self.clone();
         runtime.spawn(async move {
@@ -266,13 +267,13 @@ impl Resolver {
     /// Asks the detector for the device's IP stack now, and keeps it.
     pub fn detect_stack(&self) -> IpStack {
         let stack = self.inner.opts.ip_stack.stack();
-        *self.inner.stack.write().expect("lock") = Some(stack);
+        *self.inner.stack.write() = Some(stack);
         stack
     }
 
     /// The IP stack in force (detected on first use).
     pub fn stack(&self) -> IpStack {
-        let known = *self.inner.stack.read().expect("lock");
+        let known = *self.inner.stack.read();
         known.unwrap_or_else(|| self.detect_stack())
     }
 
@@ -301,7 +302,7 @@ impl Resolver {
         self.inner.service.set_timeout(decision.timeout);
         let hosts = decision.pre_resolve_hosts.clone();
         let httpdns = decision.httpdns;
-        *self.inner.policy.write().expect("lock") = decision;
+        *self.inner.policy.write() = decision;
         if httpdns && !hosts.is_empty() {
             if let Ok(rt) = tokio::runtime::Handle::try_current() {
                 let this = self.clone();
@@ -314,7 +315,7 @@ impl Resolver {
 
     /// The resolution policy in force.
     pub fn policy(&self) -> Decision {
-        self.inner.policy.read().expect("lock").clone()
+        self.inner.policy.read().clone()
     }
 
     /// Whether `name` (normalised) goes through HTTPDNS at all: not on `deny_hosts`, and on
@@ -332,7 +333,7 @@ impl Resolver {
         let network = self.network();
         let mut todo: Vec<String> = Vec::new();
         {
-            let cache = self.inner.cache.lock().expect("lock");
+            let cache = self.inner.cache.lock();
             for raw in names {
                 let raw = raw.as_ref().trim().trim_end_matches('.');
                 if raw.trim_start_matches('[').trim_end_matches(']').parse::<IpAddr>().is_ok() {
@@ -361,7 +362,7 @@ impl Resolver {
 
     /// The addresses cached for `name` on the current network, fresh or not.
     pub fn cached_addresses(&self, name: &str) -> Option<Vec<IpAddr>> {
-        self.inner.cache.lock().expect("lock").peek(&self.network(), name)
+        self.inner.cache.lock().peek(&self.network(), name)
     }
 
     /// Reports fallbacks and a sample of LocalDNS comparisons to `reporter` from now on (the
@@ -371,7 +372,7 @@ impl Resolver {
     }
 
     pub fn network(&self) -> String {
-        self.inner.network.read().expect("lock").clone()
+        self.inner.network.read().clone()
     }
 
     pub async fn resolve(&self, name: &str) -> Result<Resolution> {
@@ -398,7 +399,7 @@ impl Resolver {
         if !self.uses_httpdns(&name) {
             return self.local_only(&name, "the name does not use HTTPDNS (allow/deny lists)").await;
         }
-        if !self.inner.policy.read().expect("lock").httpdns {
+        if !self.inner.policy.read().httpdns {
             // The place is degraded (or held back): LocalDNS at once, no service timeout paid.
             return self.local_only(&name, "the resolution policy sends this device to LocalDNS").await;
         }
@@ -460,7 +461,7 @@ impl Resolver {
 
     /// A fresh (or reusable stale) cache entry, starting a background refresh when due.
     fn cached(&self, network: &str, name: &str) -> Option<Resolution> {
-        let lookup = self.inner.cache.lock().expect("lock").lookup(network, name, Instant::now());
+        let lookup = self.inner.cache.lock().lookup(network, name, Instant::now());
         let (ips, ttl, path, refresh) = match lookup {
             Lookup::Fresh { ips, remaining, refresh } => (ips, remaining, Path::Cache, refresh),
             Lookup::Expired { ips, age, refresh }
@@ -469,7 +470,7 @@ impl Resolver {
                 (ips, Duration::ZERO, Path::Stale, refresh)
             }
             Lookup::Expired { refresh: true, .. } => {
-                self.inner.cache.lock().expect("lock").refresh_released(network, name);
+                self.inner.cache.lock().refresh_released(network, name);
                 return None;
             }
             _ => return None,
@@ -479,7 +480,7 @@ impl Resolver {
             let (network, name) = (network.to_owned(), name.to_owned());
             tokio::spawn(async move {
                 if this.ask_service(&network, &name).await.is_err() {
-                    this.inner.cache.lock().expect("lock").refresh_failed(&network, &name, Instant::now());
+                    this.inner.cache.lock().refresh_failed(&network, &name, Instant::now());
                 }
             });
         }
@@ -507,7 +508,7 @@ impl Resolver {
 
     async fn fall_back(&self, network: &str, name: &str, service_error: String) -> Result<Resolution> {
         let opts = &self.inner.opts;
-        let local = if self.inner.policy.read().expect("lock").local_dns_fallback {
+        let local = if self.inner.policy.read().local_dns_fallback {
             opts.local_dns.lookup(name, opts.local_timeout).await
         } else {
             // Where LocalDNS lies (the hijack map), a stale answer is the better last resort.
@@ -516,13 +517,7 @@ impl Resolver {
         if let Ok(ips) = &local {
             let (kept, dropped) = filter(ips, opts.allow_private, None, &HashMap::new());
             if !kept.is_empty() {
-                self.inner.cache.lock().expect("lock").insert(
-                    network,
-                    name,
-                    kept.clone(),
-                    opts.local_ttl,
-                    Instant::now(),
-                );
+                self.inner.cache.lock().insert(network, name, kept.clone(), opts.local_ttl, Instant::now());
                 return Ok(Resolution {
                     name: name.to_owned(),
                     ips: kept,
@@ -534,9 +529,7 @@ impl Resolver {
             }
         }
         // Last resort: an expired answer beats no answer, whatever `reuse_expired` says.
-        if let Lookup::Expired { ips, .. } =
-            self.inner.cache.lock().expect("lock").lookup(network, name, Instant::now())
-        {
+        if let Lookup::Expired { ips, .. } = self.inner.cache.lock().lookup(network, name, Instant::now()) {
             return Ok(Resolution {
                 name: name.to_owned(),
                 ips,
@@ -627,7 +620,7 @@ impl Resolver {
                 continue;
             }
             let ttl = Duration::from_secs(answer.ttl.into()).clamp(opts.min_ttl, opts.max_ttl);
-            self.inner.cache.lock().expect("lock").insert(network, name, kept.clone(), ttl, Instant::now());
+            self.inner.cache.lock().insert(network, name, kept.clone(), ttl, Instant::now());
             stored = true;
             out.push((
                 name.clone(),
@@ -650,7 +643,7 @@ impl Resolver {
     /// Writes the cache file (when there is one) off the lock and off the async workers.
     fn save_cache(&self) {
         let Some(path) = self.inner.opts.cache_file.clone() else { return };
-        let bytes = self.inner.cache.lock().expect("lock").to_bytes(Instant::now());
+        let bytes = self.inner.cache.lock().to_bytes(Instant::now());
         tokio::task::spawn_blocking(move || {
             if let Err(e) = crate::fsutil::write_atomic(&path, &bytes) {
                 tracing::warn!(path = %path.display(), error = %e, "Could not write the DNS cache file.");
@@ -731,7 +724,9 @@ impl reqwest::dns::Resolve for Resolver {
     fn resolve(&self, name: reqwest::dns::Name) -> reqwest::dns::Resolving {
         let this = self.clone();
         Box::pin(async move {
-            let r = Resolver::resolve(&this, name.as_str()).await.map_err(|e| Box::new(e) as Box<_>)?;
+            let r = Resolver::resolve(&this, name.as_str())
+                .await
+                .map_err(|e| -> Box<dyn std::error::Error + Send + Sync> { Box::new(e) })?;
             let addrs: Box<dyn Iterator<Item = SocketAddr> + Send> =
                 Box::new(r.ips.into_iter().map(|ip| SocketAddr::new(ip, 0)));
             Ok(addrs)
@@ -872,7 +867,7 @@ mod service_tests {
         o.reuse_expired = false;
         let r = Resolver::new(o);
         let expired = Instant::now() - Duration::from_secs(3600);
-        r.inner.cache.lock().unwrap().insert(
+        r.inner.cache.lock().insert(
             "default",
             "gone.example.com",
             vec!["2.2.2.2".parse().unwrap()],
@@ -949,10 +944,10 @@ mod issue40_tests {
 
     impl Fake {
         fn count(&self, f: impl Fn(&str) -> bool) -> usize {
-            self.log.lock().unwrap().iter().filter(|u| f(u)).count()
+            self.log.lock().iter().filter(|u| f(u)).count()
         }
         fn resolves(&self) -> Vec<String> {
-            self.log.lock().unwrap().iter().filter(|u| u.starts_with("/resolve")).cloned().collect()
+            self.log.lock().iter().filter(|u| u.starts_with("/resolve")).cloned().collect()
         }
     }
 
@@ -966,9 +961,9 @@ mod issue40_tests {
         let app = axum::Router::new().fallback(move |uri: http::Uri| {
             let (log, down, ss) = (l2.clone(), d2.clone(), s2.clone());
             async move {
-                log.lock().unwrap().push(uri.to_string());
+                log.lock().push(uri.to_string());
                 if uri.path().ends_with("/ss") {
-                    return (http::StatusCode::OK, ss.lock().unwrap().clone());
+                    return (http::StatusCode::OK, ss.lock().clone());
                 }
                 if down.load(Ordering::SeqCst) {
                     return (http::StatusCode::SERVICE_UNAVAILABLE, "down".to_owned());
@@ -1111,7 +1106,7 @@ mod issue40_tests {
         let f = fake().await;
         let replica = fake().await;
         let port = replica.url.rsplit(':').next().unwrap().to_owned();
-        *f.ss.lock().unwrap() = format!(r#"{{"service_ip":["127.0.0.1"],"service_ip_port":[{port}]}}"#);
+        *f.ss.lock() = format!(r#"{{"service_ip":["127.0.0.1"],"service_ip_port":[{port}]}}"#);
         let mut o = opts(&f, IpStack::Dual);
         o.pre_resolve = vec!["a.example.com".into(), "b.example.com".into()];
         let r = Resolver::new(o);

@@ -13,11 +13,12 @@
 //! configured ones until [`Service::refresh_service_ips`] replaces them with the service's own
 //! list from `/ss` (the configured ones stay last, as the bootstrap and the last resort).
 
+use parking_lot::{Mutex, RwLock};
 use std::collections::HashMap;
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, RwLock};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::sync::Arc;
+use std::time::Duration;
 
 use md5::{Digest, Md5};
 use reqwest::Url;
@@ -189,7 +190,7 @@ impl Service {
 
     /// The addresses asked now, in order (the preferred one aside).
     pub fn servers(&self) -> Arc<Vec<Url>> {
-        self.servers.read().expect("lock").clone()
+        self.servers.read().clone()
     }
 
     /// Asks for `name` (already validated), both families, trying every address from the
@@ -213,7 +214,7 @@ impl Service {
             return Err(Unavailable::NotConfigured);
         }
         {
-            let mut failed = self.all_failed_at.lock().expect("lock");
+            let mut failed = self.all_failed_at.lock();
             if let Some((at, fault)) = *failed {
                 if at.elapsed() < self.opts.sniff_interval {
                     return Err(Unavailable::Sniffing(fault));
@@ -230,7 +231,7 @@ impl Service {
             match self.ask(base, names, stack).await {
                 Ok(answers) => {
                     self.preferred.store(idx, Ordering::Relaxed);
-                    *self.all_failed_at.lock().expect("lock") = None;
+                    *self.all_failed_at.lock() = None;
                     let mut out: HashMap<String, ServiceAnswer> = HashMap::new();
                     let single = names.len() == 1;
                     for (i, (host, mut answer)) in answers.into_iter().enumerate() {
@@ -248,7 +249,7 @@ impl Service {
                 }
             }
         }
-        *self.all_failed_at.lock().expect("lock") = Some((Instant::now(), last.0));
+        *self.all_failed_at.lock() = Some((Instant::now(), last.0));
         Err(Unavailable::Failed(last.0, last.1))
     }
 
@@ -323,14 +324,14 @@ impl Service {
                 }
             }
             {
-                let mut servers = self.servers.write().expect("lock");
+                let mut servers = self.servers.write();
                 // An unchanged list keeps the address that answered last as the first choice.
                 if **servers != merged {
                     *servers = Arc::new(merged.clone());
                     self.preferred.store(0, Ordering::Relaxed);
                 }
             }
-            *self.all_failed_at.lock().expect("lock") = None;
+            *self.all_failed_at.lock() = None;
             tracing::debug!(servers = ?merged.iter().map(Url::as_str).collect::<Vec<_>>(), "Service addresses from /ss.");
             return Some(merged);
         }
@@ -350,7 +351,7 @@ impl Service {
             }
             Some(acc) => {
                 // Valid for ten minutes: long enough for clock skew, short against replay.
-                let t = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default().as_secs() + 600;
+                let t = httpdns_core::clock::unix_s() + 600;
                 let s = sign(name, &acc.secret, t);
                 url.set_path(&format!("/{}/sign_resolve", acc.id));
                 url.query_pairs_mut()
@@ -540,7 +541,7 @@ mod tests {
         let app = axum::Router::new().fallback(move |uri: http::Uri| {
             let (s, ss) = (s.clone(), ss.clone());
             async move {
-                s.lock().unwrap().push(uri.to_string());
+                s.lock().push(uri.to_string());
                 if uri.path().ends_with("/ss") {
                     ss
                 } else {
@@ -570,11 +571,11 @@ mod tests {
         assert!(svc.query("a.example.com").await.is_ok());
         let list = svc.refresh_service_ips().await.unwrap();
         assert_eq!(list, vec![replica.clone(), "http://127.0.0.1:1".parse().unwrap(), boot.clone()]);
-        assert!(boot_seen.lock().unwrap().iter().any(|u| u == "/100000/ss"), "{:?}", boot_seen.lock());
+        assert!(boot_seen.lock().iter().any(|u| u == "/100000/ss"), "{:?}", boot_seen.lock());
         // Lookups now go to the replica first, with the families asked.
         let got = svc.query_many(&["a.example.com".into()], IpStack::V4).await.unwrap();
         assert_eq!(got["a.example.com"].server, replica.to_string());
-        let asked = replica_seen.lock().unwrap().last().cloned().unwrap();
+        let asked = replica_seen.lock().last().cloned().unwrap();
         assert!(asked.contains("query=4&") && asked.contains("/100000/sign_resolve"), "{asked}");
         // A failed refresh keeps the list.
         let dead = Service::new(ServiceOptions {
@@ -592,7 +593,7 @@ mod tests {
             servers: vec!["http://127.0.0.1:1".parse().unwrap(), boot.clone()],
             ..Default::default()
         });
-        *svc.all_failed_at.lock().unwrap() = Some((Instant::now(), Fault::Connect));
+        *svc.all_failed_at.lock() = Some((Instant::now(), Fault::Connect));
         assert_eq!(svc.query("a.example.com").await, Err(Unavailable::Sniffing(Fault::Connect)));
         // An empty list from /ss: the configured addresses, sniff mode over.
         assert_eq!(svc.refresh_service_ips().await.unwrap().len(), 2);

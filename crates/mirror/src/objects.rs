@@ -204,10 +204,10 @@ pub fn store_path<'a>(namespace: &'a str, segments: impl IntoIterator<Item = &'a
 impl Objects {
     /// Copies on the local disk under `root`; fills are staged in `tmp_dir` (same file system,
     /// so publishing is a rename). Staging files a crash left in `tmp_dir` are removed.
-    pub fn local(root: PathBuf, tmp_dir: PathBuf) -> Result<Self, ObjectsError> {
-        std::fs::create_dir_all(&root)?;
+    pub fn local(root: &std::path::Path, tmp_dir: PathBuf) -> Result<Self, ObjectsError> {
+        std::fs::create_dir_all(root)?;
         Self::clear_staging(&tmp_dir)?;
-        let root = std::fs::canonicalize(&root)?;
+        let root = std::fs::canonicalize(root)?;
         Ok(Self {
             backend: Backend::Local { root },
             tmp_dir,

@@ -33,9 +33,10 @@
 
 mod state;
 
+use parking_lot::Mutex;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::net::IpAddr;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use httpdns_core::cidr::CidrTable;
@@ -515,10 +516,10 @@ impl ConnRegistry {
         }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
+    fn lock(&self) -> parking_lot::MutexGuard<'_, Inner> {
         // Every change to `Inner` is whole before the lock is released (no call out while
         // held), so a panic elsewhere leaves it consistent.
-        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+        self.inner.lock()
     }
 
     /// Admits a connection from `addr` on a listener, sparing an older one if a cap is
