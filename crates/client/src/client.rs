@@ -8,7 +8,6 @@
 //! disabled hosts with `HEAD` probes and poll the config center.
 
 use parking_lot::Mutex;
-use std::net::IpAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -17,124 +16,24 @@ use reqwest::{Method, Url};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
-use crate::config_source::{ActiveConfig, ConfigOptions, ConfigStore, Refresh};
+use crate::config_source::{ActiveConfig, ConfigStore, Refresh};
 use crate::convergence::{self, authority};
 use crate::error::{Error, Result};
-use crate::events::{self, ClientEvent, EventOptions, Failure, Reporter, RequestOutcome};
-use crate::failover::{EjectionPolicy, FailureEffect, HostPool};
+use crate::events::{self, ClientEvent, Failure, Reporter, RequestOutcome};
+use crate::failover::{FailureEffect, HostPool};
 use crate::netcheck::NetworkCheck;
 use crate::policy::Decision;
-use crate::resolver::{Path, Resolver, ResolverOptions};
+use crate::resolver::Resolver;
 
 /// Retries of a request whose reused connection failed, before it counts as a host failure:
 /// one per idle pooled connection that may have died with its node.
 const STALE_CONNECTION_RETRIES: usize = 2;
 
-#[derive(Debug, Clone)]
-pub struct ClientOptions {
-    /// The stable id the config center buckets this device by.
-    pub device_id: String,
-    /// The device's segment (`premium`), matched by the document's `resolutionPolicy`.
-    pub segment: Option<String>,
-    pub resolver: ResolverOptions,
-    pub config: ConfigOptions,
-    pub ejection: EjectionPolicy,
-    pub connect_timeout: Duration,
-    pub request_timeout: Duration,
-    /// Port of `publicIpList` addresses used for the network check (public DNS: 53).
-    pub network_probe_port: u16,
-    pub network_probe_timeout: Duration,
-    /// Overrides the document's `reviveProbeInterval` (whose minimum is 10 s): for drills.
-    pub revive_interval: Option<Duration>,
-    /// Overrides the document's `configRequestInterval`.
-    pub config_interval: Option<Duration>,
-    /// Reporting to the service's `/app/events` (on by default; active only when there is a
-    /// service address or an events URL). `None`: nothing is reported.
-    pub events: Option<EventOptions>,
-    /// Connection outcomes to the service's `/feedback` (on by default, with
-    /// [`EventOptions::feedback`]; active only when there is a service address; `url` overrides
-    /// the address). `None`: nothing is reported.
-    pub feedback: Option<EventOptions>,
-}
+mod fetched;
+mod options;
 
-impl Default for ClientOptions {
-    fn default() -> Self {
-        Self {
-            device_id: String::new(),
-            segment: None,
-            resolver: ResolverOptions::default(),
-            config: ConfigOptions::default(),
-            ejection: EjectionPolicy::SEED,
-            connect_timeout: Duration::from_secs(3),
-            request_timeout: Duration::from_secs(15),
-            network_probe_port: 53,
-            network_probe_timeout: Duration::from_secs(3),
-            revive_interval: None,
-            config_interval: None,
-            events: Some(EventOptions::default()),
-            feedback: Some(EventOptions::feedback()),
-        }
-    }
-}
-
-/// How one attempt of a request ended.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Outcome {
-    /// An HTTP status (2xx–4xx: the request is done; 5xx: a host failure).
-    Status(u16),
-    /// No HTTP response: connect, DNS, TLS or timeout failure.
-    Failed(String),
-}
-
-#[derive(Debug, Clone)]
-pub struct Attempt {
-    pub url: String,
-    /// How the host name was resolved (none for IP literals).
-    pub resolved: Option<(Path, Vec<IpAddr>)>,
-    pub outcome: Outcome,
-    /// From the start of the request to the start of this attempt.
-    pub started_after: Duration,
-    pub elapsed: Duration,
-    /// This failure disabled the host.
-    pub disabled_host: bool,
-    /// The attempt failed for want of an address (no connection was tried).
-    pub dns_failed: bool,
-    /// The attempt failed by a timeout.
-    pub timed_out: bool,
-}
-
-/// Which route served a request.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Route {
-    /// A unified host from `hostListConfig`.
-    Unified,
-    /// The original URL, because every unified host failed or is disabled.
-    Original,
-    /// The URL as given: not under convergence.
-    Direct,
-}
-
-#[derive(Debug)]
-pub struct Fetched {
-    pub response: reqwest::Response,
-    pub url: Url,
-    /// `host[:port]` that answered.
-    pub host: String,
-    pub route: Route,
-    /// Every attempt, the last one being the response.
-    pub attempts: Vec<Attempt>,
-}
-
-impl Fetched {
-    /// Time lost to failed attempts before the one that answered: the switch-over time.
-    pub fn switch_time(&self) -> Duration {
-        self.attempts.last().map_or(Duration::ZERO, |a| a.started_after)
-    }
-
-    pub fn switched(&self) -> bool {
-        self.attempts.len() > 1
-    }
-}
+pub use fetched::{Attempt, Fetched, Outcome, Route};
+pub use options::ClientOptions;
 
 /// A cheap handle; clones share everything.
 #[derive(Clone)]
@@ -633,77 +532,4 @@ fn finish(
 }
 
 #[cfg(test)]
-mod tests {
-    //! `/feedback` reports of the connections a client opens, against loopback servers: a
-    //! service that answers every name with 127.0.0.1 and collects reports, and a CDN host.
-    use super::*;
-    use serde_json::Value;
-
-    async fn serve(app: axum::Router) -> std::net::SocketAddr {
-        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = l.local_addr().unwrap();
-        tokio::spawn(async move { axum::serve(l, app).await.unwrap() });
-        addr
-    }
-
-    #[tokio::test]
-    async fn connections_are_reported_to_feedback() {
-        let reports = Arc::new(Mutex::new(Vec::<(String, Value)>::new()));
-        let r2 = reports.clone();
-        let service = serve(axum::Router::new().fallback(move |uri: http::Uri, body: axum::body::Bytes| {
-            let reports = r2.clone();
-            async move {
-                if uri.path() == "/feedback" {
-                    let v: Value = serde_json::from_slice(&body).unwrap();
-                    reports.lock().push((uri.query().unwrap_or("").to_owned(), v));
-                    return (http::StatusCode::ACCEPTED, String::new());
-                }
-                if uri.path().ends_with("/ss") {
-                    return (http::StatusCode::NOT_FOUND, String::new());
-                }
-                (http::StatusCode::OK, r#"{"dns":[{"ips":["127.0.0.1"],"ttl":600}]}"#.to_owned())
-            }
-        }))
-        .await;
-        let cdn = serve(axum::Router::new().fallback(|| async { "image" })).await;
-        let mut o = ClientOptions { device_id: "d1".into(), events: None, ..Default::default() };
-        o.resolver.service.servers = vec![format!("http://{service}").parse().unwrap()];
-        o.resolver.service.account = Some(crate::Account { id: 100000, secret: "IAmASecret".into() });
-        o.resolver.allow_private = true;
-        o.resolver.local_dns = crate::LocalDns::Off;
-        let client = CdnClient::new(o).unwrap();
-        client.resolver().set_network("wifi:home");
-        let port = cdn.port();
-        for _ in 0..3 {
-            let f = client.get(&format!("http://img.example.com:{port}/a.jpg")).await.unwrap();
-            assert_eq!(f.response.text().await.unwrap(), "image");
-        }
-        // Nothing listens on port 1: a failed connection to the name's address.
-        assert!(client.get("http://dead.example.com:1/a.jpg").await.is_err());
-        // An IP literal is not a domain's node: no report.
-        client.get(&format!("http://127.0.0.1:{port}/a.jpg")).await.unwrap();
-        let feedback = client.feedback().unwrap();
-        assert_eq!(feedback.flush().await.unwrap(), 2);
-        let got = reports.lock().clone();
-        assert_eq!(got.len(), 1, "one batch");
-        let (query, body) = &got[0];
-        assert!(query.starts_with("account=100000&t=") && query.contains("&s="), "signed: {query}");
-        let list = body["reports"].as_array().unwrap();
-        // Three requests, one connection (kept alive): one report for the live node.
-        let ok = &list[0];
-        assert_eq!(
-            (ok["ip"].as_str(), ok["domain"].as_str(), ok["ok"].as_bool()),
-            (Some("127.0.0.1"), Some("img.example.com"), Some(true))
-        );
-        assert!(ok["connect_ms"].as_u64().unwrap() < 2000);
-        assert_eq!(ok["network"], "wifi");
-        let failed = &list[1];
-        assert_eq!(
-            failed,
-            &serde_json::json!({"ip": "127.0.0.1", "domain": "dead.example.com", "ok": false, "network": "wifi"})
-        );
-        // Off: no reporter, no layer.
-        let client = CdnClient::new(ClientOptions { feedback: None, ..Default::default() }).unwrap();
-        assert!(client.feedback().is_none());
-    }
-}
+mod tests;
