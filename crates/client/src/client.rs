@@ -95,7 +95,7 @@ impl CdnClient {
         if let Some(f) = &feedback {
             http = http.connector_layer(crate::feedback::FeedbackLayer::new(f.clone(), resolver.clone()));
         }
-        let http = http.build().map_err(|e| Error::InvalidInput(format!("HTTP client: {e}")))?;
+        let http = http.build().map_err(Error::HttpClient)?;
         let config = ConfigStore::new(opts.config.clone());
         let netcheck =
             NetworkCheck::new(opts.network_probe_port, opts.network_probe_timeout, Duration::from_secs(2));
@@ -326,7 +326,7 @@ impl CdnClient {
 
     /// `GET url` through convergence and failover.
     pub async fn get(&self, url: &str) -> Result<Fetched> {
-        let url = Url::parse(url).map_err(|e| Error::InvalidInput(format!("URL {url:?}: {e}")))?;
+        let url = Url::parse(url).map_err(|source| Error::InvalidUrl { url: url.to_owned(), source })?;
         let started = Instant::now();
         let cfg = self.sync_hosts();
         let converged =
@@ -448,7 +448,7 @@ impl CdnClient {
                 let msg = crate::service::error_chain(&e);
                 record.outcome = Outcome::Failed(msg.clone());
                 record.timed_out = e.is_timeout();
-                Err(Error::Request { attempts: attempts.len() + 1, last: msg })
+                Err(Error::Request { attempts: attempts.len() + 1, last: msg, source: e })
             }
         };
         attempts.push(record);

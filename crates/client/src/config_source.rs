@@ -194,7 +194,7 @@ impl ConfigStore {
         if let Some(cur) = self.current() {
             req = req.header("If-None-Match", format!("\"{}\"", cur.version));
         }
-        let resp = req.send().await.map_err(|e| Error::Config(crate::service::error_chain(&e)))?;
+        let resp = req.send().await.map_err(Error::ConfigFetch)?;
         let offered = resp
             .headers()
             .get(LONG_POLL_HEADER)
@@ -212,7 +212,7 @@ impl ConfigStore {
             .and_then(|v| v.to_str().ok())
             .map(str::to_owned)
             .ok_or_else(|| Error::Config("unsigned config document".into()))?;
-        let body = resp.bytes().await.map_err(|e| Error::Config(crate::service::error_chain(&e)))?;
+        let body = resp.bytes().await.map_err(Error::ConfigFetch)?;
         self.verify(&body, &signature).await?;
         let doc = parse(&body)?;
         let version = doc.config_version;
@@ -241,13 +241,7 @@ impl ConfigStore {
         if let Some(s) = segment {
             body["segment"] = serde_json::Value::from(s);
         }
-        let resp = self
-            .http
-            .post(url)
-            .json(&body)
-            .send()
-            .await
-            .map_err(|e| Error::Config(crate::service::error_chain(&e)))?;
+        let resp = self.http.post(url).json(&body).send().await.map_err(Error::ConfigFetch)?;
         if !resp.status().is_success() {
             return Err(Error::Config(format!("config center answered {}", resp.status())));
         }
@@ -257,9 +251,10 @@ impl ConfigStore {
             .and_then(|v| v.to_str().ok())
             .map(str::to_owned)
             .ok_or_else(|| Error::Config("unsigned config answer".into()))?;
-        let bytes = resp.bytes().await.map_err(|e| Error::Config(crate::service::error_chain(&e)))?;
+        let bytes = resp.bytes().await.map_err(Error::ConfigFetch)?;
         self.verify(&bytes, &signature).await?;
-        serde_json::from_slice(&bytes).map_err(|e| Error::Config(format!("malformed answer: {e}")))
+        serde_json::from_slice(&bytes)
+            .map_err(|source| Error::ConfigParse { what: "malformed answer", source })
     }
 
     async fn verify(&self, body: &[u8], signature: &str) -> Result<()> {
@@ -288,12 +283,11 @@ impl ConfigStore {
             self.opts.url.clone().ok_or_else(|| Error::Config("no public key and no config URL".into()))?;
         url.set_path("/app/config-center/public-key");
         url.set_query(None);
-        let resp =
-            self.http.get(url).send().await.map_err(|e| Error::Config(crate::service::error_chain(&e)))?;
+        let resp = self.http.get(url).send().await.map_err(Error::ConfigFetch)?;
         if !resp.status().is_success() {
             return Err(Error::Config(format!("public key: status {}", resp.status())));
         }
-        let key: Key = resp.json().await.map_err(|e| Error::Config(format!("public key: {e}")))?;
+        let key: Key = resp.json().await.map_err(Error::ConfigKey)?;
         Ok(key.public_key)
     }
 
@@ -313,8 +307,8 @@ impl ConfigStore {
 
 /// Parses and validates a served document (with its `configVersion`).
 pub fn parse(body: &[u8]) -> Result<ConfigDocument> {
-    let doc: ConfigDocument =
-        serde_json::from_slice(body).map_err(|e| Error::Config(format!("malformed document: {e}")))?;
+    let doc: ConfigDocument = serde_json::from_slice(body)
+        .map_err(|source| Error::ConfigParse { what: "malformed document", source })?;
     doc.validate().map_err(|e| Error::Config(format!("{}: {}", e.field, e.message)))?;
     Ok(doc)
 }

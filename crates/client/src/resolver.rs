@@ -407,7 +407,8 @@ impl Resolver {
     async fn fall_back(&self, network: &str, name: &str, service_error: String) -> Result<Resolution> {
         let opts = &self.inner.opts;
         let local = if self.inner.policy.read().local_dns_fallback {
-            opts.local_dns.lookup(name, opts.local_timeout).await
+            // The detail crosses the lookup's single flight as text (`Error::NoAddress`).
+            opts.local_dns.lookup(name, opts.local_timeout).await.map_err(|e| e.to_string())
         } else {
             // Where LocalDNS lies (the hijack map), a stale answer is the better last resort.
             Err("the resolution policy allows no LocalDNS fallback here".to_owned())
