@@ -372,8 +372,7 @@ pub(crate) fn verify_signature(
     let s = s.ok_or_else(|| ApiError::bad_request("MissingArgument", "s", "missing s: the signature"))?;
     let expiry: i64 =
         t.parse().map_err(|_| ApiError::bad_request("InvalidArgument", "t", "t must be Unix seconds"))?;
-    let now =
-        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs() as i64);
+    let now = httpdns_core::clock::unix_s() as i64;
     if expiry < now {
         return Err(forbidden("SignatureExpired", "the signature's expiry time has passed"));
     }

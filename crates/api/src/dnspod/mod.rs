@@ -120,8 +120,7 @@ pub(crate) fn prepare(
     let req = params::parse_fields(&fields)
         .map_err(|e| ApiError::bad_request(e.code(), e.field(), e.to_string()))?;
     if let Some(expiry) = req.expiry {
-        let now =
-            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+        let now = httpdns_core::clock::unix_s();
         // The SDK sets it ten minutes ahead; a device clock a little slow is forgiven.
         if expiry + EXPIRY_SKEW_S < now {
             return Err(ApiError::new(
