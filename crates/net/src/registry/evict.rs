@@ -35,9 +35,9 @@ pub(super) const LIGHT_UNITS: usize = 4;
 
 /// Units of connections told to close but not yet gone that the process tolerates beyond its
 /// cap: half the cap, at least 64. Under a flood that makes and loses connections faster than
-/// their tasks close them, the listeners stop accepting past this ([`ConnRegistry::backlogged`])
-/// until the tasks catch up, rather than the process running out of descriptors (the cap is
-/// half of them). Accepting and refusing instead would only feed the flood's churn.
+/// their tasks close them, the listeners stop accepting past this
+/// ([`ConnRegistry::backlogged`](super::ConnRegistry::backlogged)) until the tasks catch up,
+/// rather than the process running out of descriptors (the cap is half of them). Accepting and refusing instead would only feed the flood's churn.
 pub(super) fn closing_allowance(max: usize) -> usize {
     (max / 2).max(64)
 }
