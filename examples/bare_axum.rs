@@ -12,6 +12,8 @@
 //!
 //! `cargo run --release --example bare_axum -- 127.0.0.1:18481`
 
+#![allow(clippy::print_stdout, clippy::print_stderr, reason = "a benchmark tool: it prints what it measured")]
+
 use axum::http::header;
 use axum::routing::get;
 use axum::Router;

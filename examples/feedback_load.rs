@@ -6,6 +6,8 @@
 //! `cargo run --release --example feedback_load -- 127.0.0.1:8080 100 10`
 //! (address, reports per second, reports per request). Runs until killed.
 
+#![allow(clippy::print_stdout, clippy::print_stderr, reason = "a benchmark tool: it prints what it measured")]
+
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::time::{Duration, Instant};

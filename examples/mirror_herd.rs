@@ -2,6 +2,8 @@
 //! key the mirror does not have yet), each timing its first body byte; prints the
 //! distribution, the slowest ("last waiter"), and whether every body was identical.
 
+#![allow(clippy::print_stdout, clippy::print_stderr, reason = "a benchmark tool: it prints what it measured")]
+
 use std::time::{Duration, Instant};
 
 #[tokio::main]

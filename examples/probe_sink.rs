@@ -9,6 +9,8 @@
 //!
 //! `cargo run --release --example probe_sink -- 0.0.0.0:18483`
 
+#![allow(clippy::print_stdout, clippy::print_stderr, reason = "a benchmark tool: it prints what it measured")]
+
 use std::time::Duration;
 
 fn main() {

@@ -1,5 +1,9 @@
 //! The `httpdns` binary: parses the command line and runs the server crate.
 
+// A command-line program: its subcommands' output is what they print (the server logs
+// through `tracing`, like the library crates).
+#![allow(clippy::print_stdout, clippy::print_stderr, reason = "the CLI's output is what it prints")]
+
 use std::path::PathBuf;
 use std::time::Duration;
 

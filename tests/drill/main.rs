@@ -6,11 +6,13 @@
 //!
 //! Run alone with `cargo test --test drill`; figures are in `docs/drill.md`.
 
-#[allow(dead_code)]
+#![allow(clippy::print_stdout, clippy::print_stderr, reason = "the drill prints its figures as it goes")]
+
+#[allow(dead_code, reason = "shared with the integration suite, which uses all of it")]
 #[path = "../integration/origin.rs"]
 mod origin;
 mod places;
-#[allow(dead_code)]
+#[allow(dead_code, reason = "shared with the integration suite, which uses all of it")]
 #[path = "../integration/promtool.rs"]
 mod promtool;
 mod scenarios;

@@ -76,7 +76,7 @@ fn options(t: &Topology, device: &str) -> ClientOptions {
 async fn client(t: &Topology, device: &str) -> CdnClient {
     let c = CdnClient::new(options(t, device)).unwrap();
     c.config().refresh().await.expect("config fetched");
-    t.reporters.lock().unwrap().push(c.events().expect("reporting on").clone());
+    t.reporters.lock().push(c.events().expect("reporting on").clone());
     c
 }
 
@@ -548,7 +548,7 @@ async fn fleet_view(t: &Topology) -> Row {
     let started = Instant::now();
     // The LocalDNS comparisons run on tasks of their own: give the last ones a moment.
     tokio::time::sleep(Duration::from_millis(300)).await;
-    let reporters = t.reporters.lock().unwrap().clone();
+    let reporters = t.reporters.lock().clone();
     let mut sent = 0;
     for rep in &reporters {
         // As a client's own loop would: retry a refused-for-now batch after a pause (bounded).

@@ -2,8 +2,8 @@
 //! HTTPDNS service, a public address for the network check): real HTTP servers on loopback
 //! that can be stopped, so connections are refused, and started again on the same address.
 
+use parking_lot::Mutex;
 use std::net::SocketAddr;
-use std::sync::Mutex;
 
 use axum::Router;
 use hyper_util::rt::TokioIo;
@@ -49,12 +49,12 @@ impl StandIn {
                 }
             }
         });
-        *self.task.lock().unwrap() = Some(task);
+        *self.task.lock() = Some(task);
     }
 
     /// Closes the listener and every connection: new connections are refused.
     pub(crate) fn stop(&self) {
-        if let Some(t) = self.task.lock().unwrap().take() {
+        if let Some(t) = self.task.lock().take() {
             t.abort();
         }
     }

@@ -41,7 +41,7 @@ impl Proc {
         Self::spawn_args(env, &["--config", file.to_str().unwrap(), "serve"], roles, log)
     }
 
-    #[allow(clippy::zombie_processes)] // reaped in Drop
+    #[allow(clippy::zombie_processes, reason = "reaped in Drop")]
     fn spawn_args(env: &[(&str, String)], args: &[&str], roles: &[&str], log: &Path) -> Self {
         let stderr = std::fs::File::create(log).unwrap();
         let mut child = Command::new(env!("CARGO_BIN_EXE_httpdns"))
@@ -214,7 +214,7 @@ pub(crate) struct Topology {
     pub(crate) http: reqwest::Client,
     published: std::sync::atomic::AtomicBool,
     /// Every drill client's event reporter, flushed and read back at the end.
-    pub(crate) reporters: std::sync::Mutex<Vec<httpdns_client::Reporter>>,
+    pub(crate) reporters: parking_lot::Mutex<Vec<httpdns_client::Reporter>>,
 }
 
 async fn vendor(name: &str, ips: &[&str], upstream: &str, http: &reqwest::Client) -> Vendor {

@@ -355,7 +355,7 @@ async fn a_write_whose_client_hangs_up_is_still_stored_and_published() {
     // Gone while the write waits for the database: a reset, as a client's timeout leaves it.
     tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     // A zero linger resets at once; the deprecation is about blocking on a non-zero one.
-    #[allow(deprecated)]
+    #[allow(deprecated, reason = "a zero linger resets at once")]
     conn.set_linger(Some(std::time::Duration::ZERO)).unwrap();
     drop(conn);
     let held = tokio::task::spawn_blocking(move || holder.wait()).await.unwrap().unwrap();

@@ -1,6 +1,6 @@
 //! Request authentication: DNSPod DES/AES `id=` requests, Alibaba signed endpoints, accounts.
 
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use httpdns_auth::{alibaba_signature, decrypt, encrypt, Alg};
 use reqwest::StatusCode;
@@ -21,7 +21,7 @@ async fn server(auth_required: bool) -> (Server, tempfile::TempDir) {
 }
 
 fn now() -> u64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_secs()
+    httpdns_core::clock::unix_s()
 }
 
 #[tokio::test]

@@ -35,8 +35,7 @@ fn missing_tools(dir: &Path) -> Option<String> {
 async fn seed_history(url: &str) {
     use httpdns_store::events::{EventCounts, EventKey, EventRow};
     let store = httpdns_store::Store::connect(url).await.unwrap();
-    let now =
-        (std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs() / 60) as i64;
+    let now = (httpdns_core::clock::unix_s() / 60) as i64;
     let row = |minute: i64, event: &str, isp: &str, region: &str, reason: &str, count: f64| EventRow {
         minute,
         key: EventKey {
@@ -208,7 +207,7 @@ async fn the_console_signs_in_changes_answers_configs_and_copies_and_refuses_for
     ] {
         s.put_ok(&format!("/admin/v1/networks/{net}"), json!({"isp": isp, "region": region})).await;
     }
-    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs();
+    let now = httpdns_core::clock::unix_s();
     let compare = |localdns: &str| json!({"event": "localdns_compare", "timestamp": now, "host": "www.example.com", "localdns": [localdns], "httpdns": ["1.1.1.1"]});
     let requests = |n: usize, outcome: &str| -> Vec<serde_json::Value> {
         (0..n)

@@ -674,7 +674,7 @@ async fn every_metric_of_the_dashboard_and_alerts_is_exported() {
     .await;
     s.text("/d?dn=www.example.com&ip=1.0.2.7").await;
     // One client event of the kinds the app panels and rules read.
-    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs();
+    let now = httpdns_core::clock::unix_s();
     let events = json!({"events": [
         {"event": "request", "timestamp": now, "host": "cdn.example.com", "outcome": "ok", "latency_ms": 20},
         {"event": "dns_fallback", "timestamp": now, "fallback_reason": "HTTPDNS_TIMEOUT", "fallback_duration_ms": 120},

@@ -13,7 +13,7 @@ use serde_json::{json, Value};
 use crate::support::{backends, env, Db, Server};
 
 fn now_s() -> u64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs()
+    httpdns_core::clock::unix_s()
 }
 
 /// A server whose loopback clients are unicom in shanghai, flushing events often.
@@ -37,7 +37,7 @@ async fn post(s: &Server, query: &str, body: Vec<u8>, encoding: Option<&str>) ->
     (status, resp.json().await.unwrap_or(Value::Null))
 }
 
-fn batch(events: Vec<Value>) -> Vec<u8> {
+fn batch(events: &[Value]) -> Vec<u8> {
     serde_json::to_vec(&json!({ "events": events })).unwrap()
 }
 
@@ -91,15 +91,15 @@ async fn events_are_checked_counted_and_summed_across_replicas() {
         let mut bad = requests(3, "ok");
         bad.push(json!({"event": "dns_fallback", "timestamp": now_s(), "fallback_reason": "HTTPDNS_TIMEOUT",
             "fallback_duration_ms": 120, "latency_ms": 1}));
-        let (status, body) = post(&a, "", batch(bad), None).await;
+        let (status, body) = post(&a, "", batch(&bad), None).await;
         assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
         assert_eq!(body["field"], "events[3].latency_ms");
         let (status, body) =
-            post(&a, "", batch(vec![json!({"event": "app_crash", "timestamp": now_s()})]), None).await;
+            post(&a, "", batch(&[json!({"event": "app_crash", "timestamp": now_s()})]), None).await;
         assert_eq!((status, body["field"].as_str()), (StatusCode::BAD_REQUEST, Some("events[0].event")));
         let (status, body) = post(&a, "", b"{\"events\": [".to_vec(), None).await;
         assert_eq!((status, body["field"].as_str()), (StatusCode::BAD_REQUEST, Some("body")));
-        let (status, _) = post(&a, "", batch(requests(1, "ok")), Some("br")).await;
+        let (status, _) = post(&a, "", batch(&requests(1, "ok")), Some("br")).await;
         assert_eq!(status, StatusCode::UNSUPPORTED_MEDIA_TYPE);
         let (status, _) = post(&a, "", vec![b' '; 2 << 20], None).await;
         assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE);
@@ -119,20 +119,20 @@ async fn events_are_checked_counted_and_summed_across_replicas() {
             json!({"event": "dns_fallback", "timestamp": now_s(), "fallback_reason": "HTTPDNS_TIMEOUT",
             "fallback_duration_ms": 300, "isp": "telecom", "region": "beijing"}),
         );
-        let (status, body) = post(&a, "", batch(first), None).await;
+        let (status, body) = post(&a, "", batch(&first), None).await;
         assert_eq!((status, body["accepted"].as_u64()), (StatusCode::ACCEPTED, Some(103)), "{body}");
         let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
-        gz.write_all(&batch(requests(100, "ok"))).unwrap();
+        gz.write_all(&batch(&requests(100, "ok"))).unwrap();
         let (status, _) = post(&a, "", gz.finish().unwrap(), Some("gzip")).await;
         assert_eq!(status, StatusCode::ACCEPTED);
         // A device back from days offline: counted as stale, not in today's rates.
         let old = json!({"event": "request", "timestamp": now_s() - 3 * 86400, "host": "cdn1.example.com",
             "outcome": "5xx", "latency_ms": 1});
-        let (_, body) = post(&a, "", batch(vec![old]), None).await;
+        let (_, body) = post(&a, "", batch(&[old]), None).await;
         assert_eq!((body["accepted"].as_u64(), body["stale"].as_u64()), (Some(0), Some(1)));
 
         // A signed batch may say where the device is, and weights a sampled request.
-        let signed = batch(vec![
+        let signed = batch(&[
             json!({"event": "request", "timestamp": now_s(), "host": "other.example.org", "outcome": "timeout",
                 "latency_ms": 2000, "sample_rate": 0.5, "isp": "telecom", "region": "beijing", "convergence": false}),
             json!({"event": "host_switch", "timestamp": now_s(), "from": "cdn1.example.com", "to": "cdn2.example.com",
@@ -165,7 +165,7 @@ async fn events_are_checked_counted_and_summed_across_replicas() {
         };
         let extra: Vec<(&str, &str)> = db_b.iter().map(|(k, v)| (*k, v.as_str())).collect();
         let b = server(&db, tmp_b.path(), &extra).await;
-        let (status, _) = post(&b, "", batch(fallbacks(1, "HTTPDNS_UNREACHABLE")), None).await;
+        let (status, _) = post(&b, "", batch(&fallbacks(1, "HTTPDNS_UNREACHABLE")), None).await;
         assert_eq!(status, StatusCode::ACCEPTED);
         // b flushes on its own every 200 ms; a reads the store.
         let mut v = Value::Null;
@@ -229,7 +229,7 @@ async fn events_are_checked_counted_and_summed_across_replicas() {
 async fn only_signed_events_when_auth_is_required_and_unsigned_ones_are_rate_limited() {
     let tmp = tempfile::tempdir().unwrap();
     let s = server(&Db::Sqlite, tmp.path(), &[("HTTPDNS_AUTH_REQUIRED", "true")]).await;
-    let (status, body) = post(&s, "", batch(requests(1, "ok")), None).await;
+    let (status, body) = post(&s, "", batch(&requests(1, "ok")), None).await;
     assert_eq!((status, body["code"].as_str()), (StatusCode::FORBIDDEN, Some("UnsignedInterfaceDisabled")));
 
     let tmp = tempfile::tempdir().unwrap();
@@ -238,7 +238,7 @@ async fn only_signed_events_when_auth_is_required_and_unsigned_ones_are_rate_lim
     let s = Server::start_with(e, Some("[events]\nrate_per_client = 0.01\nburst = 2\n")).await;
     let mut statuses = Vec::new();
     for _ in 0..3 {
-        statuses.push(post(&s, "", batch(requests(1, "ok")), None).await.0);
+        statuses.push(post(&s, "", batch(&requests(1, "ok")), None).await.0);
     }
     assert_eq!(statuses, [StatusCode::ACCEPTED, StatusCode::ACCEPTED, StatusCode::TOO_MANY_REQUESTS]);
     let metrics = s.text("/metrics").await;
@@ -271,7 +271,7 @@ async fn the_shipped_1_percent_rules_fire_on_series_the_server_exported() {
     for _ in 0..6 {
         let mut sh = requests(100, "ok");
         sh.extend(fallbacks(3, "HTTPDNS_TIMEOUT"));
-        assert_eq!(post(&s, "", batch(sh), None).await.0, StatusCode::ACCEPTED);
+        assert_eq!(post(&s, "", batch(&sh), None).await.0, StatusCode::ACCEPTED);
         let bj: Vec<Value> = requests(100, "ok")
             .into_iter()
             .map(|mut e| {
@@ -280,7 +280,7 @@ async fn the_shipped_1_percent_rules_fire_on_series_the_server_exported() {
                 e
             })
             .collect();
-        let body = batch(bj);
+        let body = batch(&bj);
         assert_eq!(post(&s, &sign(&body), body, None).await.0, StatusCode::ACCEPTED);
         scrapes.push(app_series(&s.text("/metrics").await));
     }
@@ -442,7 +442,7 @@ async fn the_series_gives_each_place_its_minutes_the_busiest_first_and_folds_the
         let send = |client: reqwest::Client, events: Vec<Value>| {
             let url = s.url("/app/events");
             async move {
-                let resp = client.post(url).body(batch(events)).send().await.unwrap();
+                let resp = client.post(url).body(batch(&events)).send().await.unwrap();
                 assert_eq!(resp.status(), StatusCode::ACCEPTED);
             }
         };

@@ -11,7 +11,7 @@ async fn a_batch_with_a_new_reason_is_taken_and_the_value_kept() {
     let tmp = tempfile::tempdir().unwrap();
     let s = Server::start_with(env(tmp.path(), &Db::Sqlite), Some("[events]\nflush_ms = 200\n")).await;
     s.put_ok("/admin/v1/networks/127.0.0.0%2F8", json!({"isp": "unicom", "region": "shanghai"})).await;
-    let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs();
+    let t = httpdns_core::clock::unix_s();
     let batch = json!({"events": [
         {"event": "dns_fallback", "timestamp": t, "fallback_reason": "HTTPDNS_5XX", "fallback_duration_ms": 90},
         {"event": "dns_fallback", "timestamp": t, "fallback_reason": "HTTPDNS_5XX", "fallback_duration_ms": 90},

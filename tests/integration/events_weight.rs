@@ -8,7 +8,7 @@ use serde_json::{json, Value};
 use crate::support::{env, Db, Server};
 
 fn now_s() -> u64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs()
+    httpdns_core::clock::unix_s()
 }
 
 fn failed_requests(n: usize, sample_rate: f64, place: Option<(&str, &str)>) -> Value {

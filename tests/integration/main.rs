@@ -40,6 +40,7 @@ mod scheduling;
 mod sendfile;
 mod shortcut;
 mod shutdown;
+mod source_size;
 mod support;
 mod targeting;
 mod teams;

@@ -78,7 +78,7 @@ impl S3Server {
     }
 }
 
-async fn backends() -> Vec<Backend> {
+fn backends() -> Vec<Backend> {
     let mut v = vec![Backend::Local, Backend::LocalDisk];
     if let Some(s) = S3Server::start() {
         v.push(Backend::S3(s));
@@ -96,8 +96,14 @@ fn mirror_env(data: &std::path::Path, backend: &Backend) -> HashMap<String, Stri
         e.insert("HTTPDNS_MIRROR_STORE".into(), "s3://mirror-test/copies".into());
         e.insert("HTTPDNS_MIRROR_S3_ENDPOINT".into(), s3.endpoint.clone());
         // object_store reads credentials from the AWS_* environment; tests pass them the same way.
-        std::env::set_var("AWS_ACCESS_KEY_ID", "testkey");
-        std::env::set_var("AWS_SECRET_ACCESS_KEY", "testsecret");
+        #[allow(
+            clippy::disallowed_methods,
+            reason = "object_store takes S3 credentials from the environment only"
+        )]
+        {
+            std::env::set_var("AWS_ACCESS_KEY_ID", "testkey");
+            std::env::set_var("AWS_SECRET_ACCESS_KEY", "testsecret");
+        }
     }
     e
 }
@@ -145,7 +151,7 @@ fn cache(resp: &reqwest::Response) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn thumbnail_incident_replayed() {
-    for backend in backends().await {
+    for backend in backends() {
         let origin = RunningOrigin::start().await;
         let original = png(1200, 900);
         origin.origin.put("/bucket/banner.png", original.clone(), "image/png");
@@ -194,7 +200,7 @@ async fn thumbnail_incident_replayed() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn concurrent_misses_make_one_origin_request() {
-    for backend in backends().await {
+    for backend in backends() {
         let origin = RunningOrigin::start().await;
         let body = blob(2 << 20, 7);
         origin.origin.put("/o/big.bin", body.clone(), "application/octet-stream");
@@ -235,7 +241,7 @@ async fn concurrent_misses_make_one_origin_request() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn broken_bodies_are_never_stored() {
-    for backend in backends().await {
+    for backend in backends() {
         let origin = RunningOrigin::start().await;
         let body = blob(300_000, 3);
         origin.origin.put("/o/cut.bin", body.clone(), "application/octet-stream");
@@ -440,7 +446,7 @@ fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ranges_conditionals_head_and_restart() {
-    for backend in backends().await {
+    for backend in backends() {
         let origin = RunningOrigin::start().await;
         let body = blob(1000, 9);
         origin.origin.put("/o/r.bin", body.clone(), "application/octet-stream");
@@ -831,7 +837,7 @@ async fn bodies_in_memory_leave_from_their_files() {
 /// Purging one key leaves its children alone.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_valid_key_has_a_place() {
-    for backend in backends().await {
+    for backend in backends() {
         let origin = RunningOrigin::start().await;
         let cjk = format!("{}.jpg", "中".repeat(28));
         let angle = "<".repeat(255);

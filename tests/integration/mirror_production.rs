@@ -3,9 +3,10 @@
 //! store, a private S3 origin (`s3s-fs` requiring credentials), and prefetch through a kill -9.
 //! Slices and `format,auto` are in `mirror_slices.rs`, with the origin and gateway from here.
 
+use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use axum::body::Body;
@@ -55,7 +56,7 @@ impl Drop for RunningRecorder {
 impl RunningRecorder {
     pub(crate) async fn start(name: &str) -> Self {
         let rec = Recorder::default();
-        rec.inner.lock().unwrap().name = name.into();
+        rec.inner.lock().name = name.into();
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let app = axum::Router::new().fallback(recorded).with_state(rec.clone());
@@ -68,28 +69,28 @@ impl RunningRecorder {
         format!("http://{}", self.addr)
     }
     pub(crate) fn put(&self, path: &str, body: Vec<u8>) {
-        self.rec.inner.lock().unwrap().objects.insert(path.into(), body.into());
+        self.rec.inner.lock().objects.insert(path.into(), body.into());
     }
     pub(crate) fn throttle(&self, pause: Duration) {
-        self.rec.inner.lock().unwrap().throttle = Some(pause);
+        self.rec.inner.lock().throttle = Some(pause);
     }
     pub(crate) fn fail_once(&self, range: &str) {
-        self.rec.inner.lock().unwrap().fail_once.push(range.into());
+        self.rec.inner.lock().fail_once.push(range.into());
     }
     pub(crate) fn set_etag(&self, etag: &str) {
-        self.rec.inner.lock().unwrap().etag = Some(etag.into());
+        self.rec.inner.lock().etag = Some(etag.into());
     }
     pub(crate) fn fail(&self, status: Option<u16>) {
-        self.rec.inner.lock().unwrap().fail = status;
+        self.rec.inner.lock().fail = status;
     }
     pub(crate) fn delay(&self, d: Duration) {
-        self.rec.inner.lock().unwrap().delay = d;
+        self.rec.inner.lock().delay = d;
     }
     pub(crate) fn seen(&self) -> Vec<(String, HeaderMap)> {
-        self.rec.inner.lock().unwrap().seen.clone()
+        self.rec.inner.lock().seen.clone()
     }
     pub(crate) fn requests(&self) -> usize {
-        self.rec.inner.lock().unwrap().seen.len()
+        self.rec.inner.lock().seen.len()
     }
 }
 
@@ -98,7 +99,7 @@ async fn recorded(State(rec): State<Recorder>, method: Method, uri: Uri, mut hea
     headers.insert("x-seen-method", method.as_str().parse().unwrap());
     let range = headers.get("range").and_then(|v| v.to_str().ok()).unwrap_or("").to_owned();
     let (object, mut fail, delay, name, throttle, etag) = {
-        let mut inner = rec.inner.lock().unwrap();
+        let mut inner = rec.inner.lock();
         inner.seen.push((uri.path().to_owned(), headers.clone()));
         let once = inner.fail_once.iter().position(|r| *r == range).map(|i| inner.fail_once.remove(i));
         let etag = inner.etag.clone().unwrap_or_else(|| "\"v1\"".into());

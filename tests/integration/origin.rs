@@ -3,9 +3,10 @@
 //! `Content-MD5`, redirect, or — as OSS does — return a resized image when it sees an
 //! `x-oss-process` query string.
 
+use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use axum::body::Body;
@@ -87,29 +88,29 @@ impl RunningOrigin {
 
 impl Origin {
     pub(crate) fn put(&self, path: &str, body: Vec<u8>, content_type: &str) {
-        self.inner.lock().unwrap().objects.insert(path.into(), (body, content_type.into()));
+        self.inner.lock().objects.insert(path.into(), (body, content_type.into()));
     }
     pub(crate) fn mode(&self, path: &str, mode: Mode) {
-        self.inner.lock().unwrap().modes.insert(path.into(), mode);
+        self.inner.lock().modes.insert(path.into(), mode);
     }
     pub(crate) fn requests(&self, path: &str) -> usize {
-        self.inner.lock().unwrap().requests.get(path).copied().unwrap_or(0)
+        self.inner.lock().requests.get(path).copied().unwrap_or(0)
     }
     pub(crate) fn total_requests(&self) -> usize {
-        self.inner.lock().unwrap().requests.values().sum()
+        self.inner.lock().requests.values().sum()
     }
     pub(crate) fn queries(&self) -> Vec<String> {
-        self.inner.lock().unwrap().queries.clone()
+        self.inner.lock().queries.clone()
     }
     pub(crate) fn seen_headers(&self) -> Vec<(String, String)> {
-        self.inner.lock().unwrap().seen_headers.clone()
+        self.inner.lock().seen_headers.clone()
     }
 }
 
 async fn serve(State(origin): State<Origin>, method: Method, uri: Uri, headers: HeaderMap) -> Response {
     let path = uri.path().to_owned();
     let (object, mode) = {
-        let mut inner = origin.inner.lock().unwrap();
+        let mut inner = origin.inner.lock();
         *inner.requests.entry(path.clone()).or_default() += 1;
         if let Some(q) = uri.query() {
             inner.queries.push(q.to_owned());

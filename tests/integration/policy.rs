@@ -20,7 +20,7 @@ const BEIJING: &str = "10.2.0.7";
 const GUANGZHOU: &str = "10.3.0.7";
 
 fn now_s() -> u64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs()
+    httpdns_core::clock::unix_s()
 }
 
 fn settings(tmp: &std::path::Path, db: &crate::support::Db) -> HashMap<String, String> {

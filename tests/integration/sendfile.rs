@@ -35,7 +35,7 @@ impl Shortcut for Serve {
     }
 }
 
-async fn listen(
+fn listen(
     body: Bytes,
     tls: Option<Arc<httpdns_net::tls::TlsServer>>,
     shutdown: &CancellationToken,
@@ -111,7 +111,7 @@ async fn plain_http1_sends_file_backed_bodies_from_the_file() {
     let in_memory = vec![b'm'; LEN];
     let body = httpdns_net::sendfile::Budget::new(4).file_backed(in_memory.clone(), Arc::new(file), 0);
     let shutdown = CancellationToken::new();
-    let (addr, metrics) = listen(body.clone(), None, &shutdown).await;
+    let (addr, metrics) = listen(body.clone(), None, &shutdown);
 
     // Two pipelined requests on one connection; the reader starts late, so the server's
     // socket fills and the sends resume on readiness.
@@ -131,7 +131,7 @@ async fn plain_http1_sends_file_backed_bodies_from_the_file() {
         Arc::new(tempfile::tempfile().unwrap()),
         0,
     );
-    let (cut_addr, cut_metrics) = listen(cut, None, &shutdown).await;
+    let (cut_addr, cut_metrics) = listen(cut, None, &shutdown);
     let raw = pipelined(cut_addr, "/whole", "/slice").await;
     let got = bodies(&raw);
     assert!(got[0] == in_memory && got[1] == &in_memory[SLICE], "from memory, whole and sliced");
@@ -143,7 +143,7 @@ async fn plain_http1_sends_file_backed_bodies_from_the_file() {
     let (cert, key) = ca.leaf("leaf", "127.0.0.1", "IP:127.0.0.1", 30);
     let certs = httpdns_net::tls::TlsCerts::load(&cert, &key, &prometheus::Registry::new()).unwrap();
     let tls = httpdns_net::tls::TlsServer::new(certs, &[b"http/1.1"]).unwrap();
-    let (tls_addr, tls_metrics) = listen(body, Some(tls), &shutdown).await;
+    let (tls_addr, tls_metrics) = listen(body, Some(tls), &shutdown);
     let ca_path = ca.ca();
     let over_tls = curl(&["--cacert", ca_path.to_str().unwrap(), &format!("https://{tls_addr}/slice")]);
     assert!(over_tls == in_memory[SLICE], "TLS records are sealed from memory");

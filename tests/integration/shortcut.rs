@@ -17,7 +17,7 @@ use crate::origin::RunningOrigin;
 use crate::support::{env, Db, Server};
 
 /// Serves `router` alone on a loopback port of its own.
-async fn routed_only(router: axum::Router, shutdown: &CancellationToken) -> String {
+fn routed_only(router: axum::Router, shutdown: &CancellationToken) -> String {
     let listener = httpdns_net::bind_tcp("127.0.0.1:0".parse().unwrap()).unwrap();
     let addr = listener.local_addr().unwrap();
     let none = Arc::new(CidrTable::new([]));
@@ -78,7 +78,7 @@ async fn the_shortcut_answers_exactly_as_the_router() {
     )
     .await;
     let shutdown = CancellationToken::new();
-    let routed = routed_only(httpdns_api::router_with(&s.running().api, true), &shutdown).await;
+    let routed = routed_only(httpdns_api::router_with(&s.running().api, true), &shutdown);
     let http = httpdns_test_support::http::client();
 
     let config = "/app/config-center/module-config?module=cdn";
@@ -192,7 +192,7 @@ async fn mirror_hits_from_the_shortcut_equal_the_routers() {
         assert!(stored, "{path} is stored");
     }
     let shutdown = CancellationToken::new();
-    let routed = routed_only(httpdns_mirror::router(s.running().mirror.clone()), &shutdown).await;
+    let routed = routed_only(httpdns_mirror::router(s.running().mirror.clone()), &shutdown);
     let full = http.get(s.mirror_url("/r/r.txt")).send().await.unwrap();
     let etag = full.headers()["etag"].to_str().unwrap().to_owned();
     let modified = full.headers()["last-modified"].to_str().unwrap().to_owned();

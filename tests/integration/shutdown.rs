@@ -74,9 +74,7 @@ async fn sigterm_during_200_in_flight_requests_loses_none() {
     assert!(
         eventually(Duration::from_secs(10), || {
             let (s, o) = (seen2.clone(), origin2.clone());
-            async move {
-                s.lock().unwrap().len() >= 100 && (0..100).all(|i| o.requests(&format!("/o/{i}.bin")) >= 1)
-            }
+            async move { s.lock().len() >= 100 && (0..100).all(|i| o.requests(&format!("/o/{i}.bin")) >= 1) }
         })
         .await,
         "all requests in flight"

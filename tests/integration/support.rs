@@ -193,8 +193,10 @@ impl Process {
     }
 
     /// Spawns `httpdns serve` with `env` and waits until it logs its API address.
-    // The child moves into `Process`, whose `Drop` kills and reaps it; the lint cannot see that.
-    #[allow(clippy::zombie_processes)]
+    #[allow(
+        clippy::zombie_processes,
+        reason = "the child moves into `Process`, whose `Drop` kills and reaps it"
+    )]
     pub(crate) fn spawn(env: &HashMap<String, String>, log_dir: &Path) -> Self {
         Self::spawn_with_args(env, log_dir, &["serve"])
     }
@@ -205,7 +207,10 @@ impl Process {
     }
 
     /// As [`Process::spawn_with_args`], running `binary` (a release build, say).
-    #[allow(clippy::zombie_processes)]
+    #[allow(
+        clippy::zombie_processes,
+        reason = "the child moves into `Process`, whose `Drop` kills and reaps it"
+    )]
     pub(crate) fn spawn_binary(
         binary: &Path,
         env: &HashMap<String, String>,

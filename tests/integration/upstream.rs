@@ -1,8 +1,9 @@
 //! Names that are not managed here, resolved through an upstream DNS server that the test runs
 //! on loopback and that records the client subnet it is sent.
 
+use parking_lot::Mutex;
 use std::net::{IpAddr, SocketAddr};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use hickory_proto::op::{Message, MessageType, OpCode, ResponseCode};
@@ -39,7 +40,7 @@ pub(crate) async fn fake_upstream(
             });
             let question = q.queries[0].clone();
             let name = question.name().to_ascii();
-            seen.lock().unwrap().push((name.clone(), subnet.clone()));
+            seen.lock().push((name.clone(), subnet.clone()));
             let (sock, delay) = (sock.clone(), delay);
             tokio::spawn(async move {
                 tokio::time::sleep(delay).await;
@@ -78,7 +79,7 @@ async fn server_with_upstream(upstream: SocketAddr) -> (Server, tempfile::TempDi
 }
 
 fn count(seen: &Seen, name: &str) -> usize {
-    seen.lock().unwrap().iter().filter(|(n, _)| n == name).count()
+    seen.lock().iter().filter(|(n, _)| n == name).count()
 }
 
 #[tokio::test]
@@ -92,14 +93,14 @@ async fn upstream_answers_with_client_subnet_cache_and_single_flight() {
     assert_eq!(resp.headers()["x-httpdns-status"], "upstream");
     let body = resp.text().await.unwrap();
     assert!(body.starts_with("9.9.9.1,"), "{body} (and never 0.0.0.0)");
-    assert_eq!(seen.lock().unwrap()[0], ("a.partner.example.".to_owned(), Some("1.0.2.0/24".to_owned())));
+    assert_eq!(seen.lock()[0], ("a.partner.example.".to_owned(), Some("1.0.2.0/24".to_owned())));
     // Another client subnet is another cache entry; the same one is a hit.
     assert!(s.text("/d?dn=a.partner.example&ip=8.8.8.8").await.starts_with("9.9.9.2"));
     assert!(s.text("/d?dn=a.partner.example&ip=1.0.2.5").await.starts_with("9.9.9.1"));
     assert_eq!(count(&seen, "a.partner.example."), 2);
     // A private client address is never sent upstream.
     s.text("/d?dn=b.partner.example&ip=10.1.2.3").await;
-    assert_eq!(seen.lock().unwrap().last().unwrap(), &("b.partner.example.".to_owned(), None));
+    assert_eq!(seen.lock().last().unwrap(), &("b.partner.example.".to_owned(), None));
 
     // 200 concurrent askers of one uncached name: one upstream query.
     let mut tasks = Vec::new();

@@ -62,7 +62,7 @@ async fn config_long_poll_cost_and_wake_delay() {
     // The server's own loops, for comparison with the same 5 s while requests are held.
     let cpu_alone_from = cpu(&p);
     tokio::time::sleep(Duration::from_secs(5)).await;
-    let cpu_alone = cpu(&p) - cpu_alone_from;
+    let cpu_alone = cpu(&p).saturating_sub(cpu_alone_from);
 
     let request = format!(
         "GET /app/config-center/module-config?module=cdn&wait=60 HTTP/1.1\r\nHost: {addr}\r\nIf-None-Match: \"1\"\r\n\r\n"
@@ -120,7 +120,7 @@ async fn config_long_poll_cost_and_wake_delay() {
     let rss_held = rss_kib(&p);
     let cpu_idle_from = cpu(&p);
     tokio::time::sleep(Duration::from_secs(5)).await;
-    let cpu_idle = cpu(&p) - cpu_idle_from;
+    let cpu_idle = cpu(&p).saturating_sub(cpu_idle_from);
 
     let cpu_wake_from = cpu(&p);
     let published = Instant::now();
@@ -139,7 +139,7 @@ async fn config_long_poll_cost_and_wake_delay() {
         assert!(head.starts_with("HTTP/1.1 200") && head.contains("x-config-version: 2"), "{head}");
         delays.push(at.saturating_duration_since(published));
     }
-    let cpu_wake = cpu(&p) - cpu_wake_from;
+    let cpu_wake = cpu(&p).saturating_sub(cpu_wake_from);
     delays.sort();
     println!(
         "long poll: {WAITERS} held; server RSS {rss_before} KiB, {rss_connected} KiB connected, {rss_held} KiB held \

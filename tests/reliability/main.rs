@@ -3,11 +3,13 @@
 //! A binary of its own, so its floods (tens of thousands of sockets, a busy CPU) never run
 //! beside the integration suite's timing-sensitive tests; its own tests run one at a time.
 
+#![allow(clippy::print_stderr, reason = "the floods report what they measured")]
+
 #[path = "../integration/origin.rs"]
-#[allow(dead_code)]
+#[allow(dead_code, reason = "shared with the integration suite, which uses all of it")]
 mod origin;
 #[path = "../integration/support.rs"]
-#[allow(dead_code)]
+#[allow(dead_code, reason = "shared with the integration suite, which uses all of it")]
 mod support;
 
 mod floods;

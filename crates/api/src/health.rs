@@ -1,7 +1,5 @@
 //! `/healthz`, `/readyz` and `/metrics`.
 
-use std::time::SystemTime;
-
 use axum::extract::State;
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -54,7 +52,7 @@ pub(crate) async fn readyz(State(app): State<OpsState>) -> Response {
         backend: app.catalog.store().backend_name(),
         store_error: status.last_error,
         snapshot_revision: snap.revision(),
-        snapshot_age_seconds: SystemTime::now()
+        snapshot_age_seconds: httpdns_core::clock::now()
             .duration_since(status.built_at)
             .map_or(0.0, |d| d.as_secs_f64()),
         domains: stats.domains,
@@ -73,8 +71,9 @@ pub(crate) async fn metrics(State(app): State<OpsState>) -> Response {
     let geo = app.geo.status();
     app.metrics.geoip_loaded.with_label_values(&["city"]).set(i64::from(geo.city_loaded));
     app.metrics.geoip_loaded.with_label_values(&["asn"]).set(i64::from(geo.asn_loaded));
-    let age =
-        SystemTime::now().duration_since(app.catalog.status().built_at).map_or(0.0, |d| d.as_secs_f64());
+    let age = httpdns_core::clock::now()
+        .duration_since(app.catalog.status().built_at)
+        .map_or(0.0, |d| d.as_secs_f64());
     app.catalog.metrics().snapshot_age.set(age);
     let (up, down) = app.catalog.registry().counts();
     app.metrics.nodes_by_health.with_label_values(&["up"]).set(up as i64);

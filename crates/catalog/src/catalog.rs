@@ -133,7 +133,7 @@ impl Catalog {
                 loaded: false,
                 store_ok: false,
                 last_error: None,
-                built_at: SystemTime::now(),
+                built_at: httpdns_core::clock::now(),
                 build_duration: Duration::ZERO,
             }),
             metrics,
@@ -328,7 +328,7 @@ impl Catalog {
         }
         {
             let mut status = self.status.lock().unwrap_or_else(|e| e.into_inner());
-            status.built_at = SystemTime::now();
+            status.built_at = httpdns_core::clock::now();
             status.build_duration = took;
         }
         tracing::debug!(

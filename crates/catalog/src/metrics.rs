@@ -1,6 +1,6 @@
 //! The catalog's series: the answering snapshot and the link to the store.
 
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use httpdns_core::Snapshot;
 use prometheus::{IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry};
@@ -92,7 +92,7 @@ impl CatalogMetrics {
         self.snapshot_builds.with_label_values(&[kind.as_str()]).inc();
         let st = s.stats();
         self.snapshot_revision.set(s.revision());
-        let now = SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+        let now = httpdns_core::clock::unix_s();
         self.snapshot_built.set(now as i64);
         self.snapshot_build_seconds.set(took.as_secs_f64());
         for (kind, n) in [

@@ -8,7 +8,7 @@
 use std::collections::HashMap;
 use std::net::IpAddr;
 use std::path::Path;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
 use tokio::time::Instant;
@@ -84,9 +84,9 @@ impl Cache {
             e.refreshing = true;
         }
         if age < e.ttl {
-            Lookup::Fresh { ips: e.ips.clone(), remaining: e.ttl - age, refresh }
+            Lookup::Fresh { ips: e.ips.clone(), remaining: e.ttl.saturating_sub(age), refresh }
         } else {
-            Lookup::Expired { ips: e.ips.clone(), age: age - e.ttl, refresh }
+            Lookup::Expired { ips: e.ips.clone(), age: age.saturating_sub(e.ttl), refresh }
         }
     }
 
@@ -156,7 +156,7 @@ impl Cache {
 
     /// What [`Cache::save`] writes.
     pub fn to_bytes(&self, now: Instant) -> Vec<u8> {
-        let wall = SystemTime::now();
+        let wall = httpdns_core::clock::now();
         let records: Vec<Record> = self
             .entries
             .iter()
@@ -185,7 +185,7 @@ impl Cache {
             tracing::warn!(path = %path.display(), "Ignoring an unreadable DNS cache file.");
             return cache;
         };
-        let wall_now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default().as_millis() as u64;
+        let wall_now = httpdns_core::clock::unix_ms();
         for r in file.records.into_iter().take(MAX_ENTRIES) {
             let age = Duration::from_millis(wall_now.saturating_sub(r.stored_unix_ms));
             let ttl = Duration::from_millis(r.ttl_ms);

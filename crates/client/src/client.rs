@@ -7,138 +7,44 @@
 //! when every host failed or is disabled, the original URL is used. Background tasks revive
 //! disabled hosts with `HEAD` probes and poll the config center.
 
-use std::net::IpAddr;
+use parking_lot::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use reqwest::{Method, Url};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
-use crate::config_source::{ActiveConfig, ConfigOptions, ConfigStore, Refresh};
+use crate::config_source::{ActiveConfig, ConfigStore, Refresh};
 use crate::convergence::{self, authority};
 use crate::error::{Error, Result};
-use crate::events::{self, ClientEvent, EventOptions, Failure, Reporter, RequestOutcome};
-use crate::failover::{EjectionPolicy, FailureEffect, HostPool};
+use crate::events::{self, ClientEvent, Failure, Reporter, RequestOutcome};
+use crate::failover::{FailureEffect, HostPool};
 use crate::netcheck::NetworkCheck;
 use crate::policy::Decision;
-use crate::resolver::{Path, Resolver, ResolverOptions};
+use crate::resolver::Resolver;
 
 /// Retries of a request whose reused connection failed, before it counts as a host failure:
 /// one per idle pooled connection that may have died with its node.
 const STALE_CONNECTION_RETRIES: usize = 2;
 
-#[derive(Debug, Clone)]
-pub struct ClientOptions {
-    /// The stable id the config center buckets this device by.
-    pub device_id: String,
-    /// The device's segment (`premium`), matched by the document's `resolutionPolicy`.
-    pub segment: Option<String>,
-    pub resolver: ResolverOptions,
-    pub config: ConfigOptions,
-    pub ejection: EjectionPolicy,
-    pub connect_timeout: Duration,
-    pub request_timeout: Duration,
-    /// Port of `publicIpList` addresses used for the network check (public DNS: 53).
-    pub network_probe_port: u16,
-    pub network_probe_timeout: Duration,
-    /// Overrides the document's `reviveProbeInterval` (whose minimum is 10 s): for drills.
-    pub revive_interval: Option<Duration>,
-    /// Overrides the document's `configRequestInterval`.
-    pub config_interval: Option<Duration>,
-    /// Reporting to the service's `/app/events` (on by default; active only when there is a
-    /// service address or an events URL). `None`: nothing is reported.
-    pub events: Option<EventOptions>,
-    /// Connection outcomes to the service's `/feedback` (on by default, with
-    /// [`EventOptions::feedback`]; active only when there is a service address; `url` overrides
-    /// the address). `None`: nothing is reported.
-    pub feedback: Option<EventOptions>,
-}
+mod fetched;
+mod options;
 
-impl Default for ClientOptions {
-    fn default() -> Self {
-        Self {
-            device_id: String::new(),
-            segment: None,
-            resolver: ResolverOptions::default(),
-            config: ConfigOptions::default(),
-            ejection: EjectionPolicy::SEED,
-            connect_timeout: Duration::from_secs(3),
-            request_timeout: Duration::from_secs(15),
-            network_probe_port: 53,
-            network_probe_timeout: Duration::from_secs(3),
-            revive_interval: None,
-            config_interval: None,
-            events: Some(EventOptions::default()),
-            feedback: Some(EventOptions::feedback()),
-        }
-    }
-}
-
-/// How one attempt of a request ended.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Outcome {
-    /// An HTTP status (2xx–4xx: the request is done; 5xx: a host failure).
-    Status(u16),
-    /// No HTTP response: connect, DNS, TLS or timeout failure.
-    Failed(String),
-}
-
-#[derive(Debug, Clone)]
-pub struct Attempt {
-    pub url: String,
-    /// How the host name was resolved (none for IP literals).
-    pub resolved: Option<(Path, Vec<IpAddr>)>,
-    pub outcome: Outcome,
-    /// From the start of the request to the start of this attempt.
-    pub started_after: Duration,
-    pub elapsed: Duration,
-    /// This failure disabled the host.
-    pub disabled_host: bool,
-    /// The attempt failed for want of an address (no connection was tried).
-    pub dns_failed: bool,
-    /// The attempt failed by a timeout.
-    pub timed_out: bool,
-}
-
-/// Which route served a request.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Route {
-    /// A unified host from `hostListConfig`.
-    Unified,
-    /// The original URL, because every unified host failed or is disabled.
-    Original,
-    /// The URL as given: not under convergence.
-    Direct,
-}
-
-#[derive(Debug)]
-pub struct Fetched {
-    pub response: reqwest::Response,
-    pub url: Url,
-    /// `host[:port]` that answered.
-    pub host: String,
-    pub route: Route,
-    /// Every attempt, the last one being the response.
-    pub attempts: Vec<Attempt>,
-}
-
-impl Fetched {
-    /// Time lost to failed attempts before the one that answered: the switch-over time.
-    pub fn switch_time(&self) -> Duration {
-        self.attempts.last().map_or(Duration::ZERO, |a| a.started_after)
-    }
-
-    pub fn switched(&self) -> bool {
-        self.attempts.len() > 1
-    }
-}
+pub use fetched::{Attempt, Fetched, Outcome, Route};
+pub use options::ClientOptions;
 
 /// A cheap handle; clones share everything.
 #[derive(Clone)]
 pub struct CdnClient {
     inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for CdnClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CdnClient").finish_non_exhaustive()
+    }
 }
 
 struct Inner {
@@ -155,6 +61,7 @@ struct Inner {
 }
 
 /// The background tasks of a client; dropping this stops them.
+#[derive(Debug)]
 pub struct Background {
     tasks: Vec<JoinHandle<()>>,
 }
@@ -188,7 +95,7 @@ impl CdnClient {
         if let Some(f) = &feedback {
             http = http.connector_layer(crate::feedback::FeedbackLayer::new(f.clone(), resolver.clone()));
         }
-        let http = http.build().map_err(|e| Error::InvalidInput(format!("HTTP client: {e}")))?;
+        let http = http.build().map_err(Error::HttpClient)?;
         let config = ConfigStore::new(opts.config.clone());
         let netcheck =
             NetworkCheck::new(opts.network_probe_port, opts.network_probe_timeout, Duration::from_secs(2));
@@ -243,7 +150,7 @@ impl CdnClient {
     /// `(host, disabled)` in failover order, for this device.
     pub fn host_states(&self) -> Vec<(String, bool)> {
         self.sync_hosts();
-        let pool = self.inner.hosts.lock().expect("lock");
+        let pool = self.inner.hosts.lock();
         pool.hosts().into_iter().map(|h| (h.clone(), pool.is_disabled(&h))).collect()
     }
 
@@ -266,7 +173,7 @@ impl CdnClient {
                     let now = Instant::now();
                     // Wake at least every second (a host disabled meanwhile), never spin.
                     let cap = this.revive_interval().clamp(Duration::from_millis(10), Duration::from_secs(1));
-                    let next = this.inner.hosts.lock().expect("lock").next_probe_at().unwrap_or(now + cap);
+                    let next = this.inner.hosts.lock().next_probe_at().unwrap_or(now + cap);
                     tokio::time::sleep_until(next.clamp(now + Duration::from_millis(10), now + cap)).await;
                 }
             })
@@ -382,7 +289,7 @@ impl CdnClient {
         let cfg = self.inner.config.current()?;
         // Checked and rebuilt under the pool's lock: a request racing the revive task must
         // not see the new version with the old (or empty) pool.
-        let mut pool = self.inner.hosts.lock().expect("lock");
+        let mut pool = self.inner.hosts.lock();
         if let Some(r) = &self.inner.events {
             r.set_side(Some(cfg.doc.convergence_enabled(&self.inner.opts.device_id)));
         }
@@ -398,7 +305,7 @@ impl CdnClient {
     /// back.
     pub async fn probe_disabled_hosts(&self) -> usize {
         self.sync_hosts();
-        let due = self.inner.hosts.lock().expect("lock").due_probes(Instant::now());
+        let due = self.inner.hosts.lock().due_probes(Instant::now());
         let mut revived = 0;
         for (host, url) in due {
             let ok = match self.inner.http.request(Method::HEAD, &url).send().await {
@@ -412,19 +319,14 @@ impl CdnClient {
                     r.record(ClientEvent::HostRevive { host: host.clone() });
                 }
             }
-            self.inner.hosts.lock().expect("lock").probe_result(
-                &host,
-                ok,
-                Instant::now(),
-                self.revive_interval(),
-            );
+            self.inner.hosts.lock().probe_result(&host, ok, Instant::now(), self.revive_interval());
         }
         revived
     }
 
     /// `GET url` through convergence and failover.
     pub async fn get(&self, url: &str) -> Result<Fetched> {
-        let url = Url::parse(url).map_err(|e| Error::InvalidInput(format!("URL {url:?}: {e}")))?;
+        let url = Url::parse(url).map_err(|source| Error::InvalidUrl { url: url.to_owned(), source })?;
         let started = Instant::now();
         let cfg = self.sync_hosts();
         let converged =
@@ -437,12 +339,12 @@ impl CdnClient {
         };
         let public_ips = cfg.as_ref().map(|c| c.doc.public_ip_list.clone()).unwrap_or_default();
         let mut attempts = Vec::new();
-        let candidates = self.inner.hosts.lock().expect("lock").candidates();
+        let candidates = self.inner.hosts.lock().candidates();
         for host in candidates {
             let Some(target) = conv.on_host(&host) else { continue };
             match self.attempt(&target, started, &mut attempts).await {
                 Ok(resp) if !resp.status().is_server_error() => {
-                    self.inner.hosts.lock().expect("lock").report_success(&host);
+                    self.inner.hosts.lock().report_success(&host);
                     let resp = Ok(resp);
                     self.report(&attempts, &resp, started);
                     return finish(resp, target, Route::Unified, attempts);
@@ -471,7 +373,7 @@ impl CdnClient {
     }
 
     fn failed(&self, host: &str, target: &Url, attempts: &mut [Attempt]) {
-        let effect = self.inner.hosts.lock().expect("lock").report_failure(
+        let effect = self.inner.hosts.lock().report_failure(
             host,
             target.as_str(),
             Instant::now(),
@@ -546,7 +448,7 @@ impl CdnClient {
                 let msg = crate::service::error_chain(&e);
                 record.outcome = Outcome::Failed(msg.clone());
                 record.timed_out = e.is_timeout();
-                Err(Error::Request { attempts: attempts.len() + 1, last: msg })
+                Err(Error::Request { attempts: attempts.len() + 1, last: msg, source: e })
             }
         };
         attempts.push(record);
@@ -630,77 +532,4 @@ fn finish(
 }
 
 #[cfg(test)]
-mod tests {
-    //! `/feedback` reports of the connections a client opens, against loopback servers: a
-    //! service that answers every name with 127.0.0.1 and collects reports, and a CDN host.
-    use super::*;
-    use serde_json::Value;
-
-    async fn serve(app: axum::Router) -> std::net::SocketAddr {
-        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = l.local_addr().unwrap();
-        tokio::spawn(async move { axum::serve(l, app).await.unwrap() });
-        addr
-    }
-
-    #[tokio::test]
-    async fn connections_are_reported_to_feedback() {
-        let reports = Arc::new(Mutex::new(Vec::<(String, Value)>::new()));
-        let r2 = reports.clone();
-        let service = serve(axum::Router::new().fallback(move |uri: http::Uri, body: axum::body::Bytes| {
-            let reports = r2.clone();
-            async move {
-                if uri.path() == "/feedback" {
-                    let v: Value = serde_json::from_slice(&body).unwrap();
-                    reports.lock().unwrap().push((uri.query().unwrap_or("").to_owned(), v));
-                    return (http::StatusCode::ACCEPTED, String::new());
-                }
-                if uri.path().ends_with("/ss") {
-                    return (http::StatusCode::NOT_FOUND, String::new());
-                }
-                (http::StatusCode::OK, r#"{"dns":[{"ips":["127.0.0.1"],"ttl":600}]}"#.to_owned())
-            }
-        }))
-        .await;
-        let cdn = serve(axum::Router::new().fallback(|| async { "image" })).await;
-        let mut o = ClientOptions { device_id: "d1".into(), events: None, ..Default::default() };
-        o.resolver.service.servers = vec![format!("http://{service}").parse().unwrap()];
-        o.resolver.service.account = Some(crate::Account { id: 100000, secret: "IAmASecret".into() });
-        o.resolver.allow_private = true;
-        o.resolver.local_dns = crate::LocalDns::Off;
-        let client = CdnClient::new(o).unwrap();
-        client.resolver().set_network("wifi:home");
-        let port = cdn.port();
-        for _ in 0..3 {
-            let f = client.get(&format!("http://img.example.com:{port}/a.jpg")).await.unwrap();
-            assert_eq!(f.response.text().await.unwrap(), "image");
-        }
-        // Nothing listens on port 1: a failed connection to the name's address.
-        assert!(client.get("http://dead.example.com:1/a.jpg").await.is_err());
-        // An IP literal is not a domain's node: no report.
-        client.get(&format!("http://127.0.0.1:{port}/a.jpg")).await.unwrap();
-        let feedback = client.feedback().unwrap();
-        assert_eq!(feedback.flush().await.unwrap(), 2);
-        let got = reports.lock().unwrap().clone();
-        assert_eq!(got.len(), 1, "one batch");
-        let (query, body) = &got[0];
-        assert!(query.starts_with("account=100000&t=") && query.contains("&s="), "signed: {query}");
-        let list = body["reports"].as_array().unwrap();
-        // Three requests, one connection (kept alive): one report for the live node.
-        let ok = &list[0];
-        assert_eq!(
-            (ok["ip"].as_str(), ok["domain"].as_str(), ok["ok"].as_bool()),
-            (Some("127.0.0.1"), Some("img.example.com"), Some(true))
-        );
-        assert!(ok["connect_ms"].as_u64().unwrap() < 2000);
-        assert_eq!(ok["network"], "wifi");
-        let failed = &list[1];
-        assert_eq!(
-            failed,
-            &serde_json::json!({"ip": "127.0.0.1", "domain": "dead.example.com", "ok": false, "network": "wifi"})
-        );
-        // Off: no reporter, no layer.
-        let client = CdnClient::new(ClientOptions { feedback: None, ..Default::default() }).unwrap();
-        assert!(client.feedback().is_none());
-    }
-}
+mod tests;

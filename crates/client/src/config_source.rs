@@ -8,8 +8,9 @@
 //! `configVersion` wins, so an old response from a lagging replica or a stale push never
 //! rolls a device back.
 
+use parking_lot::{Mutex, RwLock};
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::Arc;
 use std::time::Duration;
 
 use httpdns_config::ConfigDocument;
@@ -120,12 +121,12 @@ impl ConfigStore {
                             store.install(doc, Origin::File, None);
                         }
                         _ => {
-                            tracing::warn!(path = %path.display(), "Ignoring a kept config document that does not verify.")
+                            tracing::warn!(path = %path.display(), "Ignoring a kept config document that does not verify.");
                         }
                     }
                 }
                 Ok(Err(e)) => {
-                    tracing::warn!(path = %path.display(), error = %e, "Ignoring an unreadable config file.")
+                    tracing::warn!(path = %path.display(), error = %e, "Ignoring an unreadable config file.");
                 }
                 Err(_) => {}
             }
@@ -134,14 +135,14 @@ impl ConfigStore {
     }
 
     pub fn current(&self) -> Option<Arc<ActiveConfig>> {
-        self.current.read().expect("lock").clone()
+        self.current.read().clone()
     }
 
     /// Installs `doc` if its version is larger than the one in force, and keeps its signed
     /// body on disk (when it came with one) under the same lock, so the file always holds the
     /// version in force, never an older one written late.
     fn install(&self, doc: ConfigDocument, origin: Origin, signed: Option<(&[u8], &str)>) -> bool {
-        let mut cur = self.current.write().expect("lock");
+        let mut cur = self.current.write();
         if cur.as_ref().is_some_and(|c| c.version >= doc.config_version) {
             return false;
         }
@@ -193,7 +194,7 @@ impl ConfigStore {
         if let Some(cur) = self.current() {
             req = req.header("If-None-Match", format!("\"{}\"", cur.version));
         }
-        let resp = req.send().await.map_err(|e| Error::Config(crate::service::error_chain(&e)))?;
+        let resp = req.send().await.map_err(Error::ConfigFetch)?;
         let offered = resp
             .headers()
             .get(LONG_POLL_HEADER)
@@ -211,7 +212,7 @@ impl ConfigStore {
             .and_then(|v| v.to_str().ok())
             .map(str::to_owned)
             .ok_or_else(|| Error::Config("unsigned config document".into()))?;
-        let body = resp.bytes().await.map_err(|e| Error::Config(crate::service::error_chain(&e)))?;
+        let body = resp.bytes().await.map_err(Error::ConfigFetch)?;
         self.verify(&body, &signature).await?;
         let doc = parse(&body)?;
         let version = doc.config_version;
@@ -240,13 +241,7 @@ impl ConfigStore {
         if let Some(s) = segment {
             body["segment"] = serde_json::Value::from(s);
         }
-        let resp = self
-            .http
-            .post(url)
-            .json(&body)
-            .send()
-            .await
-            .map_err(|e| Error::Config(crate::service::error_chain(&e)))?;
+        let resp = self.http.post(url).json(&body).send().await.map_err(Error::ConfigFetch)?;
         if !resp.status().is_success() {
             return Err(Error::Config(format!("config center answered {}", resp.status())));
         }
@@ -256,18 +251,19 @@ impl ConfigStore {
             .and_then(|v| v.to_str().ok())
             .map(str::to_owned)
             .ok_or_else(|| Error::Config("unsigned config answer".into()))?;
-        let bytes = resp.bytes().await.map_err(|e| Error::Config(crate::service::error_chain(&e)))?;
+        let bytes = resp.bytes().await.map_err(Error::ConfigFetch)?;
         self.verify(&bytes, &signature).await?;
-        serde_json::from_slice(&bytes).map_err(|e| Error::Config(format!("malformed answer: {e}")))
+        serde_json::from_slice(&bytes)
+            .map_err(|source| Error::ConfigParse { what: "malformed answer", source })
     }
 
     async fn verify(&self, body: &[u8], signature: &str) -> Result<()> {
-        let pinned = self.key.lock().expect("lock").clone();
+        let pinned = self.key.lock().clone();
         let key = match pinned {
             Some(k) => k,
             None => {
                 let k = self.fetch_key().await?;
-                *self.key.lock().expect("lock") = Some(k.clone());
+                *self.key.lock() = Some(k.clone());
                 k
             }
         };
@@ -287,12 +283,11 @@ impl ConfigStore {
             self.opts.url.clone().ok_or_else(|| Error::Config("no public key and no config URL".into()))?;
         url.set_path("/app/config-center/public-key");
         url.set_query(None);
-        let resp =
-            self.http.get(url).send().await.map_err(|e| Error::Config(crate::service::error_chain(&e)))?;
+        let resp = self.http.get(url).send().await.map_err(Error::ConfigFetch)?;
         if !resp.status().is_success() {
             return Err(Error::Config(format!("public key: status {}", resp.status())));
         }
-        let key: Key = resp.json().await.map_err(|e| Error::Config(format!("public key: {e}")))?;
+        let key: Key = resp.json().await.map_err(Error::ConfigKey)?;
         Ok(key.public_key)
     }
 
@@ -312,8 +307,8 @@ impl ConfigStore {
 
 /// Parses and validates a served document (with its `configVersion`).
 pub fn parse(body: &[u8]) -> Result<ConfigDocument> {
-    let doc: ConfigDocument =
-        serde_json::from_slice(body).map_err(|e| Error::Config(format!("malformed document: {e}")))?;
+    let doc: ConfigDocument = serde_json::from_slice(body)
+        .map_err(|source| Error::ConfigParse { what: "malformed document", source })?;
     doc.validate().map_err(|e| Error::Config(format!("{}: {}", e.field, e.message)))?;
     Ok(doc)
 }

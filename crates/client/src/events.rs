@@ -9,11 +9,11 @@
 //! [`EventOptions::file`] (atomically) after every send and every interval, and read back at
 //! start, so events survive a restart up to the cap. Device ids are never sent.
 
+use parking_lot::Mutex;
 use std::collections::VecDeque;
-use std::net::IpAddr;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use reqwest::Url;
@@ -84,105 +84,9 @@ impl Default for EventOptions {
     }
 }
 
-/// Why resolution left HTTPDNS. In sniff mode (the service skipped after every address
-/// failed) the reason is the failure that started it; `Sniffing` is for SDKs that do not know.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum FallbackReason {
-    Timeout,
-    Unreachable,
-    Error,
-    Empty,
-    Refused,
-    Sniffing,
-}
+mod kinds;
 
-impl FallbackReason {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            FallbackReason::Timeout => "HTTPDNS_TIMEOUT",
-            FallbackReason::Unreachable => "HTTPDNS_UNREACHABLE",
-            FallbackReason::Error => "HTTPDNS_ERROR",
-            FallbackReason::Empty => "HTTPDNS_EMPTY",
-            FallbackReason::Refused => "HTTPDNS_REFUSED",
-            FallbackReason::Sniffing => "HTTPDNS_SNIFFING",
-        }
-    }
-}
-
-/// Why a request left a host, or how a sampled request ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Failure {
-    Status5xx,
-    ConnectError,
-    Timeout,
-}
-
-impl Failure {
-    fn as_str(self) -> &'static str {
-        match self {
-            Failure::Status5xx => "5xx",
-            Failure::ConnectError => "connect_error",
-            Failure::Timeout => "timeout",
-        }
-    }
-}
-
-/// How a sampled request ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RequestOutcome {
-    Ok,
-    Status4xx,
-    Failed(Failure),
-    DnsError,
-}
-
-impl RequestOutcome {
-    fn as_str(self) -> &'static str {
-        match self {
-            RequestOutcome::Ok => "ok",
-            RequestOutcome::Status4xx => "4xx",
-            RequestOutcome::Failed(f) => f.as_str(),
-            RequestOutcome::DnsError => "dns_error",
-        }
-    }
-}
-
-/// One thing the app saw.
-#[derive(Debug, Clone, PartialEq)]
-pub enum ClientEvent {
-    DnsFallback { host: String, reason: FallbackReason, duration: Duration },
-    HostSwitch { from: String, to: Option<String>, reason: Failure, duration: Duration },
-    HostRevive { host: String },
-    Request { host: String, outcome: RequestOutcome, latency: Duration, sample_rate: f64 },
-    LocalDnsCompare { host: String, localdns: Vec<IpAddr>, httpdns: Vec<IpAddr> },
-}
-
-fn ms(d: Duration) -> u64 {
-    (d.as_millis() as u64).min(600_000)
-}
-
-impl ClientEvent {
-    fn to_json(&self, timestamp: u64, side: Option<bool>) -> Value {
-        let mut v = match self {
-            ClientEvent::DnsFallback { host, reason, duration } => json!({"event": "dns_fallback",
-                "host": host, "fallback_reason": reason.as_str(), "fallback_duration_ms": ms(*duration)}),
-            ClientEvent::HostSwitch { from, to, reason, duration } => json!({"event": "host_switch",
-                "from": from, "to": to, "reason": reason.as_str(), "duration_ms": ms(*duration)}),
-            ClientEvent::HostRevive { host } => json!({"event": "host_revive", "host": host}),
-            ClientEvent::Request { host, outcome, latency, sample_rate } => json!({"event": "request",
-                "host": host, "outcome": outcome.as_str(), "latency_ms": ms(*latency), "sample_rate": sample_rate}),
-            ClientEvent::LocalDnsCompare { host, localdns, httpdns } => json!({"event": "localdns_compare",
-                "host": host, "localdns": localdns, "httpdns": httpdns}),
-        };
-        let o = v.as_object_mut().expect("an object");
-        o.retain(|_, v| !v.is_null());
-        o.insert("timestamp".into(), json!(timestamp));
-        if let Some(side) = side {
-            o.insert("convergence".into(), json!(side));
-        }
-        v
-    }
-}
+pub use kinds::{ClientEvent, Failure, FallbackReason, FeedbackReport, RequestOutcome};
 
 /// What the reporter did so far.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -238,48 +142,6 @@ struct Inner {
     /// `events` (`/app/events`) or `reports` (`/feedback`): the body's list.
     list_key: &'static str,
 }
-
-/// One connection's outcome for the server's live scores (`POST /feedback`,
-/// docs/live-scores.md), as the Android SDK's `eventListenerFactory` reports it.
-#[derive(Debug, Clone, PartialEq)]
-pub struct FeedbackReport {
-    /// The node connected to.
-    pub ip: IpAddr,
-    /// The name it was resolved for.
-    pub domain: String,
-    pub ok: bool,
-    /// The connection's set-up time (TCP, and TLS for HTTPS), when it succeeded.
-    pub connect: Option<Duration>,
-    /// `wifi` or `cellular`, from the network key's prefix; `None` otherwise.
-    pub network: Option<&'static str>,
-}
-
-impl FeedbackReport {
-    /// The server's schema: `{"ip", "domain", "ok", "connect_ms", "network"}`, `connect_ms`
-    /// only for a success (0 to 60,000), `network` only when known.
-    pub fn to_json(&self) -> Value {
-        let mut v = json!({"ip": self.ip.to_string(), "domain": self.domain, "ok": self.ok});
-        if let (true, Some(c)) = (self.ok, self.connect) {
-            v["connect_ms"] = json!((c.as_millis() as u64).min(60_000));
-        }
-        if let Some(n) = self.network {
-            v["network"] = json!(n);
-        }
-        v
-    }
-
-    /// `wifi` / `cellular` from a network key (`"wifi:home"`, `"cellular:46001"`).
-    pub fn network_of(key: &str) -> Option<&'static str> {
-        if key.starts_with("wifi") {
-            Some("wifi")
-        } else if key.starts_with("cellular") {
-            Some("cellular")
-        } else {
-            None
-        }
-    }
-}
-
 #[derive(Debug, Default)]
 struct State {
     /// (sequence number, event JSON).
@@ -394,6 +256,7 @@ impl Reporter {
     }
 
     /// Queues an event; never waits.
+    #[allow(clippy::needless_pass_by_value, reason = "a queue's `send`: callers hand the event over")]
     pub fn record(&self, event: ClientEvent) {
         let mut v = event.to_json(httpdns_core::clock::unix_s(), self.side());
         match self.inner.policy_side.load(Ordering::Relaxed) {
@@ -416,7 +279,7 @@ impl Reporter {
 
     fn push(&self, v: Value, kind: String) {
         let full = {
-            let mut s = self.inner.state.lock().expect("lock");
+            let mut s = self.inner.state.lock();
             let seq = s.next_seq;
             s.next_seq += 1;
             s.queue.push_back((seq, v));
@@ -438,7 +301,7 @@ impl Reporter {
     }
 
     pub fn stats(&self) -> ReporterStats {
-        let s = self.inner.state.lock().expect("lock");
+        let s = self.inner.state.lock();
         ReporterStats { queued: s.queue.len(), ..s.stats.clone() }
     }
 
@@ -446,7 +309,7 @@ impl Reporter {
     async fn send_batch(&self) -> Result<usize, String> {
         let _one = self.inner.sending.lock().await;
         let (last_seq, events): (u64, Vec<Value>) = {
-            let s = self.inner.state.lock().expect("lock");
+            let s = self.inner.state.lock();
             let batch: Vec<&(u64, Value)> = s.queue.iter().take(self.inner.opts.batch_size).collect();
             match batch.last() {
                 None => return Ok(0),
@@ -456,7 +319,7 @@ impl Reporter {
         let n = events.len();
         let body = serde_json::to_vec(&json!({ (self.inner.list_key): events })).expect("JSON");
         let drop_sent = |refused: bool| {
-            let mut s = self.inner.state.lock().expect("lock");
+            let mut s = self.inner.state.lock();
             // By sequence number: events dropped for room meanwhile are not counted twice.
             let before = s.queue.len();
             s.queue.retain(|(seq, _)| *seq > last_seq);
@@ -547,7 +410,7 @@ impl Reporter {
     }
 
     fn failed(&self, e: &str) {
-        let mut s = self.inner.state.lock().expect("lock");
+        let mut s = self.inner.state.lock();
         s.stats.failed_sends += 1;
         s.stats.last_error = Some(e.to_owned());
     }
@@ -556,7 +419,7 @@ impl Reporter {
     async fn persist(&self) {
         let Some(path) = self.inner.opts.file.clone() else { return };
         let bytes = {
-            let s = self.inner.state.lock().expect("lock");
+            let s = self.inner.state.lock();
             serde_json::to_vec(&s.queue.iter().map(|(_, v)| v).collect::<Vec<_>>()).expect("JSON")
         };
         let _ = tokio::task::spawn_blocking(move || {
@@ -611,92 +474,4 @@ impl Reporter {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn events_in_the_server_schema() {
-        let e = ClientEvent::DnsFallback {
-            host: "www.example.com".into(),
-            reason: FallbackReason::Timeout,
-            duration: Duration::from_millis(120),
-        };
-        assert_eq!(
-            e.to_json(1672531200, Some(true)),
-            json!({"event": "dns_fallback", "timestamp": 1672531200, "host": "www.example.com",
-                "fallback_reason": "HTTPDNS_TIMEOUT", "fallback_duration_ms": 120, "convergence": true})
-        );
-        let s = ClientEvent::HostSwitch {
-            from: "a.example.com".into(),
-            to: None,
-            reason: Failure::Status5xx,
-            duration: Duration::ZERO,
-        };
-        assert!(s.to_json(1, None).get("to").is_none(), "absent, not null");
-    }
-
-    #[test]
-    fn sampling_bounds() {
-        assert!(sampled(1.0));
-        assert!(!sampled(0.0));
-        let hits = (0..10_000).filter(|_| sampled(0.5)).count();
-        assert!((4_000..6_000).contains(&hits), "{hits}");
-    }
-
-    #[tokio::test]
-    async fn bounded_queue_persisted_and_sent_once() {
-        use axum::routing::post;
-        let got = Arc::new(Mutex::new(Vec::<Value>::new()));
-        let fail = Arc::new(std::sync::atomic::AtomicBool::new(true));
-        let app = {
-            let (got, fail) = (got.clone(), fail.clone());
-            axum::Router::new().route(
-                "/app/events",
-                post(move |body: axum::body::Bytes| {
-                    let (got, fail) = (got.clone(), fail.clone());
-                    async move {
-                        if fail.load(Ordering::SeqCst) {
-                            return http::StatusCode::SERVICE_UNAVAILABLE;
-                        }
-                        let v: Value = serde_json::from_slice(&body).unwrap();
-                        got.lock().unwrap().extend(v["events"].as_array().unwrap().iter().cloned());
-                        http::StatusCode::ACCEPTED
-                    }
-                }),
-            )
-        };
-        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = l.local_addr().unwrap();
-        tokio::spawn(async move { axum::serve(l, app).await.unwrap() });
-        let dir = tempfile::tempdir().unwrap();
-        let opts = EventOptions {
-            batch_size: 2,
-            max_queue: 3,
-            file: Some(dir.path().join("events.json")),
-            ..Default::default()
-        };
-        let url: Url = format!("http://{addr}/app/events").parse().unwrap();
-        let r = Reporter::new(opts.clone(), vec![url.clone()]);
-        for i in 0..5 {
-            r.record(ClientEvent::HostRevive { host: format!("h{i}.example.com") });
-        }
-        let s = r.stats();
-        assert_eq!((s.recorded, s.queued, s.dropped), (5, 3, 2), "the oldest two dropped");
-        assert!(r.flush().await.is_err(), "the server is down");
-        assert_eq!(r.stats().queued, 3, "kept for a retry");
-
-        // A restart reads the queue back.
-        // The first address is down: the second takes the batch.
-        let r = Reporter::new(opts, vec!["http://127.0.0.1:1/app/events".parse().unwrap(), url]);
-        assert_eq!(r.stats().queued, 3);
-        fail.store(false, Ordering::SeqCst);
-        assert_eq!(r.flush().await.unwrap(), 3);
-        let hosts: Vec<String> =
-            got.lock().unwrap().iter().map(|v| v["host"].as_str().unwrap().to_owned()).collect();
-        assert_eq!(hosts, ["h2.example.com", "h3.example.com", "h4.example.com"]);
-        assert_eq!(r.flush().await.unwrap(), 0, "nothing sent twice");
-        let on_disk: Value =
-            serde_json::from_slice(&std::fs::read(dir.path().join("events.json")).unwrap()).unwrap();
-        assert_eq!(on_disk, json!([]));
-    }
-}
+mod tests;

@@ -59,6 +59,12 @@ pub struct FeedbackService<S> {
     layer: FeedbackLayer,
 }
 
+impl<S> fmt::Debug for FeedbackService<S> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("FeedbackService").finish_non_exhaustive()
+    }
+}
+
 /// The domain of a connector request. reqwest's request type is sealed: only its `Debug`
 /// (`Unnameable(<uri>)`) names the URI; anything else is no domain, and no report.
 fn domain_of(request: &str) -> Option<String> {

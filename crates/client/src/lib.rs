@@ -51,7 +51,7 @@ pub use config_source::{ConfigOptions, ConfigStore};
 pub use error::{Error, Result};
 pub use events::{EventOptions, Reporter, ReporterStats};
 pub use failover::EjectionPolicy;
-pub use localdns::LocalDns;
+pub use localdns::{AskError, LocalDns, LocalDnsError};
 pub use reqwest::Url;
 pub use resolver::{Path, Resolution, Resolver, ResolverOptions};
 pub use service::{Account, ServiceOptions};

@@ -20,30 +20,63 @@ pub enum LocalDns {
     Off,
 }
 
+/// Why LocalDNS gave no addresses.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum LocalDnsError {
+    #[error("LocalDNS fallback is off")]
+    Off,
+    #[error("system resolver timed out after {0:?}")]
+    SystemTimeout(Duration),
+    #[error("system resolver: {0}")]
+    System(#[source] std::io::Error),
+    #[error("no server configured")]
+    NoServer,
+    /// The last configured server asked gave no answer (the others did not either).
+    #[error("{server}: {source}")]
+    Server {
+        server: SocketAddr,
+        #[source]
+        source: AskError,
+    },
+}
+
+/// Why one server gave no answer to one question.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum AskError {
+    /// The name is not one a DNS question can carry.
+    #[error("{0}")]
+    Name(#[source] hickory_proto::ProtoError),
+    /// The exchange with the server failed (no answer in time, or a broken one).
+    #[error("{0}")]
+    Exchange(#[source] httpdns_exchange::ExchangeError),
+}
+
 impl LocalDns {
-    /// The addresses of `name`, IPv4 first. Errors are strings: they are only reported.
-    pub async fn lookup(&self, name: &str, timeout: Duration) -> Result<Vec<IpAddr>, String> {
+    /// The addresses of `name`, IPv4 first.
+    pub async fn lookup(&self, name: &str, timeout: Duration) -> Result<Vec<IpAddr>, LocalDnsError> {
         match self {
-            LocalDns::Off => Err("LocalDNS fallback is off".into()),
+            LocalDns::Off => Err(LocalDnsError::Off),
             LocalDns::System => {
                 let addrs = tokio::time::timeout(timeout, tokio::net::lookup_host((name, 0)))
                     .await
-                    .map_err(|_| format!("system resolver timed out after {timeout:?}"))?
-                    .map_err(|e| format!("system resolver: {e}"))?;
+                    .map_err(|_| LocalDnsError::SystemTimeout(timeout))?
+                    .map_err(LocalDnsError::System)?;
                 let mut ips: Vec<IpAddr> = addrs.map(|a| a.ip()).collect();
                 ips.sort_by_key(|ip| ip.is_ipv6());
                 ips.dedup();
                 Ok(ips)
             }
             LocalDns::Servers(servers) => {
-                let mut last = String::from("no server configured");
+                let mut last = LocalDnsError::NoServer;
                 for server in servers {
                     let (v4, v6) = tokio::join!(
                         ask(*server, name, RecordType::A, timeout),
                         ask(*server, name, RecordType::AAAA, timeout)
                     );
                     match (v4, v6) {
-                        (Err(e), Err(_)) => last = format!("{server}: {e}"),
+                        (Err(source), Err(_)) => last = LocalDnsError::Server { server: *server, source },
                         (a, b) => {
                             let mut ips = a.unwrap_or_default();
                             ips.extend(b.unwrap_or_default());
@@ -62,10 +95,10 @@ async fn ask(
     name: &str,
     qtype: RecordType,
     timeout: Duration,
-) -> Result<Vec<IpAddr>, String> {
-    let qname = Name::from_ascii(format!("{}.", name.trim_end_matches('.'))).map_err(|e| e.to_string())?;
+) -> Result<Vec<IpAddr>, AskError> {
+    let qname = Name::from_ascii(format!("{}.", name.trim_end_matches('.'))).map_err(AskError::Name)?;
     let q = httpdns_exchange::Question { name: qname, qtype, edns: None };
-    let m = httpdns_exchange::exchange(server, &q, timeout).await.map_err(|e| e.to_string())?;
+    let m = httpdns_exchange::exchange(server, &q, timeout).await.map_err(AskError::Exchange)?;
     Ok(m.answers
         .iter()
         .filter_map(|r| match &r.data {
@@ -94,7 +127,7 @@ mod tests {
         // A bound socket that never answers.
         let silent = UdpSocket::bind("127.0.0.1:0").await.unwrap();
         let dns = LocalDns::Servers(vec![silent.local_addr().unwrap()]);
-        let err = dns.lookup("a.example.com", Duration::from_millis(200)).await.unwrap_err();
+        let err = dns.lookup("a.example.com", Duration::from_millis(200)).await.unwrap_err().to_string();
         assert!(err.contains("no answer within"), "{err}");
     }
 }

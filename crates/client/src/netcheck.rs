@@ -9,8 +9,8 @@
 //! hosts it cannot reach. The result is kept for a short time so a burst of failures probes
 //! once.
 
+use parking_lot::Mutex;
 use std::net::{IpAddr, SocketAddr};
-use std::sync::Mutex;
 use std::time::Duration;
 
 use tokio::net::TcpStream;
@@ -35,7 +35,7 @@ impl NetworkCheck {
         if public_ips.is_empty() {
             return true;
         }
-        if let Some((at, ips, ok)) = self.last.lock().expect("lock").as_ref() {
+        if let Some((at, ips, ok)) = self.last.lock().as_ref() {
             if at.elapsed() < self.remember && ips == public_ips {
                 return *ok;
             }
@@ -58,7 +58,7 @@ impl NetworkCheck {
                 break;
             }
         }
-        *self.last.lock().expect("lock") = Some((Instant::now(), public_ips.to_vec(), ok));
+        *self.last.lock() = Some((Instant::now(), public_ips.to_vec(), ok));
         ok
     }
 }

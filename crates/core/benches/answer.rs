@@ -65,7 +65,7 @@ fn answer(c: &mut Criterion) {
             b.iter(|| {
                 i = (i + 1) & 1023;
                 black_box(snap.resolve(&names[i], Family::V4, &view, seed, &AllUp))
-            })
+            });
         });
     }
     group.finish();
@@ -82,7 +82,7 @@ fn scheduling(c: &mut Criterion) {
     let rule = |m: RuleMatch, p: &str| Rule { matches: m, pool: tok(p) };
     let mut split_d = DomainSpec::pooled(tok("pool0"), 60, 4);
     split_d.pool = None;
-    split_d.split = split.clone();
+    split_d.split = split;
     let mut rules_d = DomainSpec::pooled(tok("pool0"), 60, 4);
     rules_d.rules = vec![
         rule(RuleMatch { isp: Some(tok("mobile")), ..RuleMatch::default() }, "pool3"),
@@ -112,7 +112,7 @@ fn scheduling(c: &mut Criterion) {
             b.iter(|| {
                 i = (i + 1) & 1023;
                 black_box(snap.resolve_with(&dn, Family::V4, &view, &attrs, seeds[i], &AllUp))
-            })
+            });
         });
     }
     group.finish();
@@ -126,7 +126,7 @@ fn rebuild(c: &mut Criterion) {
             || model(10_000, 100_000, 500),
             |m| black_box(Snapshot::build(m, Policy::default(), 1)),
             BatchSize::LargeInput,
-        )
+        );
     });
     // One node disabled and enabled again: what a node change costs at this size.
     let base = Snapshot::build(model(10_000, 100_000, 500), Policy::default(), 1);
@@ -143,7 +143,7 @@ fn rebuild(c: &mut Criterion) {
                 feedback: Vec::new(),
             };
             black_box(base.with_node_updates(vec![update], 2).expect("same pool"))
-        })
+        });
     });
     group.finish();
 }

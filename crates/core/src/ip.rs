@@ -108,7 +108,7 @@ pub fn origin_class(ip: IpAddr) -> OriginClass {
             Some(v4) => IpAddr::V4(v4),
             None => IpAddr::V6(v6),
         },
-        v4 => v4,
+        v4 @ IpAddr::V4(_) => v4,
     };
     match ip {
         IpAddr::V4(v4) => {

@@ -259,7 +259,7 @@ mod tests {
     fn enforces_length_limits() {
         let label63 = "a".repeat(63);
         ok(&format!("{label63}.com"), &format!("{label63}.com"));
-        assert!(matches!(bad(&format!("{}a.com", label63)), NameError::LabelTooLong(_)));
+        assert!(matches!(bad(&format!("{label63}a.com")), NameError::LabelTooLong(_)));
 
         // 4 labels of 63 + 3 dots = 255 > 253.
         let long = [label63.as_str(); 4].join(".");

@@ -566,7 +566,7 @@ mod route;
 use names::Domains;
 
 pub use build::NodeUpdate;
-pub use explain::{Explanation, NodeExplanation};
+pub use explain::{Explanation, NodeExplanation, RuleExplanation, SplitExplanation};
 
 #[cfg(test)]
 mod tests;

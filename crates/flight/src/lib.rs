@@ -7,10 +7,11 @@
 //! ends; its entry is removed by a guard inside that task, so it goes even when the work
 //! panics; and every waiter, the starter included, waits at most the bound it passes.
 
+use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::future::Future;
 use std::hash::Hash;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::watch;
@@ -58,7 +59,7 @@ impl<K, V> Default for SingleFlight<K, V> {
 
 impl<K, V> std::fmt::Debug for SingleFlight<K, V> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let n = self.inflight.lock().unwrap_or_else(|e| e.into_inner()).len();
+        let n = self.inflight.lock().len();
         f.debug_struct("SingleFlight").field("in_flight", &n).finish()
     }
 }
@@ -138,8 +139,8 @@ where
         (rx, false)
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<K, Entry<V>>> {
-        self.inflight.lock().unwrap_or_else(|e| e.into_inner())
+    fn lock(&self) -> parking_lot::MutexGuard<'_, HashMap<K, Entry<V>>> {
+        self.inflight.lock()
     }
 }
 
@@ -158,7 +159,7 @@ struct Unlist<K: Eq + Hash, V> {
 impl<K: Eq + Hash, V> Drop for Unlist<K, V> {
     fn drop(&mut self) {
         let Some(key) = self.key.take() else { return };
-        let mut map = self.inflight.lock().unwrap_or_else(|e| e.into_inner());
+        let mut map = self.inflight.lock();
         if map.get(&key).is_some_and(|e| e.generation == self.generation) {
             map.remove(&key);
         }

@@ -74,7 +74,7 @@ pub struct Geo {
     config: GeoConfig,
     dbs: ArcSwap<Databases>,
     /// Serialises reloads; lookups never take it.
-    reload_lock: std::sync::Mutex<()>,
+    reload_lock: parking_lot::Mutex<()>,
 }
 
 impl std::fmt::Debug for Geo {
@@ -196,7 +196,7 @@ impl Geo {
     /// Reloads every database whose file changed (or all when `force`). Returns whether
     /// anything was swapped in. On error the previous databases stay in service.
     pub fn reload(&self, force: bool) -> Result<bool, GeoError> {
-        let _guard = self.reload_lock.lock().unwrap_or_else(|e| e.into_inner());
+        let _guard = self.reload_lock.lock();
         let current = self.dbs.load_full();
         let city = refresh(self.config.city_db.as_deref(), current.city.as_deref(), force)?;
         let asn = refresh(self.config.asn_db.as_deref(), current.asn.as_deref(), force)?;

@@ -442,7 +442,7 @@ pub(crate) fn run(
                 Some(rect) => pixels::crop(image, rect),
                 None => image,
             },
-            Action::Circle(r) => pixels::circle(image, *r),
+            Action::Circle(r) => pixels::circle(&image, *r),
             Action::RoundedCorners(r) => pixels::rounded_corners(image, *r),
             Action::Rotate(d) => pixels::rotate(image, *d, deadline)?,
             Action::Blur { radius, sigma } => pixels::blur(image, *radius, *sigma, deadline)?,

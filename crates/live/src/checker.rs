@@ -59,7 +59,7 @@ impl Jitter {
     /// `d` ± 10%.
     fn around(&mut self, d: Duration) -> Duration {
         let tenth = d / 10;
-        d - tenth + self.below(tenth * 2)
+        d.saturating_sub(tenth) + self.below(tenth * 2)
     }
 }
 

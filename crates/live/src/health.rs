@@ -5,9 +5,10 @@
 //! index, so asking whether a node is up is one relaxed atomic load, with no lock and no map
 //! lookup on the answer path.
 
+use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use httpdns_core::snapshot::NodeHealth;
 
@@ -102,13 +103,13 @@ pub struct HealthRegistry {
 impl HealthRegistry {
     /// The state of `id`, created up if new.
     pub fn state(&self, id: &str) -> Arc<NodeState> {
-        let mut map = self.states.lock().unwrap_or_else(|e| e.into_inner());
+        let mut map = self.states.lock();
         known_or_new(&mut map, id)
     }
 
     /// A view for a snapshot whose node ids are `ids`, in snapshot index order.
     pub fn view<'a>(&self, ids: impl IntoIterator<Item = &'a str>) -> HealthView {
-        let mut map = self.states.lock().unwrap_or_else(|e| e.into_inner());
+        let mut map = self.states.lock();
         HealthView(ids.into_iter().map(|id| known_or_new(&mut map, id)).collect())
     }
 
@@ -116,13 +117,13 @@ impl HealthRegistry {
     /// must hold the nodes of the published snapshot: the catalog hands a snapshot with the
     /// same nodes the view of the one before.
     pub fn retain(&self, keep: &std::collections::HashSet<&str>) {
-        let mut map = self.states.lock().unwrap_or_else(|e| e.into_inner());
+        let mut map = self.states.lock();
         map.retain(|id, _| keep.contains(id.as_str()));
     }
 
     /// Counts of up and down nodes.
     pub fn counts(&self) -> (usize, usize) {
-        let map = self.states.lock().unwrap_or_else(|e| e.into_inner());
+        let map = self.states.lock();
         let up = map.values().filter(|s| s.is_up()).count();
         (up, map.len() - up)
     }

@@ -42,7 +42,7 @@ async fn run(addr: SocketAddr, check: &HealthCheckSpec) -> Result<Duration, Prob
     // Close with a reset instead of leaving the socket in TIME_WAIT: at hundreds of probes a
     // second, TIME_WAIT sockets pile up by the ten thousand in the kernel's tables. A zero
     // linger never blocks on drop, which is what the deprecation warns about.
-    #[allow(deprecated)]
+    #[allow(deprecated, reason = "a zero linger never blocks on drop (see above)")]
     let _ = stream.set_linger(Some(Duration::ZERO));
     let _ = stream.set_nodelay(true);
     match check.kind {

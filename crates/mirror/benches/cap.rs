@@ -32,23 +32,23 @@ fn bookkeeping(c: &mut Criterion) {
         b.iter(|| {
             i = i.wrapping_add(7919);
             cap.touch(&names[i % names.len()]);
-        })
+        });
     });
     g.bench_function("touch_hot_1000", |b| {
         b.iter(|| {
             i = i.wrapping_add(7919);
             cap.touch(&names[i % 1000]);
-        })
+        });
     });
     g.bench_function("touch_and_pin", |b| {
         b.iter(|| {
             i = i.wrapping_add(7919);
             drop(cap.touch_and_pin(&names[i % names.len()]));
-        })
+        });
     });
     let file = tempfile::NamedTempFile::new().unwrap();
     g.bench_function("stat_yardstick", |b| {
-        b.iter(|| std::hint::black_box(std::fs::metadata(file.path()).unwrap()))
+        b.iter(|| std::hint::black_box(std::fs::metadata(file.path()).unwrap()));
     });
     g.finish();
 }

@@ -25,9 +25,10 @@
 //! to files one to one, and the start-up scan sees only files.
 
 use foldhash::HashMap;
+use parking_lot::Mutex;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use prometheus::core::{Collector, Desc};
 use prometheus::proto::MetricFamily;
@@ -305,8 +306,8 @@ impl Cap {
         self.max
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Lru> {
-        self.lru.lock().unwrap_or_else(|e| e.into_inner())
+    fn lock(&self) -> parking_lot::MutexGuard<'_, Lru> {
+        self.lru.lock()
     }
 
     fn publish(&self, lru: &Lru) {

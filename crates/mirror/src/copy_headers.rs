@@ -50,7 +50,7 @@ impl CopyHeaders {
         hm.insert(header::LAST_MODIFIED, self.last_modified.clone());
         hm.insert(header::ACCEPT_RANGES, HeaderValue::from_static("bytes"));
         hm.insert("x-cache", HeaderValue::from_static(cache));
-        let age = SystemTime::now().duration_since(self.stored_at).map_or(0, |d| d.as_secs());
+        let age = httpdns_core::clock::now().duration_since(self.stored_at).map_or(0, |d| d.as_secs());
         hm.insert(header::AGE, HeaderValue::from(age));
     }
 }

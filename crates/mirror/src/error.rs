@@ -184,10 +184,10 @@ impl Failure {
         if let Some(detail) = &self.detail {
             match self.side {
                 Side::Store | Side::Internal => {
-                    tracing::error!(side = self.side.label(), code = self.code, error = %detail, "Mirror request failed.")
+                    tracing::error!(side = self.side.label(), code = self.code, error = %detail, "Mirror request failed.");
                 }
                 _ => {
-                    tracing::warn!(side = self.side.label(), code = self.code, error = %detail, "Mirror request failed.")
+                    tracing::warn!(side = self.side.label(), code = self.code, error = %detail, "Mirror request failed.");
                 }
             }
         }

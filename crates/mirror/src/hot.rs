@@ -7,8 +7,9 @@
 //! calls and a copy per hit), or the remote `GET`. Bounded by total bytes; eviction is CLOCK
 //! (second chance), so a body asked for since the hand last passed it stays.
 
+use parking_lot::Mutex;
 use std::collections::{HashMap, VecDeque};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use bytes::Bytes;
 
@@ -78,7 +79,7 @@ impl HotBodies {
 
     /// The body of `key` when it is the version the store has now.
     pub(crate) fn get(&self, key: &str, version: &Version) -> Option<HotCopy> {
-        let mut inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        let mut inner = self.inner.lock();
         let slot = inner.slots.get_mut(key).filter(|s| s.version == *version)?;
         slot.referenced = true;
         Some(slot.copy.clone())
@@ -89,7 +90,7 @@ impl HotBodies {
         if !self.admits(len) {
             return;
         }
-        let mut inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        let mut inner = self.inner.lock();
         let slot = Slot { version, copy, referenced: false };
         match inner.slots.insert(key.to_owned(), slot) {
             Some(old) => inner.bytes -= old.copy.body.len() as u64,
@@ -116,7 +117,7 @@ impl HotBodies {
     }
 
     pub(crate) fn remove(&self, key: &str) {
-        let mut inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        let mut inner = self.inner.lock();
         if let Some(gone) = inner.slots.remove(key) {
             inner.bytes -= gone.copy.body.len() as u64;
         }
@@ -124,7 +125,7 @@ impl HotBodies {
 
     /// Removes every body whose key `gone` says.
     pub(crate) fn remove_if(&self, gone: impl Fn(&str) -> bool) {
-        let mut inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        let mut inner = self.inner.lock();
         let mut freed = 0;
         inner.slots.retain(|k, slot| {
             let keep = !gone(k);
@@ -138,7 +139,7 @@ impl HotBodies {
 
     #[cfg(test)]
     fn held(&self) -> (usize, u64, usize) {
-        let inner = self.inner.lock().unwrap();
+        let inner = self.inner.lock();
         (inner.slots.len(), inner.bytes, inner.ring.len())
     }
 }

@@ -350,7 +350,8 @@ impl reqwest::dns::Resolve for GuardedResolver {
             if addrs.is_empty() {
                 return Err(format!("{host} has no address the mirror may connect to").into());
             }
-            Ok(Box::new(addrs.into_iter()) as reqwest::dns::Addrs)
+            let addrs: reqwest::dns::Addrs = Box::new(addrs.into_iter());
+            Ok(addrs)
         })
     }
 }

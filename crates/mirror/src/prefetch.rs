@@ -12,11 +12,12 @@
 //! [`GLOBAL_CONCURRENCY`] across jobs, so a prefetch never takes more than a few origin
 //! connections from live misses.
 
+use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::io::Write as _;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use httpdns_core::model::FieldError;
 use serde::{Deserialize, Serialize};
@@ -103,10 +104,6 @@ impl Default for Jobs {
     }
 }
 
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
-}
-
 /// Why a prefetch could not be started or read.
 #[derive(Debug, thiserror::Error)]
 pub enum PrefetchError {
@@ -119,8 +116,7 @@ pub enum PrefetchError {
 fn new_id() -> String {
     use sha2::Digest as _;
     static N: AtomicU64 = AtomicU64::new(0);
-    let nanos =
-        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
+    let nanos = httpdns_core::clock::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
     let seed = format!("{nanos}:{}:{}", std::process::id(), N.fetch_add(1, Ordering::Relaxed));
     hex::encode(&sha2::Sha256::digest(seed.as_bytes())[..8])
 }
@@ -141,7 +137,7 @@ fn save(dir: &std::path::Path, job: &JobFile) -> std::io::Result<()> {
 
 impl Live {
     fn snapshot(&self) -> JobFile {
-        let mut f = lock(&self.file).clone();
+        let mut f = self.file.lock().clone();
         f.done = self.done.load(Ordering::Relaxed);
         f.failed = self.failed.load(Ordering::Relaxed);
         f
@@ -150,11 +146,11 @@ impl Live {
 
 impl Jobs {
     pub(crate) fn set_dir(&self, dir: PathBuf) {
-        *lock(&self.dir) = Some(dir);
+        *self.dir.lock() = Some(dir);
     }
 
     fn dir(&self) -> Option<PathBuf> {
-        lock(&self.dir).clone()
+        self.dir.lock().clone()
     }
 
     fn persist(&self, live: &Live) {
@@ -168,7 +164,7 @@ impl Jobs {
         if !valid_id(id) {
             return None;
         }
-        let job = match lock(&self.live).get(id).cloned() {
+        let job = match self.live.lock().get(id).cloned() {
             Some(live) => live.snapshot(),
             None => {
                 let text = std::fs::read(self.dir()?.join(format!("{id}.json"))).ok()?;
@@ -272,8 +268,8 @@ impl Mirror {
         let paths = job.paths.clone();
         let live =
             Arc::new(Live { file: Mutex::new(job), done: AtomicU64::new(0), failed: AtomicU64::new(0) });
-        let id = lock(&live.file).id.clone();
-        lock(&self.prefetch.live).insert(id.clone(), live.clone());
+        let id = live.file.lock().id.clone();
+        self.prefetch.live.lock().insert(id, live.clone());
         let mirror = self.clone();
         tokio::spawn(async move {
             let local = Arc::new(Semaphore::new(JOB_CONCURRENCY));
@@ -288,7 +284,7 @@ impl Mirror {
                     match result {
                         Ok(()) => live.done.fetch_add(1, Ordering::Relaxed),
                         Err(why) => {
-                            let mut f = lock(&live.file);
+                            let mut f = live.file.lock();
                             if f.errors.len() < MAX_ERRORS {
                                 f.errors.push((path, why));
                             }
@@ -305,7 +301,7 @@ impl Mirror {
             }
             while tasks.join_next().await.is_some() {}
             {
-                let mut f = lock(&live.file);
+                let mut f = live.file.lock();
                 f.state = JobState::Done;
                 f.finished_ms = Some(httpdns_core::clock::unix_ms());
             }
@@ -314,7 +310,7 @@ impl Mirror {
             tracing::info!(job = %s.id, done = s.done, failed = s.failed, "Prefetch finished.");
             // A finished job is read from its file from now on: its paths leave memory.
             if mirror.prefetch.dir().is_some() {
-                lock(&mirror.prefetch.live).remove(&s.id);
+                mirror.prefetch.live.lock().remove(&s.id);
             }
         });
     }

@@ -11,9 +11,10 @@
 //! origin's length, so a torn copy is never stored; clients get the last byte of the object
 //! only after that commit. An origin that ignores ranges (`200`) fills the same file in order.
 
+use parking_lot::Mutex;
 use std::collections::VecDeque;
 use std::os::unix::fs::FileExt;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use axum::body::Body;
@@ -73,13 +74,9 @@ pub(crate) struct SliceFill {
     wanted: Mutex<VecDeque<usize>>,
 }
 
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
-}
-
 impl SliceFill {
     fn want(&self, idx: usize) {
-        let mut w = lock(&self.wanted);
+        let mut w = self.wanted.lock();
         if !w.contains(&idx) {
             w.push_front(idx);
         }
@@ -87,8 +84,8 @@ impl SliceFill {
 
     /// The next slice to fetch: a wanted one, else the first not taken.
     fn take(&self) -> Option<usize> {
-        let mut taken = lock(&self.taken);
-        let wanted: Vec<usize> = lock(&self.wanted).drain(..).collect();
+        let mut taken = self.taken.lock();
+        let wanted: Vec<usize> = self.wanted.lock().drain(..).collect();
         let idx = wanted
             .into_iter()
             .find(|i| taken.get(*i) == Some(&false))
@@ -244,7 +241,7 @@ pub(crate) fn join_or_start(
     client: &HeaderMap,
 ) -> Result<(Arc<SliceFill>, bool), FillError> {
     let key = location.to_string();
-    let mut fills = lock(&mirror.slices);
+    let mut fills = mirror.slices.lock().unwrap_or_else(|e| e.into_inner());
     if let Some(f) = fills.get(&key) {
         return Ok((f.clone(), false));
     }
@@ -320,7 +317,7 @@ impl Job {
         let (mirror, fill) = (job.mirror.clone(), job.fill.clone());
         tokio::spawn(async move {
             tokio::time::sleep(Duration::from_secs(2)).await;
-            let mut fills = lock(&mirror.slices);
+            let mut fills = mirror.slices.lock().unwrap_or_else(|e| e.into_inner());
             if fills.get(&key).is_some_and(|f| Arc::ptr_eq(f, &fill)) {
                 fills.remove(&key);
             }
@@ -345,7 +342,7 @@ impl Job {
                 Err(SliceError::Fatal(e)) => return Err(e),
                 Err(SliceError::Retry(e)) if attempt == ATTEMPTS => return Err(e),
                 Err(SliceError::Retry(_)) => {
-                    tokio::time::sleep(Duration::from_millis(100 * u64::from(attempt))).await
+                    tokio::time::sleep(Duration::from_millis(100 * u64::from(attempt))).await;
                 }
             }
         }
@@ -355,7 +352,7 @@ impl Job {
         }
         self.fill.file.set_len(head.length).map_err(FillError::store)?;
         let slices = head.length.div_ceil(slice) as usize;
-        *lock(&self.fill.taken) = vec![false; slices];
+        *self.fill.taken.lock() = vec![false; slices];
         let whole = response.status().as_u16() == 200;
         self.fill.view.send_modify(|v| {
             v.head = Some(head.clone());
@@ -363,12 +360,12 @@ impl Job {
         });
         if whole {
             // The origin ignores ranges: the whole body in order, each slice done as it passes.
-            lock(&self.fill.taken).iter_mut().for_each(|t| *t = true);
+            self.fill.taken.lock().iter_mut().for_each(|t| *t = true);
             self.write(response, 0, head.length).await.map_err(|e| match e {
                 SliceError::Retry(e) | SliceError::Fatal(e) => e,
             })?;
         } else {
-            lock(&self.fill.taken)[0] = true;
+            self.fill.taken.lock()[0] = true;
             let end = slice.min(head.length);
             if let Err(SliceError::Retry(e) | SliceError::Fatal(e)) = self.write(response, 0, end).await {
                 return Err(e);

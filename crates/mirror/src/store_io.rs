@@ -2,8 +2,9 @@
 //! into pooled buffers, streams from open files, the S3 side (the version-1 move, multipart
 //! uploads). Split from `objects.rs`, which holds the store itself.
 
+use parking_lot::Mutex;
 use std::os::unix::fs::FileExt;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -132,7 +133,7 @@ static POOL: Mutex<Vec<Vec<u8>>> = Mutex::new(Vec::new());
 
 impl Pooled {
     fn take(len: usize) -> Self {
-        let reused = POOL.lock().unwrap_or_else(|e| e.into_inner()).pop();
+        let reused = POOL.lock().pop();
         let mut buf = reused.unwrap_or_default();
         // Only growth is zeroed; a reused buffer of the usual size is not touched.
         buf.resize(len, 0);
@@ -150,7 +151,7 @@ impl Drop for Pooled {
     fn drop(&mut self) {
         let buf = std::mem::take(&mut self.0);
         if buf.capacity() <= ONE_PIECE as usize {
-            let mut pool = POOL.lock().unwrap_or_else(|e| e.into_inner());
+            let mut pool = POOL.lock();
             if pool.len() < POOL_BUFFERS {
                 pool.push(buf);
             }

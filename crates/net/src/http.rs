@@ -112,11 +112,29 @@ pub enum Answer {
     Later(Pin<Box<dyn std::future::Future<Output = Whole> + Send>>),
 }
 
+impl std::fmt::Debug for Answer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Ready(r) => f.debug_tuple("Ready").field(r).finish(),
+            Self::Later(_) => f.write_str("Later(..)"),
+        }
+    }
+}
+
 /// What a listener serves: a router, and optionally a [`Shortcut`] tried first.
 #[derive(Clone)]
 pub struct App {
     pub router: axum::Router,
     pub shortcut: Option<Arc<dyn Shortcut>>,
+}
+
+impl std::fmt::Debug for App {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("App")
+            .field("router", &self.router)
+            .field("shortcut", &self.shortcut.as_ref().map(|_| ".."))
+            .finish()
+    }
 }
 
 impl From<axum::Router> for App {

@@ -20,11 +20,12 @@
 //! `sendfile` on the connection's thread (as nginx's `sendfile` without `aio` would); hot
 //! bodies are ones read recently, and `HTTPDNS_MIRROR_SENDFILE=false` writes them from memory.
 
+use parking_lot::RwLock;
 use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::{self, IoSlice};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
 
 use bytes::Bytes;
 
@@ -78,7 +79,7 @@ impl Budget {
         let body = body.into_boxed_slice();
         let start = body.as_ptr() as usize;
         let span = Span { end: start + body.len(), file, offset };
-        let before = SPANS.write().unwrap_or_else(|e| e.into_inner()).insert(start, span);
+        let before = SPANS.write().insert(start, span);
         debug_assert!(before.is_none(), "two live bodies at one address");
         REGISTERED.fetch_add(1, Ordering::Relaxed);
         Bytes::from_owner(Registered { body, start, budget: self.clone() })
@@ -113,7 +114,7 @@ impl Drop for Registered {
 
 /// Takes the body at `start` out of the table (when dropped, or when its file failed a send).
 fn forget(start: usize) {
-    if SPANS.write().unwrap_or_else(|e| e.into_inner()).remove(&start).is_some() {
+    if SPANS.write().remove(&start).is_some() {
         REGISTERED.fetch_sub(1, Ordering::Relaxed);
     }
 }
@@ -122,7 +123,7 @@ fn forget(start: usize) {
 /// registered body.
 fn span_of(buf: &[u8]) -> Option<(usize, Arc<File>, u64)> {
     let at = buf.as_ptr() as usize;
-    let spans = SPANS.read().unwrap_or_else(|e| e.into_inner());
+    let spans = SPANS.read();
     let (&start, span) = spans.range(..=at).next_back()?;
     (at + buf.len() <= span.end).then(|| (start, span.file.clone(), span.offset + (at - start) as u64))
 }
@@ -225,7 +226,7 @@ mod tests {
         drop(bytes);
         assert!(span_of(&inner).is_some(), "a slice keeps the body registered");
         drop(inner);
-        assert!(!SPANS.read().unwrap().contains_key(&start), "unregistered when the last clone goes");
+        assert!(!SPANS.read().contains_key(&start), "unregistered when the last clone goes");
         assert_eq!(budget.held(), 0);
     }
 

@@ -12,9 +12,10 @@
 //! consistent set in; if anything fails, the set in service stays and the failure is logged
 //! and counted. New handshakes see a new set at once; connections already open keep theirs.
 
+use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::SystemTime;
 
 use arc_swap::ArcSwap;
@@ -233,7 +234,7 @@ impl TlsCerts {
     pub fn reload(&self, force: bool) -> Result<bool, TlsError> {
         let now = stamp(&[&self.cert_path, &self.key_path]);
         {
-            let mut seen = self.stamp.lock().unwrap_or_else(|e| e.into_inner());
+            let mut seen = self.stamp.lock();
             if !force && *seen == now {
                 return Ok(false);
             }

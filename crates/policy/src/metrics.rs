@@ -60,15 +60,16 @@ impl PolicyMetrics {
             tick_seconds: Gauge::new("policy_tick_seconds", "Seconds the last controller tick took.")
                 .expect("valid"),
         };
-        for c in [
-            Box::new(m.state.clone()) as Box<dyn prometheus::core::Collector>,
+        let collectors: [Box<dyn prometheus::core::Collector>; 7] = [
+            Box::new(m.state.clone()),
             Box::new(m.share.clone()),
             Box::new(m.threshold.clone()),
             Box::new(m.steps.clone()),
             Box::new(m.leader.clone()),
             Box::new(m.tick_errors.clone()),
             Box::new(m.tick_seconds.clone()),
-        ] {
+        ];
+        for c in collectors {
             registry.register(c).expect("policy metrics register once");
         }
         // Every state a change can enter, at zero from the start: a dashboard's rate over the

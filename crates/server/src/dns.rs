@@ -13,7 +13,7 @@ use tokio::net::{TcpListener, UdpSocket};
 /// Binds UDP (one socket or a reuse-port group, [`httpdns_dns::listen::bind_udp`]) and TCP on
 /// the same address. With port 0, UDP picks the port and TCP takes the same one (retrying with
 /// a new port if TCP's is taken).
-pub(crate) async fn bind(addr: SocketAddr) -> anyhow::Result<(Vec<UdpSocket>, TcpListener)> {
+pub(crate) fn bind(addr: SocketAddr) -> anyhow::Result<(Vec<UdpSocket>, TcpListener)> {
     for _ in 0..10 {
         let udp =
             httpdns_dns::listen::bind_udp(addr).with_context(|| format!("binding DNS over UDP on {addr}"))?;

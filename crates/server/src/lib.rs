@@ -268,13 +268,13 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
     }
 
     let api_app = httpdns_api::app(&products, config.metrics_addr == Listen::Off);
-    let api_addr = net.http(&mut tasks, "api", config.api_addr, api_app.clone(), false, &shutdown).await?;
-    let api_tls_addr = net.http(&mut tasks, "api_tls", config.api_tls_addr, api_app, true, &shutdown).await?;
+    let api_addr = net.http(&mut tasks, "api", config.api_addr, api_app.clone(), false, &shutdown)?;
+    let api_tls_addr = net.http(&mut tasks, "api_tls", config.api_tls_addr, api_app, true, &shutdown)?;
     let mirror_app = httpdns_mirror::app(mirror.clone());
     let mirror_addr =
-        net.http(&mut tasks, "mirror", config.mirror_addr, mirror_app.clone(), false, &shutdown).await?;
+        net.http(&mut tasks, "mirror", config.mirror_addr, mirror_app.clone(), false, &shutdown)?;
     let mirror_tls_addr =
-        net.http(&mut tasks, "mirror_tls", config.mirror_tls_addr, mirror_app, true, &shutdown).await?;
+        net.http(&mut tasks, "mirror_tls", config.mirror_tls_addr, mirror_app, true, &shutdown)?;
     let metrics_addr = net
         .http(
             &mut tasks,
@@ -283,14 +283,13 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
             httpdns_api::metrics_router(products.ops.clone()),
             false,
             &shutdown,
-        )
-        .await?;
+        )?;
     tasks.spawn(mirror.clone().run_probes(shutdown.clone()));
     let handler = dns::handler(catalog.clone(), products.answers.engine.clone());
     let dns_addr = match config.dns_addr {
         Listen::Off => None,
         Listen::At(addr) => {
-            let (udp, tcp) = dns::bind(addr).await?;
+            let (udp, tcp) = dns::bind(addr)?;
             let bound = udp[0].local_addr()?;
             tracing::info!(role = "dns", addr = %bound, udp_sockets = udp.len(), "Listening.");
             for socket in udp {
@@ -487,7 +486,7 @@ fn mirror_objects(config: &Config, nofile: u64) -> anyhow::Result<httpdns_mirror
             // Large bodies in memory keep their files open (sent with sendfile): connections
             // may take half of the descriptors, these a quarter.
             let open_files = usize::try_from(nofile / 4).unwrap_or(usize::MAX).min(1 << 14);
-            let objects = httpdns_mirror::Objects::local(root, tmp)?
+            let objects = httpdns_mirror::Objects::local(&root, tmp)?
                 .with_memory(config.mirror_memory)
                 .with_sendfile(if config.mirror_sendfile { open_files } else { 0 });
             Ok(match config.mirror_max_bytes {

@@ -33,7 +33,7 @@ impl Edge {
 
     /// Binds `at` and serves `app` there (over TLS when `tls`), logging the bound address
     /// under `role` (tests read it). `None` when the listener is off.
-    pub(crate) async fn http(
+    pub(crate) fn http(
         &self,
         tasks: &mut JoinSet<()>,
         role: &'static str,

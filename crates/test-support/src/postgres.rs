@@ -29,6 +29,8 @@ pub async fn fresh_database(test_name: &str) -> Option<TestDatabase> {
         return None;
     };
     static COUNTER: AtomicU32 = AtomicU32::new(0);
+    // Part of a unique database name, not a time: this crate sits below httpdns_core::clock.
+    #[allow(clippy::disallowed_methods, reason = "a name's uniqueness, not a reading of the time")]
     let nanos =
         std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.subsec_nanos());
     let name =

@@ -83,15 +83,38 @@ pub struct Lookup {
     pub stale: bool,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, Clone, thiserror::Error)]
 pub enum UpstreamError {
     #[error("no upstream servers configured")]
     NoServers,
     #[error("every upstream failed: {0}")]
     Failed(String),
+    /// Every upstream failed; the last one asked gave no answer (shared by a flight's waiters).
+    #[error("every upstream failed: {server}: {source}")]
+    Exchange {
+        server: SocketAddr,
+        #[source]
+        source: Arc<httpdns_exchange::ExchangeError>,
+    },
     #[error("too many upstream queries in flight")]
     Busy,
 }
+
+/// Equal when they say the same: the exchange's error has no equality of its own.
+impl PartialEq for UpstreamError {
+    fn eq(&self, other: &Self) -> bool {
+        match (self, other) {
+            (Self::Failed(a), Self::Failed(b)) => a == b,
+            (Self::Exchange { server: a, source: x }, Self::Exchange { server: b, source: y }) => {
+                a == b && x.to_string() == y.to_string()
+            }
+            (Self::NoServers, Self::NoServers) | (Self::Busy, Self::Busy) => true,
+            _ => false,
+        }
+    }
+}
+
+impl Eq for UpstreamError {}
 
 /// One lookup counted in [`Upstream::waiting`] while it lives; `count` includes it.
 struct Waiting<'a> {
@@ -312,7 +335,7 @@ impl Upstream {
         let name =
             Name::from_ascii(format!("{}.", key.name)).map_err(|e| UpstreamError::Failed(e.to_string()))?;
         let qtype = RecordType::from(key.qtype);
-        let mut last = String::new();
+        let mut last = UpstreamError::Failed(String::new());
         for server in &self.cfg.servers {
             self.queries.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             match self.exchange(*server, &name, qtype, key.subnet).await {
@@ -321,11 +344,11 @@ impl Upstream {
                 {
                     return Ok(self.entry_of(&m, qtype));
                 }
-                Ok(m) => last = format!("{server}: {}", m.metadata.response_code),
-                Err(e) => last = format!("{server}: {e}"),
+                Ok(m) => last = UpstreamError::Failed(format!("{server}: {}", m.metadata.response_code)),
+                Err(e) => last = UpstreamError::Exchange { server: *server, source: Arc::new(e) },
             }
         }
-        Err(UpstreamError::Failed(last))
+        Err(last)
     }
 
     fn entry_of(&self, m: &Message, qtype: RecordType) -> Entry {
@@ -372,14 +395,14 @@ impl Upstream {
         name: &Name,
         qtype: RecordType,
         subnet: Option<(IpAddr, u8)>,
-    ) -> Result<Message, String> {
+    ) -> Result<Message, httpdns_exchange::ExchangeError> {
         let mut edns = Edns::new();
         edns.set_max_payload(MAX_UDP_PAYLOAD);
         if let Some((addr, prefix)) = subnet {
             edns.options_mut().insert(EdnsOption::Subnet(ClientSubnet::new(addr, prefix, 0)));
         }
         let q = httpdns_exchange::Question { name: name.clone(), qtype, edns: Some(edns) };
-        httpdns_exchange::exchange(server, &q, self.cfg.timeout).await.map_err(|e| e.to_string())
+        httpdns_exchange::exchange(server, &q, self.cfg.timeout).await
     }
 }
 

@@ -69,9 +69,7 @@ pub(crate) async fn lookup(State(app): State<AdminState>, uri: Uri) -> Result<Re
     match app.mirror.lookup(&path).await.map_err(purge_error)? {
         None => Err(ApiError::not_found(format!("no stored copy of {shown}"))),
         Some(meta) => {
-            let now = std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(0, |d| d.as_millis() as u64);
+            let now = httpdns_core::clock::unix_ms();
             Ok(Json(serde_json::json!({
                 "path": shown,
                 "length": meta.length,

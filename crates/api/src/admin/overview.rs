@@ -44,9 +44,7 @@ pub(crate) async fn handle(State(app): State<AdminState>) -> Response {
             (a.0 + r.requests, a.1 + r.hits, a.2 + r.back_to_source, a.3 + r.bytes_served)
         });
     let upstream: BTreeMap<&str, u64> = app.upstream.cache_counts().into_iter().collect();
-    let at_ms = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64);
+    let at_ms = httpdns_core::clock::unix_ms();
     axum::Json(json!({
         "at_ms": at_ms,
         "answers": by_labels(&families, "httpdns_answers_total", &["endpoint"]),

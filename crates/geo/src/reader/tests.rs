@@ -57,7 +57,7 @@ fn looks_up_region_and_carrier_v4_and_v6() {
 fn reloads_changed_files_and_keeps_old_on_corruption() {
     let dir = tempfile::tempdir().unwrap();
     let (city, asn) = write_dbs(dir.path(), "China Unicom Beijing");
-    let geo = Geo::open(config(city.clone(), asn.clone())).unwrap();
+    let geo = Geo::open(config(city, asn.clone())).unwrap();
     assert!(!geo.reload(false).unwrap(), "nothing changed");
 
     // The file's length changes with the organisation, so the stamp differs even if the

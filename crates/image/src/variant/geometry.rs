@@ -299,7 +299,7 @@ mod tests {
                     Plan::Scale { w, h } => prop_assert!(w <= sw.into() && h <= sh.into()),
                     Plan::Fill { crop, .. } => prop_assert!(crop.w >= w && crop.h >= h),
                     Plan::Pad { inner_w, inner_h, .. } => {
-                        prop_assert!(inner_w <= sw.into() && inner_h <= sh.into())
+                        prop_assert!(inner_w <= sw.into() && inner_h <= sh.into());
                     }
                 }
             }

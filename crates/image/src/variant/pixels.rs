@@ -175,7 +175,7 @@ fn mask(image: DynamicImage, inside: impl Fn(f64, f64) -> f64) -> DynamicImage {
     rgba.into()
 }
 
-pub(crate) fn circle(image: DynamicImage, r: u16) -> DynamicImage {
+pub(crate) fn circle(image: &DynamicImage, r: u16) -> DynamicImage {
     let (w, h) = image.dimensions();
     let r = circle_radius((w.into(), h.into()), r) as u32;
     let side = 2 * r + 1;
@@ -392,10 +392,10 @@ pub(crate) fn brightness_contrast(image: DynamicImage, brightness: i8, contrast:
     };
     match &mut image {
         DynamicImage::ImageRgb8(buf) => {
-            buf.pixels_mut().for_each(|p| p.0.iter_mut().for_each(|c| *c = lut[usize::from(*c)]))
+            buf.pixels_mut().for_each(|p| p.0.iter_mut().for_each(|c| *c = lut[usize::from(*c)]));
         }
         DynamicImage::ImageRgba8(buf) => {
-            buf.pixels_mut().for_each(|p| p.0[..3].iter_mut().for_each(|c| *c = lut[usize::from(*c)]))
+            buf.pixels_mut().for_each(|p| p.0[..3].iter_mut().for_each(|c| *c = lut[usize::from(*c)]));
         }
         _ => unreachable!("converted above"),
     }

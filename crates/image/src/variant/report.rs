@@ -24,7 +24,7 @@ const EXIF_FIELDS: [exif::Tag; 13] = [
     exif::Tag::ResolutionUnit,
 ];
 
-fn value(v: impl ToString) -> Value {
+fn value(v: &impl ToString) -> Value {
     json!({ "value": v.to_string() })
 }
 
@@ -38,16 +38,16 @@ pub(crate) fn info(
     exif: Option<&[u8]>,
 ) -> Vec<u8> {
     let mut doc = Map::new();
-    doc.insert("FileSize".into(), value(file_size));
-    doc.insert("Format".into(), value(format.as_str()));
-    doc.insert("FrameCount".into(), value(frames));
-    doc.insert("ImageHeight".into(), value(h));
-    doc.insert("ImageWidth".into(), value(w));
+    doc.insert("FileSize".into(), value(&file_size));
+    doc.insert("Format".into(), value(&format.as_str()));
+    doc.insert("FrameCount".into(), value(&frames));
+    doc.insert("ImageHeight".into(), value(&h));
+    doc.insert("ImageWidth".into(), value(&w));
     if let Some(raw) = exif {
         if let Ok(parsed) = exif::Reader::new().read_raw(raw.to_vec()) {
             for tag in EXIF_FIELDS {
                 if let Some(field) = parsed.get_field(tag, exif::In::PRIMARY) {
-                    doc.insert(tag.to_string(), value(field_text(&field.value)));
+                    doc.insert(tag.to_string(), value(&field_text(&field.value)));
                 }
             }
         }
