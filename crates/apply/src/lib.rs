@@ -18,8 +18,9 @@ use std::collections::BTreeMap;
 use httpdns_catalog::kinds::{Domains, ImageStyles, MirrorRules, Networks, Nodes, Pools};
 use httpdns_catalog::{ResourceKind, Validation};
 use httpdns_config::ConfigDocument;
+use httpdns_core::model::mirror::RuleSpec;
+use httpdns_core::model::style::StyleSpec;
 use httpdns_core::model::{DomainSpec, NetworkSpec, NodeSpec, PoolSpec};
-use httpdns_mirror::{RuleSpec, StyleSpec};
 use serde::{Deserialize, Serialize};
 
 pub use plan::{plan, Change, Section};

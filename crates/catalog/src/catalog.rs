@@ -10,6 +10,15 @@
 //! [`Catalog::set_live`] and trigger a rebuild from the same in-memory model. Each published
 //! snapshot carries a [`HealthView`] of its nodes, so health checks take a node out of answers
 //! the moment it fails, without a rebuild.
+//!
+//! Everything the catalog publishes goes out the same way, on a `watch` channel each
+//! ([`Feeds`]): the snapshot ([`Catalog::snapshots`]), the health-check targets
+//! ([`Catalog::targets`], followed by the live checker), the mirror rules and the image styles
+//! ([`Catalog::mirror_rules`], [`Catalog::image_styles`], followed by the gateway). Consumers
+//! subscribe; the catalog knows none of them. A sync sends before it returns, so what an admin
+//! write changed is on its channel before the write is answered. The answer path reads the
+//! snapshot from an `ArcSwap` holding the same `Arc` (a lock-free load; a `watch` borrow takes
+//! a read lock).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
@@ -17,12 +26,13 @@ use std::time::{Duration, Instant, SystemTime};
 
 use arc_swap::{ArcSwap, Guard};
 use httpdns_core::live::{Feedback, LiveNode};
+use httpdns_core::model::mirror::RuleSpec;
+use httpdns_core::model::style::StyleSpec;
 use httpdns_core::model::{parse_account_id, AccountSpec, DomainSpec, NetworkSpec, NodeSpec, PoolSpec};
 use httpdns_core::snapshot::{Model, NodeUpdate, Policy};
 use httpdns_core::{DomainName, Snapshot, Token};
 use httpdns_live::checker::Target;
 use httpdns_live::health::{HealthRegistry, HealthView};
-use httpdns_mirror::{Mirror, RuleSpec, StyleSpec};
 use httpdns_store::{Change, Kind, Store, StoreError};
 use ipnet::IpNet;
 use tokio::sync::watch;
@@ -108,19 +118,32 @@ impl std::ops::Deref for Published {
     }
 }
 
+/// The mirror rules by name, as the catalog publishes them.
+pub type RuleSpecs = Arc<Vec<(String, RuleSpec)>>;
+/// The image styles by name, as the catalog publishes them.
+pub type StyleSpecs = Arc<Vec<(String, StyleSpec)>>;
+
+/// What the catalog publishes, one `watch` channel each. A subscriber sees the newest value
+/// (not every one) and learns of a new one with `changed` or `has_changed`.
+struct Feeds {
+    snapshots: watch::Sender<Arc<Published>>,
+    targets: watch::Sender<Arc<Vec<Target>>>,
+    mirror_rules: watch::Sender<RuleSpecs>,
+    image_styles: watch::Sender<StyleSpecs>,
+}
+
 /// Follows the store; shared behind an `Arc`.
 pub struct Catalog {
     store: Store,
     policy: Policy,
+    /// The snapshot in force: the `Arc` last sent on `feeds.snapshots`, for lock-free loads.
     snapshot: ArcSwap<Published>,
     registry: Arc<HealthRegistry>,
-    targets_tx: watch::Sender<Arc<Vec<Target>>>,
+    feeds: Feeds,
     state: tokio::sync::Mutex<ModelState>,
     // A std mutex: held only to copy or replace a small struct, never across an await.
     status: Mutex<SyncStatus>,
     metrics: CatalogMetrics,
-    /// The gateway that gets the mirror rules, once attached.
-    mirror: std::sync::OnceLock<Arc<Mirror>>,
 }
 
 impl std::fmt::Debug for Catalog {
@@ -131,15 +154,19 @@ impl std::fmt::Debug for Catalog {
 
 impl Catalog {
     pub fn new(store: Store, policy: Policy, metrics: CatalogMetrics, registry: Arc<HealthRegistry>) -> Self {
-        let (targets_tx, _) = watch::channel(Arc::new(Vec::new()));
+        let empty =
+            Arc::new(Published { snapshot: Snapshot::empty(policy.clone()), health: HealthView::default() });
+        let feeds = Feeds {
+            snapshots: watch::Sender::new(empty.clone()),
+            targets: watch::Sender::new(Arc::new(Vec::new())),
+            mirror_rules: watch::Sender::new(Arc::new(Vec::new())),
+            image_styles: watch::Sender::new(Arc::new(Vec::new())),
+        };
         Self {
             store,
-            snapshot: ArcSwap::from_pointee(Published {
-                snapshot: Snapshot::empty(policy.clone()),
-                health: HealthView::default(),
-            }),
+            snapshot: ArcSwap::new(empty),
             registry,
-            targets_tx,
+            feeds,
             policy,
             state: tokio::sync::Mutex::new(ModelState::default()),
             status: Mutex::new(SyncStatus {
@@ -150,7 +177,6 @@ impl Catalog {
                 build_duration: Duration::ZERO,
             }),
             metrics,
-            mirror: std::sync::OnceLock::new(),
         }
     }
 
@@ -169,9 +195,25 @@ impl Catalog {
         &self.registry
     }
 
-    /// The nodes to health-check, republished with every snapshot.
+    /// Every published snapshot, for those who follow it (the answer path loads
+    /// [`Catalog::snapshot`] instead).
+    pub fn snapshots(&self) -> watch::Receiver<Arc<Published>> {
+        self.feeds.snapshots.subscribe()
+    }
+
+    /// The nodes to health-check, republished with every snapshot that changes them.
     pub fn targets(&self) -> watch::Receiver<Arc<Vec<Target>>> {
-        self.targets_tx.subscribe()
+        self.feeds.targets.subscribe()
+    }
+
+    /// The mirror rules, republished whenever one changes.
+    pub fn mirror_rules(&self) -> watch::Receiver<RuleSpecs> {
+        self.feeds.mirror_rules.subscribe()
+    }
+
+    /// The image styles, republished whenever one changes.
+    pub fn image_styles(&self) -> watch::Receiver<StyleSpecs> {
+        self.feeds.image_styles.subscribe()
     }
 
     /// Replaces the live inputs and republishes when they changed: the nodes whose figures or
@@ -203,14 +245,6 @@ impl Catalog {
         }
         state.pending.nodes.extend(changed);
         self.publish(&mut state, 0).await;
-    }
-
-    /// Hands the mirror rules to `mirror` from now on (and the current ones at once).
-    pub async fn attach_mirror(&self, mirror: Arc<Mirror>) {
-        let state = self.state.lock().await;
-        mirror.set_rules(mirror_specs(&state));
-        mirror.set_styles(style_specs(&state));
-        let _ = self.mirror.set(mirror);
     }
 
     /// The catalog's series (snapshot and store health).
@@ -255,15 +289,12 @@ impl Catalog {
         for change in &changes {
             apply(&mut state, change, &self.metrics);
         }
+        // Sent before this sync returns, so before the admin write that caused it is answered.
         if changes.iter().any(|c| c.kind == Kind::MirrorRule) {
-            if let Some(mirror) = self.mirror.get() {
-                mirror.set_rules(mirror_specs(&state));
-            }
+            self.feeds.mirror_rules.send_replace(Arc::new(mirror_specs(&state)));
         }
         if changes.iter().any(|c| c.kind == Kind::ImageStyle) {
-            if let Some(mirror) = self.mirror.get() {
-                mirror.set_styles(style_specs(&state));
-            }
+            self.feeds.image_styles.send_replace(Arc::new(style_specs(&state)));
         }
         state.revision = revision;
         self.publish(&mut state, changes.len()).await;
@@ -326,11 +357,13 @@ impl Catalog {
         drop(current);
         let targets = (!derived || state.pending.specs).then(|| check_targets(&snapshot));
         self.metrics.record_snapshot(&snapshot, kind, took);
-        self.snapshot.store(Arc::new(Published { snapshot, health }));
+        let published = Arc::new(Published { snapshot, health });
+        self.snapshot.store(published.clone());
+        self.feeds.snapshots.send_replace(published);
         // Only now: a publish dropped before the swap leaves its work pending for the next.
         state.pending = Pending::clean();
         if let Some(targets) = targets {
-            self.targets_tx.send_if_modified(|old| {
+            self.feeds.targets.send_if_modified(|old| {
                 if **old == targets {
                     false
                 } else {

@@ -8,12 +8,13 @@
 //! (`tests/integration/kinds.rs`) fails when a kind is declared here but missing from the
 //! router, the OpenAPI document or the declarative file.
 
+use httpdns_core::model::mirror::RuleSpec;
+use httpdns_core::model::style::{validate_style_name, StyleSpec};
 use httpdns_core::model::{
     parse_account_id, validate_resource_id, AccountSpec, DomainSpec, FieldError, NetworkSpec, NodeSpec,
     PoolSpec,
 };
 use httpdns_core::{DomainName, Token};
-use httpdns_mirror::{RuleSpec, StyleSpec};
 pub use httpdns_store::Kind;
 use ipnet::IpNet;
 use serde::de::DeserializeOwned;
@@ -278,7 +279,7 @@ impl ResourceKind for MirrorRules {
     }
 
     fn shown(body: serde_json::Value) -> serde_json::Value {
-        httpdns_mirror::rule::redacted(body)
+        httpdns_core::model::mirror::redacted(body)
     }
 
     fn has_secrets() -> bool {
@@ -295,7 +296,7 @@ impl ResourceKind for ImageStyles {
     type Spec = StyleSpec;
 
     fn canonical_name(raw: &str) -> Result<String, FieldError> {
-        httpdns_mirror::style::validate_style_name(raw).map(|()| raw.to_owned())
+        validate_style_name(raw).map(|()| raw.to_owned())
     }
 
     fn validate(spec: &StyleSpec, _: &Validation) -> Result<(), FieldError> {

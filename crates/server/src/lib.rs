@@ -176,7 +176,7 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
     if let Some(cap) = mirror.objects.cap() {
         prometheus.register(cap.collector()).context("registering the store cap's metrics")?;
     }
-    catalog.attach_mirror(mirror.clone()).await;
+    mirror.follow(catalog.mirror_rules(), catalog.image_styles());
     // After the rules are in: a job a crash left running goes on.
     mirror.resume_prefetches();
 
