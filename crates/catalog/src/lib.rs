@@ -25,6 +25,8 @@ pub mod live;
 pub mod metrics;
 
 pub use catalog::{Catalog, Published, RuleSpecs, StyleSpecs, SyncStatus};
-pub use kinds::{info, Kind, KindInfo, ResourceKind, Validation, KINDS};
+pub use kinds::{
+    each_kind, info, with_kind, Kind, KindDoc, KindInfo, KindVisitor, ResourceKind, Validation, KINDS,
+};
 pub use live::{LiveHub, LiveSettings};
 pub use metrics::CatalogMetrics;

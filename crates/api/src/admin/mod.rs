@@ -26,8 +26,7 @@ use crate::state::AppState;
 
 pub use auth::require_token;
 pub(crate) use body::parse as parse_body;
-use httpdns_catalog::kinds::{Accounts, Domains, ImageStyles, MirrorRules, Networks, Nodes, Pools};
-use httpdns_catalog::ResourceKind;
+use httpdns_catalog::{KindVisitor, ResourceKind};
 
 /// Largest object the admin API writes into the mirror store in one request.
 const MAX_OBJECT_WRITE: usize = 256 << 20;
@@ -65,15 +64,20 @@ pub fn routes() -> Router<AppState> {
                 .layer(axum::extract::DefaultBodyLimit::max(MAX_OBJECT_WRITE))
                 .get(mirror::lookup),
         );
-    // One line per kind; its URL comes from `httpdns_catalog::KINDS`. A kind missing here
-    // fails `tests/integration/kinds.rs`.
-    let router = resource::<Networks>(router);
-    let router = resource::<Nodes>(router);
-    let router = resource::<Pools>(router);
-    let router = resource::<Accounts>(router);
-    let router = resource::<MirrorRules>(router);
-    let router = resource::<ImageStyles>(router);
-    resource::<Domains>(router)
+    // Every kind declared in `httpdns_catalog::kinds`, at the URL its `KindInfo` gives
+    // (`tests/integration/kinds.rs` checks each is routed).
+    let mut routes = Resources(Some(router));
+    httpdns_catalog::each_kind(&mut routes);
+    routes.0.expect("the router is put back by every visit")
+}
+
+/// Adds each kind's routes to the router it holds.
+struct Resources(Option<Router<AppState>>);
+
+impl KindVisitor for Resources {
+    fn visit<R: ResourceKind>(&mut self) {
+        self.0 = self.0.take().map(resource::<R>);
+    }
 }
 
 /// The list route and the `GET`/`PUT`/`DELETE` route of one resource kind.
