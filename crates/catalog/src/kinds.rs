@@ -127,7 +127,7 @@ pub trait ResourceKind: Send + Sync + 'static {
     const KIND: Kind;
     /// Where the kind is wired; `INFO.kind` is `KIND`.
     const INFO: KindInfo;
-    type Spec: Serialize + DeserializeOwned + Send + Sync;
+    type Spec: Serialize + DeserializeOwned + Clone + Send + Sync;
 
     fn info() -> &'static KindInfo {
         info(Self::KIND)

@@ -24,7 +24,7 @@ pub mod kinds;
 pub mod live;
 pub mod metrics;
 
-pub use catalog::{Catalog, Published, RuleSpecs, StyleSpecs, SyncStatus};
+pub use catalog::{Catalog, Published, RuleSpecs, Specs, StyleSpecs, SyncStatus};
 pub use kinds::{
     each_kind, info, with_kind, Kind, KindDoc, KindInfo, KindVisitor, ResourceKind, Validation, KINDS,
 };
