@@ -170,14 +170,9 @@ impl Catalog {
     pub fn new(store: Store, policy: Policy, metrics: CatalogMetrics, registry: Arc<HealthRegistry>) -> Self {
         let empty =
             Arc::new(Published { snapshot: Snapshot::empty(policy.clone()), health: HealthView::default() });
-        let feeds = Feeds {
-            snapshots: watch::Sender::new(empty.clone()),
-            targets: watch::Sender::new(Arc::new(Vec::new())),
-            kinds: HashMap::new(),
-        };
-        let mut feeds = feeds;
-        struct Channels<'f>(&'f mut HashMap<Kind, Box<dyn Any + Send + Sync>>);
-        impl KindVisitor for Channels<'_> {
+        // A channel for every kind the snapshot does not hold.
+        struct Channels(HashMap<Kind, Box<dyn Any + Send + Sync>>);
+        impl KindVisitor for Channels {
             fn visit<R: ResourceKind>(&mut self) {
                 if !in_snapshot(R::KIND) {
                     let channel: watch::Sender<Specs<R>> = watch::Sender::new(Arc::new(Vec::new()));
@@ -185,7 +180,13 @@ impl Catalog {
                 }
             }
         }
-        each_kind(&mut Channels(&mut feeds.kinds));
+        let mut kinds = Channels(HashMap::new());
+        each_kind(&mut kinds);
+        let feeds = Feeds {
+            snapshots: watch::Sender::new(empty.clone()),
+            targets: watch::Sender::new(Arc::new(Vec::new())),
+            kinds: kinds.0,
+        };
         Self {
             store,
             snapshot: ArcSwap::new(empty),
