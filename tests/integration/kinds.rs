@@ -1,31 +1,20 @@
 //! Every resource kind declared in `httpdns_catalog::KINDS` is wired everywhere: routed with
 //! its four operations, documented in `/openapi.json`, answered from the catalog, and (when
-//! declarative) read back by `httpdns export` under its section. A kind added to the store's
-//! `Kind` does not compile here until it has a sample, and then fails here until it is wired.
+//! declarative) read back by `httpdns export` under its section and planned as no change when
+//! applied back. This is the check of the recipe in ARCHITECTURE.md ("Adding a resource
+//! kind"): the kind's own `KindInfo::example` is written through every path.
 
 use httpdns_apply::client::AdminClient;
 use httpdns_catalog::{Kind, KINDS};
 use reqwest::{Method, StatusCode};
-use serde_json::{json, Value};
+use serde_json::Value;
 
 use crate::support::{Db, Server, TOKEN};
 
-/// A valid resource of `kind`: its name and body.
+/// A valid resource of `kind`: its name and body, the example its `KindInfo` declares.
 fn sample(kind: Kind) -> (&'static str, Value) {
-    match kind {
-        Kind::Network => ("10.9.0.0/16", json!({"isp": "telecom", "region": "beijing"})),
-        Kind::Pool => ("kinds-pool", json!({})),
-        Kind::Node => (
-            "kinds-node",
-            json!({"ip": "1.2.3.4", "pool": "kinds-pool", "isp": "telecom", "region": "beijing"}),
-        ),
-        Kind::Domain => ("kinds.example.com", json!({"pool": "kinds-pool", "ttl": 60})),
-        Kind::MirrorRule => {
-            ("kinds-rule", json!({"path_prefix": "/kinds", "origin": "http://127.0.0.1:9/b"}))
-        }
-        Kind::ImageStyle => ("kinds-style", json!({"process": "image/resize,w_100"})),
-        Kind::Account => ("4242", json!({"secret": "kinds-secret"})),
-    }
+    let (name, body) = httpdns_catalog::info(kind).example;
+    (name, serde_json::from_str(body).unwrap())
 }
 
 #[tokio::test]
@@ -77,6 +66,11 @@ async fn every_declared_kind_is_routed_documented_synced_and_exported() {
         assert!(exported[info.section].get(name).is_some(), "{}: exported: {exported}", info.section);
     }
     assert!(exported.get("accounts").is_none(), "accounts (secrets) stay out of files");
+    // And the export, read back as a file, is what the server holds: applying it changes nothing.
+    let current = client.current().await.unwrap().state;
+    let file = current.render(httpdns_apply::Format::Yaml).unwrap();
+    let read = httpdns_apply::StateFile::parse(&file, httpdns_apply::Format::Yaml).unwrap();
+    assert!(httpdns_apply::plan(&current, &read, true).is_empty(), "{file}");
 
     // Deleted in reverse order; each is gone.
     for info in KINDS.iter().rev() {

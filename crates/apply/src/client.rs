@@ -8,7 +8,7 @@ use serde::de::DeserializeOwned;
 use serde::Deserialize;
 use serde_json::Value;
 
-use httpdns_catalog::Kind;
+use httpdns_catalog::KINDS;
 
 use super::{Change, Section, StateFile};
 
@@ -109,15 +109,13 @@ impl AdminClient {
             module: String,
             version: i64,
         }
-        let mut state = StateFile {
-            networks: self.list(Section::Resource(Kind::Network)).await?,
-            pools: self.list(Section::Resource(Kind::Pool)).await?,
-            nodes: self.list(Section::Resource(Kind::Node)).await?,
-            domains: self.list(Section::Resource(Kind::Domain)).await?,
-            mirror_rules: self.list(Section::Resource(Kind::MirrorRule)).await?,
-            image_styles: self.list(Section::Resource(Kind::ImageStyle)).await?,
-            config: BTreeMap::new(),
-        };
+        let mut state = StateFile::default();
+        for info in KINDS.iter().filter(|k| k.declarative) {
+            let specs = self.list(Section::Resource(info.kind)).await?;
+            state
+                .set_section(info.kind, specs)
+                .map_err(|e| anyhow::anyhow!("{e}: the server's spec does not parse"))?;
+        }
         let mut config_versions = BTreeMap::new();
         let modules: Modules = self.get_json(Section::Config.base()).await?;
         for m in modules.items {

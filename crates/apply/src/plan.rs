@@ -3,7 +3,6 @@
 use std::collections::BTreeMap;
 use std::fmt;
 
-use serde::Serialize;
 use serde_json::Value;
 
 use httpdns_catalog::{info, Kind, KINDS};
@@ -99,24 +98,15 @@ impl fmt::Display for Change {
     }
 }
 
-fn values<T: Serialize>(m: &BTreeMap<String, T>) -> BTreeMap<String, Value> {
-    m.iter().map(|(k, v)| (k.clone(), serde_json::to_value(v).expect("specs serialise"))).collect()
-}
-
 /// One section of `s`, by name and spec as JSON.
 fn section(s: &StateFile, section: Section) -> BTreeMap<String, Value> {
     match section {
-        Section::Resource(kind) => match kind {
-            Kind::Network => values(&s.networks),
-            Kind::Pool => values(&s.pools),
-            Kind::Node => values(&s.nodes),
-            Kind::Domain => values(&s.domains),
-            Kind::MirrorRule => values(&s.mirror_rules),
-            Kind::ImageStyle => values(&s.image_styles),
-            // Not declarative (`KindInfo::declarative`): never among `Section::all()`.
-            Kind::Account => BTreeMap::new(),
-        },
-        Section::Config => values(&s.config),
+        Section::Resource(kind) => s.section(kind).clone(),
+        Section::Config => s
+            .config
+            .iter()
+            .map(|(k, v)| (k.clone(), serde_json::to_value(v).expect("documents serialise")))
+            .collect(),
     }
 }
 
@@ -172,6 +162,8 @@ fn field_diff(old: &Value, new: &Value) -> Vec<(String, Value, Value)> {
 
 #[cfg(test)]
 mod tests {
+    use httpdns_catalog::kinds::{Domains, Networks, Nodes};
+
     use super::super::{Format, StateFile};
     use super::*;
 
@@ -189,19 +181,21 @@ domains:
         let a = StateFile::parse(BASE, Format::Yaml).unwrap();
         // The same state with the defaults written out is no change.
         let mut b = a.clone();
-        b.nodes.get_mut("n1").unwrap().enabled = true;
+        b.edit::<Nodes>(|nodes| nodes.get_mut("n1").unwrap().enabled = true);
         assert!(plan(&a, &b, true).is_empty());
         // One update, one create, one delete (with prune), in order.
         let mut want = a.clone();
-        want.domains.get_mut("www.example.com").unwrap().ttl = 120;
-        want.nodes.insert(
-            "n2".into(),
-            serde_json::from_str(
-                r#"{"ip": "2.2.2.2", "pool": "edge", "isp": "unicom", "region": "shanghai"}"#,
-            )
-            .unwrap(),
-        );
-        want.networks.clear();
+        want.edit::<Domains>(|domains| domains.get_mut("www.example.com").unwrap().ttl = 120);
+        want.edit::<Nodes>(|nodes| {
+            nodes.insert(
+                "n2".into(),
+                serde_json::from_str(
+                    r#"{"ip": "2.2.2.2", "pool": "edge", "isp": "unicom", "region": "shanghai"}"#,
+                )
+                .unwrap(),
+            );
+        });
+        want.edit::<Networks>(BTreeMap::clear);
         let changes = plan(&a, &want, true);
         let shown: Vec<String> = changes.iter().map(ToString::to_string).collect();
         assert_eq!(
@@ -224,28 +218,27 @@ domains:
         have.sort_unstable();
         assert_eq!(have, want);
         // And every section is read: a state with one entry in each plans one create each.
-        let full = StateFile::parse(FULL, Format::Yaml).unwrap();
+        let full = StateFile::parse(&full(), Format::Json).unwrap();
         let creates = plan(&StateFile::default(), &full, false);
         let named: Vec<&str> = creates.iter().map(|c| c.kind().name()).collect();
         assert_eq!(named, Section::all().map(Section::name).collect::<Vec<_>>());
     }
 
-    const FULL: &str = r#"
-networks:
-  1.0.1.0/24: {isp: telecom, region: beijing}
-pools:
-  edge: {}
-nodes:
-  n1: {ip: 1.1.1.1, pool: edge, isp: telecom, region: beijing}
-domains:
-  www.example.com: {pool: edge, ttl: 60}
-mirror_rules:
-  image: {path_prefix: /image, origin: "https://bucket.example.com"}
-image_styles:
-  thumb: {process: "image/resize,w_200"}
-config:
-  cdn: {mergeHostConfigs: [], hostListConfig: [{host: cdn.xxx.com, rate: 1}], reviveProbeInterval: 600000, configRequestInterval: 600000, publicIpList: []}
-"#;
+    /// A file with one entry in every section: each declarative kind's example
+    /// (`KindInfo::example`), and a config module.
+    fn full() -> String {
+        let mut file = serde_json::Map::new();
+        for info in KINDS.iter().filter(|k| k.declarative) {
+            let (name, body) = info.example;
+            let spec: Value = serde_json::from_str(body).unwrap();
+            file.insert(info.section.into(), serde_json::json!({ name: spec }));
+        }
+        file.insert(
+            "config".into(),
+            serde_json::json!({"cdn": {"mergeHostConfigs": [], "hostListConfig": [{"host": "cdn.xxx.com", "rate": 1}], "reviveProbeInterval": 600000, "configRequestInterval": 600000, "publicIpList": []}}),
+        );
+        Value::Object(file).to_string()
+    }
 
     #[test]
     fn formats_round_trip_and_bad_files_name_the_field() {

@@ -10,6 +10,16 @@
 //! [`Catalog::set_live`] and trigger a rebuild from the same in-memory model. Each published
 //! snapshot carries a [`HealthView`] of its nodes, so health checks take a node out of answers
 //! the moment it fails, without a rebuild.
+//!
+//! Everything the catalog publishes goes out the same way, on a `watch` channel each
+//! ([`Feeds`]): the snapshot ([`Catalog::snapshots`]), the health-check targets
+//! ([`Catalog::targets`], followed by the live checker) and, for every kind the snapshot does
+//! not hold, that kind's specs by name ([`Catalog::specs`]; the mirror rules and the image
+//! styles, followed by the gateway, are [`Catalog::mirror_rules`] and
+//! [`Catalog::image_styles`]). Consumers subscribe; the catalog knows none of them. A sync sends before it returns, so what an admin
+//! write changed is on its channel before the write is answered. The answer path reads the
+//! snapshot from an `ArcSwap` holding the same `Arc` (a lock-free load; a `watch` borrow takes
+//! a read lock).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
@@ -17,17 +27,21 @@ use std::time::{Duration, Instant, SystemTime};
 
 use arc_swap::{ArcSwap, Guard};
 use httpdns_core::live::{Feedback, LiveNode};
+use std::any::Any;
+
+use httpdns_core::model::mirror::RuleSpec;
+use httpdns_core::model::style::StyleSpec;
 use httpdns_core::model::{parse_account_id, AccountSpec, DomainSpec, NetworkSpec, NodeSpec, PoolSpec};
 use httpdns_core::snapshot::{Model, NodeUpdate, Policy};
 use httpdns_core::{DomainName, Snapshot, Token};
 use httpdns_live::checker::Target;
 use httpdns_live::health::{HealthRegistry, HealthView};
 use httpdns_live::Published;
-use httpdns_mirror::{Mirror, RuleSpec, StyleSpec};
 use httpdns_store::{Change, Kind, Store, StoreError};
 use ipnet::IpNet;
 use tokio::sync::watch;
 
+use crate::kinds::{each_kind, with_kind, ImageStyles, KindVisitor, MirrorRules, ResourceKind};
 use crate::metrics::{BuildKind, CatalogMetrics};
 
 /// Health of the catalog's link to the store, for `/readyz`.
@@ -52,8 +66,9 @@ struct ModelState {
     pools: BTreeMap<String, (Token, PoolSpec)>,
     domains: BTreeMap<String, (DomainName, DomainSpec)>,
     accounts: BTreeMap<u32, AccountSpec>,
-    mirror_rules: BTreeMap<String, RuleSpec>,
-    image_styles: BTreeMap<String, StyleSpec>,
+    /// The kinds the snapshot does not hold ([`in_snapshot`]), by kind: a
+    /// `BTreeMap<String, R::Spec>` each, published on the kind's channel when one changes.
+    others: HashMap<Kind, Box<dyn Any + Send>>,
     /// What changed since the last publish, so the next one rebuilds only that.
     pending: Pending,
 }
@@ -95,19 +110,41 @@ impl Pending {
     }
 }
 
+/// The mirror rules by name, as the catalog publishes them.
+pub type RuleSpecs = Arc<Vec<(String, RuleSpec)>>;
+/// The image styles by name, as the catalog publishes them.
+pub type StyleSpecs = Arc<Vec<(String, StyleSpec)>>;
+
+/// The specs of one kind by name, as the catalog publishes them ([`Catalog::specs`]).
+pub type Specs<R> = Arc<Vec<(String, <R as ResourceKind>::Spec)>>;
+
+/// What the catalog publishes, one `watch` channel each. A subscriber sees the newest value
+/// (not every one) and learns of a new one with `changed` or `has_changed`.
+struct Feeds {
+    snapshots: watch::Sender<Arc<Published>>,
+    targets: watch::Sender<Arc<Vec<Target>>>,
+    /// Every kind not in the snapshot: a `watch::Sender<Specs<R>>` each.
+    kinds: HashMap<Kind, Box<dyn Any + Send + Sync>>,
+}
+
+/// Whether the snapshot holds a kind's resources (they shape answers); every other kind is
+/// kept by name and published on a channel of its own, so a new kind needs nothing here.
+fn in_snapshot(kind: Kind) -> bool {
+    matches!(kind, Kind::Network | Kind::Node | Kind::Pool | Kind::Domain | Kind::Account)
+}
+
 /// Follows the store; shared behind an `Arc`.
 pub struct Catalog {
     store: Store,
     policy: Policy,
+    /// The snapshot in force: the `Arc` last sent on `feeds.snapshots`, for lock-free loads.
     snapshot: ArcSwap<Published>,
     registry: Arc<HealthRegistry>,
-    targets_tx: watch::Sender<Arc<Vec<Target>>>,
+    feeds: Feeds,
     state: tokio::sync::Mutex<ModelState>,
     // A std mutex: held only to copy or replace a small struct, never across an await.
     status: Mutex<SyncStatus>,
     metrics: CatalogMetrics,
-    /// The gateway that gets the mirror rules, once attached.
-    mirror: std::sync::OnceLock<Arc<Mirror>>,
 }
 
 impl std::fmt::Debug for Catalog {
@@ -118,15 +155,30 @@ impl std::fmt::Debug for Catalog {
 
 impl Catalog {
     pub fn new(store: Store, policy: Policy, metrics: CatalogMetrics, registry: Arc<HealthRegistry>) -> Self {
-        let (targets_tx, _) = watch::channel(Arc::new(Vec::new()));
+        let empty =
+            Arc::new(Published { snapshot: Snapshot::empty(policy.clone()), health: HealthView::default() });
+        // A channel for every kind the snapshot does not hold.
+        struct Channels(HashMap<Kind, Box<dyn Any + Send + Sync>>);
+        impl KindVisitor for Channels {
+            fn visit<R: ResourceKind>(&mut self) {
+                if !in_snapshot(R::KIND) {
+                    let channel: watch::Sender<Specs<R>> = watch::Sender::new(Arc::new(Vec::new()));
+                    self.0.insert(R::KIND, Box::new(channel));
+                }
+            }
+        }
+        let mut kinds = Channels(HashMap::new());
+        each_kind(&mut kinds);
+        let feeds = Feeds {
+            snapshots: watch::Sender::new(empty.clone()),
+            targets: watch::Sender::new(Arc::new(Vec::new())),
+            kinds: kinds.0,
+        };
         Self {
             store,
-            snapshot: ArcSwap::from_pointee(Published {
-                snapshot: Snapshot::empty(policy.clone()),
-                health: HealthView::default(),
-            }),
+            snapshot: ArcSwap::new(empty),
             registry,
-            targets_tx,
+            feeds,
             policy,
             state: tokio::sync::Mutex::new(ModelState::default()),
             status: Mutex::new(SyncStatus {
@@ -137,7 +189,6 @@ impl Catalog {
                 build_duration: Duration::ZERO,
             }),
             metrics,
-            mirror: std::sync::OnceLock::new(),
         }
     }
 
@@ -156,9 +207,39 @@ impl Catalog {
         &self.registry
     }
 
-    /// The nodes to health-check, republished with every snapshot.
+    /// Every published snapshot, for those who follow it (the answer path loads
+    /// [`Catalog::snapshot`] instead).
+    pub fn snapshots(&self) -> watch::Receiver<Arc<Published>> {
+        self.feeds.snapshots.subscribe()
+    }
+
+    /// The nodes to health-check, republished with every snapshot that changes them.
     pub fn targets(&self) -> watch::Receiver<Arc<Vec<Target>>> {
-        self.targets_tx.subscribe()
+        self.feeds.targets.subscribe()
+    }
+
+    /// The specs of kind `R` by name, republished whenever one changes. Only for kinds the
+    /// snapshot does not hold (those are read from the snapshot).
+    pub fn specs<R: ResourceKind>(&self) -> watch::Receiver<Specs<R>> {
+        self.sender::<R>().subscribe()
+    }
+
+    /// The mirror rules, republished whenever one changes.
+    pub fn mirror_rules(&self) -> watch::Receiver<RuleSpecs> {
+        self.specs::<MirrorRules>()
+    }
+
+    /// The image styles, republished whenever one changes.
+    pub fn image_styles(&self) -> watch::Receiver<StyleSpecs> {
+        self.specs::<ImageStyles>()
+    }
+
+    fn sender<R: ResourceKind>(&self) -> &watch::Sender<Specs<R>> {
+        self.feeds
+            .kinds
+            .get(&R::KIND)
+            .and_then(|c| c.downcast_ref())
+            .unwrap_or_else(|| panic!("{} are in the snapshot, not on a channel", R::INFO.section))
     }
 
     /// Replaces the live inputs and republishes when they changed: the nodes whose figures or
@@ -190,14 +271,6 @@ impl Catalog {
         }
         state.pending.nodes.extend(changed);
         self.publish(&mut state, 0).await;
-    }
-
-    /// Hands the mirror rules to `mirror` from now on (and the current ones at once).
-    pub async fn attach_mirror(&self, mirror: Arc<Mirror>) {
-        let state = self.state.lock().await;
-        mirror.set_rules(mirror_specs(&state));
-        mirror.set_styles(style_specs(&state));
-        let _ = self.mirror.set(mirror);
     }
 
     /// The catalog's series (snapshot and store health).
@@ -242,15 +315,10 @@ impl Catalog {
         for change in &changes {
             apply(&mut state, change, &self.metrics);
         }
-        if changes.iter().any(|c| c.kind == Kind::MirrorRule) {
-            if let Some(mirror) = self.mirror.get() {
-                mirror.set_rules(mirror_specs(&state));
-            }
-        }
-        if changes.iter().any(|c| c.kind == Kind::ImageStyle) {
-            if let Some(mirror) = self.mirror.get() {
-                mirror.set_styles(style_specs(&state));
-            }
+        // Sent before this sync returns, so before the admin write that caused it is answered.
+        let changed: BTreeSet<Kind> = changes.iter().map(|c| c.kind).filter(|k| !in_snapshot(*k)).collect();
+        for kind in changed {
+            with_kind(kind, &mut SendSpecs { catalog: self, state: &state });
         }
         state.revision = revision;
         self.publish(&mut state, changes.len()).await;
@@ -313,11 +381,13 @@ impl Catalog {
         drop(current);
         let targets = (!derived || state.pending.specs).then(|| check_targets(&snapshot));
         self.metrics.record_snapshot(&snapshot, kind, took);
-        self.snapshot.store(Arc::new(Published { snapshot, health }));
+        let published = Arc::new(Published { snapshot, health });
+        self.snapshot.store(published.clone());
+        self.feeds.snapshots.send_replace(published);
         // Only now: a publish dropped before the swap leaves its work pending for the next.
         state.pending = Pending::clean();
         if let Some(targets) = targets {
-            self.targets_tx.send_if_modified(|old| {
+            self.feeds.targets.send_if_modified(|old| {
                 if **old == targets {
                     false
                 } else {
@@ -349,12 +419,42 @@ impl Catalog {
     }
 }
 
-fn mirror_specs(state: &ModelState) -> Vec<(String, RuleSpec)> {
-    state.mirror_rules.iter().map(|(k, v)| (k.clone(), v.clone())).collect()
+/// Sends the specs of a kind not in the snapshot on its channel.
+struct SendSpecs<'a> {
+    catalog: &'a Catalog,
+    state: &'a ModelState,
 }
 
-fn style_specs(state: &ModelState) -> Vec<(String, StyleSpec)> {
-    state.image_styles.iter().map(|(k, v)| (k.clone(), v.clone())).collect()
+impl KindVisitor for SendSpecs<'_> {
+    fn visit<R: ResourceKind>(&mut self) {
+        let specs = kept::<R>(self.state).map(|m| m.iter().map(|(k, v)| (k.clone(), v.clone())).collect());
+        self.catalog.sender::<R>().send_replace(Arc::new(specs.unwrap_or_default()));
+    }
+}
+
+/// The specs of kind `R` the model keeps outside the snapshot, if any were written.
+fn kept<R: ResourceKind>(state: &ModelState) -> Option<&BTreeMap<String, R::Spec>> {
+    state.others.get(&R::KIND).and_then(|m| m.downcast_ref())
+}
+
+/// Applies a change of a kind not in the snapshot: its spec kept by name, or removed.
+struct KeepSpec<'a> {
+    others: &'a mut HashMap<Kind, Box<dyn Any + Send>>,
+    name: &'a str,
+    body: Option<&'a str>,
+    result: Result<(), String>,
+}
+
+impl KindVisitor for KeepSpec<'_> {
+    fn visit<R: ResourceKind>(&mut self) {
+        let kept = self.others.entry(R::KIND).or_insert_with(|| Box::new(BTreeMap::<String, R::Spec>::new()));
+        let kept: &mut BTreeMap<String, R::Spec> = kept.downcast_mut().expect("kept by kind");
+        match self.body.map(serde_json::from_str::<R::Spec>) {
+            None => drop(kept.remove(self.name)),
+            Some(Ok(spec)) => drop(kept.insert(self.name.to_owned(), spec)),
+            Some(Err(e)) => self.result = Err(e.to_string()),
+        }
+    }
 }
 
 /// Every usable node of a pool that has a health check, walked by pool so that a fleet of
@@ -424,8 +524,19 @@ fn apply(state: &mut ModelState, change: &Change, metrics: &CatalogMetrics) {
     match change.kind {
         Kind::Domain => state.pending.domains = true,
         Kind::Node => state.pending.specs = true,
-        Kind::MirrorRule | Kind::ImageStyle => {}
         Kind::Network | Kind::Pool | Kind::Account => state.pending.full = true,
+        // Not in the snapshot: nothing to rebuild.
+        _ => {}
+    }
+    if !in_snapshot(change.kind) {
+        let mut keep =
+            KeepSpec { others: &mut state.others, name: &name, body: change.body.as_deref(), result: Ok(()) };
+        with_kind(change.kind, &mut keep);
+        if let Err(e) = keep.result {
+            metrics.store_corrupt_rows.inc();
+            tracing::error!(kind = change.kind.as_str(), name = %change.name, error = %e, "Skipping corrupt stored resource.");
+        }
+        return;
     }
     let Some(body) = &change.body else {
         match change.kind {
@@ -441,8 +552,8 @@ fn apply(state: &mut ModelState, change: &Change, metrics: &CatalogMetrics) {
                     state.accounts.remove(&id);
                 }
             }
-            Kind::MirrorRule => drop(state.mirror_rules.remove(&name)),
-            Kind::ImageStyle => drop(state.image_styles.remove(&name)),
+            // Kept outside the snapshot (above).
+            _ => {}
         }
         return;
     };
@@ -480,14 +591,8 @@ fn apply(state: &mut ModelState, change: &Change, metrics: &CatalogMetrics) {
                 let spec: AccountSpec = serde_json::from_str(body).map_err(|e| e.to_string())?;
                 state.accounts.insert(id, spec);
             }
-            Kind::MirrorRule => {
-                let spec: RuleSpec = serde_json::from_str(body).map_err(|e| e.to_string())?;
-                state.mirror_rules.insert(name.clone(), spec);
-            }
-            Kind::ImageStyle => {
-                let spec: StyleSpec = serde_json::from_str(body).map_err(|e| e.to_string())?;
-                state.image_styles.insert(name.clone(), spec);
-            }
+            // Kept outside the snapshot (above).
+            _ => {}
         }
         Ok(())
     })();

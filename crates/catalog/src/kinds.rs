@@ -1,19 +1,22 @@
 //! The resource kinds, declared once.
 //!
 //! A kind is a [`Kind`] of the store (an exhaustive enum: a new variant fails to compile until
-//! every `match` over it handles it), its [`KindInfo`] (where it lives in the admin API and in
-//! `httpdns apply` files, and its place in the dependency order) and a [`ResourceKind`] type
-//! (its spec, how a name is canonicalised, how a body is validated). The admin routes, the
-//! `apply` plan and client, and the catalog's model all read these; the wiring test
-//! (`tests/integration/kinds.rs`) fails when a kind is declared here but missing from the
-//! router, the OpenAPI document or the declarative file.
+//! every `match` over it handles it) and a [`ResourceKind`] type: its spec, how a name is
+//! canonicalised, how a body is validated, and its [`KindInfo`] (where it lives in the admin
+//! API, the OpenAPI document and `httpdns apply` files, and an example). `declare_kinds!`
+//! lists the types once, in dependency order, and gives [`KINDS`] (the infos) and
+//! [`each_kind`] (the types, for code generic over a kind). The admin router, the OpenAPI
+//! paths, `apply`'s file sections, plan and client, and the catalog's model derive from these;
+//! the wiring test (`tests/integration/kinds.rs`) fails when a kind declared here is missing
+//! from the router, the OpenAPI document, the catalog or the declarative file.
 
+use httpdns_core::model::mirror::RuleSpec;
+use httpdns_core::model::style::{validate_style_name, StyleSpec};
 use httpdns_core::model::{
     parse_account_id, validate_resource_id, AccountSpec, DomainSpec, FieldError, NetworkSpec, NodeSpec,
     PoolSpec,
 };
 use httpdns_core::{DomainName, Token};
-use httpdns_mirror::{RuleSpec, StyleSpec};
 pub use httpdns_store::Kind;
 use ipnet::IpNet;
 use serde::de::DeserializeOwned;
@@ -37,6 +40,21 @@ pub struct KindInfo {
     /// In `httpdns apply` files. Accounts are not: they carry signing secrets, which do not
     /// belong in a file kept under version control.
     pub declarative: bool,
+    /// How the OpenAPI document describes the kind's routes.
+    pub doc: KindDoc,
+    /// A valid resource: its name and its body as JSON (written by the wiring tests).
+    pub example: (&'static str, &'static str),
+}
+
+/// How the OpenAPI document (`crates/api/src/openapi`) describes a kind's two routes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct KindDoc {
+    /// The spec's schema under `components/schemas` (written by hand there).
+    pub schema: &'static str,
+    /// The tag of the kind's operations.
+    pub tag: &'static str,
+    /// What the name path parameter is.
+    pub name: &'static str,
 }
 
 impl KindInfo {
@@ -46,80 +64,47 @@ impl KindInfo {
     }
 }
 
-/// Every kind, in dependency order: a kind names only kinds before it (a node names a pool,
-/// a domain a pool). Creates and updates go in this order, deletes in reverse.
-pub const KINDS: [KindInfo; 7] = [
-    KindInfo {
-        kind: Kind::Network,
-        section: "networks",
-        base: "/admin/v1/networks",
-        name_pattern: "{*name}",
-        name_field: "cidr",
-        declarative: true,
-    },
-    KindInfo {
-        kind: Kind::Pool,
-        section: "pools",
-        base: "/admin/v1/pools",
-        name_pattern: "{name}",
-        name_field: "name",
-        declarative: true,
-    },
-    KindInfo {
-        kind: Kind::Node,
-        section: "nodes",
-        base: "/admin/v1/nodes",
-        name_pattern: "{name}",
-        name_field: "id",
-        declarative: true,
-    },
-    KindInfo {
-        kind: Kind::Domain,
-        section: "domains",
-        base: "/admin/v1/domains",
-        name_pattern: "{name}",
-        name_field: "name",
-        declarative: true,
-    },
-    KindInfo {
-        kind: Kind::MirrorRule,
-        section: "mirror_rules",
-        base: "/admin/v1/mirror/rules",
-        name_pattern: "{name}",
-        name_field: "name",
-        declarative: true,
-    },
-    KindInfo {
-        kind: Kind::ImageStyle,
-        section: "image_styles",
-        base: "/admin/v1/mirror/styles",
-        name_pattern: "{name}",
-        name_field: "name",
-        declarative: true,
-    },
-    KindInfo {
-        kind: Kind::Account,
-        section: "accounts",
-        base: "/admin/v1/accounts",
-        name_pattern: "{name}",
-        name_field: "id",
-        declarative: false,
-    },
-];
+/// Code generic over a kind, called with each kind's type by [`each_kind`].
+pub trait KindVisitor {
+    fn visit<R: ResourceKind>(&mut self);
+}
+
+/// Declares the kinds, in dependency order: a kind names only kinds before it (a node names a
+/// pool, a domain a pool). Creates and updates go in this order, deletes in reverse.
+macro_rules! declare_kinds {
+    ($($kind:ident),+ $(,)?) => {
+        /// Every kind's [`KindInfo`], in dependency order.
+        pub const KINDS: [KindInfo; [$(stringify!($kind)),+].len()] = [$(<$kind as ResourceKind>::INFO),+];
+
+        /// Calls `visitor` with every kind's type, in [`KINDS`] order.
+        pub fn each_kind(visitor: &mut impl KindVisitor) {
+            $(visitor.visit::<$kind>();)+
+        }
+    };
+}
+
+declare_kinds!(Networks, Pools, Nodes, Domains, MirrorRules, ImageStyles, Accounts);
 
 /// The [`KindInfo`] of `kind`.
 pub fn info(kind: Kind) -> &'static KindInfo {
-    // Exhaustive on purpose: a new `Kind` does not compile until it has an entry.
-    let index = match kind {
-        Kind::Network => 0,
-        Kind::Pool => 1,
-        Kind::Node => 2,
-        Kind::Domain => 3,
-        Kind::MirrorRule => 4,
-        Kind::ImageStyle => 5,
-        Kind::Account => 6,
-    };
-    &KINDS[index]
+    // Every store kind has exactly one entry (`every_store_kind_has_one_entry_in_dependency_order`).
+    KINDS.iter().find(|i| i.kind == kind).expect("every store kind is declared in KINDS")
+}
+
+/// Calls `visitor` with the type of `kind` alone.
+pub fn with_kind(kind: Kind, visitor: &mut impl KindVisitor) {
+    struct Only<'v, V> {
+        kind: Kind,
+        visitor: &'v mut V,
+    }
+    impl<V: KindVisitor> KindVisitor for Only<'_, V> {
+        fn visit<R: ResourceKind>(&mut self) {
+            if R::KIND == self.kind {
+                self.visitor.visit::<R>();
+            }
+        }
+    }
+    each_kind(&mut Only { kind, visitor });
 }
 
 /// What validation may allow, from the server's settings.
@@ -140,7 +125,9 @@ impl Validation {
 /// One kind of resource: its spec and the rules of its names and bodies.
 pub trait ResourceKind: Send + Sync + 'static {
     const KIND: Kind;
-    type Spec: Serialize + DeserializeOwned + Send;
+    /// Where the kind is wired; `INFO.kind` is `KIND`.
+    const INFO: KindInfo;
+    type Spec: Serialize + DeserializeOwned + Clone + Send + Sync;
 
     fn info() -> &'static KindInfo {
         info(Self::KIND)
@@ -186,6 +173,16 @@ pub struct ImageStyles;
 
 impl ResourceKind for Accounts {
     const KIND: Kind = Kind::Account;
+    const INFO: KindInfo = KindInfo {
+        kind: Kind::Account,
+        section: "accounts",
+        base: "/admin/v1/accounts",
+        name_pattern: "{name}",
+        name_field: "id",
+        declarative: false,
+        doc: KindDoc { schema: "AccountSpec", tag: "admin", name: "Account id (1 to 4294967295)" },
+        example: ("4242", r#"{"secret": "kinds-secret"}"#),
+    };
     type Spec = AccountSpec;
 
     fn canonical_name(raw: &str) -> Result<String, FieldError> {
@@ -199,6 +196,20 @@ impl ResourceKind for Accounts {
 
 impl ResourceKind for Networks {
     const KIND: Kind = Kind::Network;
+    const INFO: KindInfo = KindInfo {
+        kind: Kind::Network,
+        section: "networks",
+        base: "/admin/v1/networks",
+        name_pattern: "{*name}",
+        name_field: "cidr",
+        declarative: true,
+        doc: KindDoc {
+            schema: "NetworkSpec",
+            tag: "admin",
+            name: "CIDR with '/' percent-encoded (1.0.1.0%2F24)",
+        },
+        example: ("10.9.0.0/16", r#"{"isp": "telecom", "region": "beijing"}"#),
+    };
     type Spec = NetworkSpec;
 
     fn canonical_name(raw: &str) -> Result<String, FieldError> {
@@ -221,6 +232,19 @@ impl ResourceKind for Networks {
 
 impl ResourceKind for Nodes {
     const KIND: Kind = Kind::Node;
+    const INFO: KindInfo = KindInfo {
+        kind: Kind::Node,
+        section: "nodes",
+        base: "/admin/v1/nodes",
+        name_pattern: "{name}",
+        name_field: "id",
+        declarative: true,
+        doc: KindDoc { schema: "NodeSpec", tag: "admin", name: "Node id" },
+        example: (
+            "kinds-node",
+            r#"{"ip": "1.2.3.4", "pool": "kinds-pool", "isp": "telecom", "region": "beijing"}"#,
+        ),
+    };
     type Spec = NodeSpec;
 
     fn canonical_name(raw: &str) -> Result<String, FieldError> {
@@ -234,6 +258,16 @@ impl ResourceKind for Nodes {
 
 impl ResourceKind for Pools {
     const KIND: Kind = Kind::Pool;
+    const INFO: KindInfo = KindInfo {
+        kind: Kind::Pool,
+        section: "pools",
+        base: "/admin/v1/pools",
+        name_pattern: "{name}",
+        name_field: "name",
+        declarative: true,
+        doc: KindDoc { schema: "PoolSpec", tag: "admin", name: "Pool name" },
+        example: ("kinds-pool", r#"{}"#),
+    };
     type Spec = PoolSpec;
 
     fn canonical_name(raw: &str) -> Result<String, FieldError> {
@@ -252,6 +286,16 @@ impl ResourceKind for Pools {
 
 impl ResourceKind for Domains {
     const KIND: Kind = Kind::Domain;
+    const INFO: KindInfo = KindInfo {
+        kind: Kind::Domain,
+        section: "domains",
+        base: "/admin/v1/domains",
+        name_pattern: "{name}",
+        name_field: "name",
+        declarative: true,
+        doc: KindDoc { schema: "DomainSpec", tag: "admin", name: "Domain name" },
+        example: ("kinds.example.com", r#"{"pool": "kinds-pool", "ttl": 60}"#),
+    };
     type Spec = DomainSpec;
 
     fn canonical_name(raw: &str) -> Result<String, FieldError> {
@@ -267,6 +311,16 @@ impl ResourceKind for Domains {
 
 impl ResourceKind for MirrorRules {
     const KIND: Kind = Kind::MirrorRule;
+    const INFO: KindInfo = KindInfo {
+        kind: Kind::MirrorRule,
+        section: "mirror_rules",
+        base: "/admin/v1/mirror/rules",
+        name_pattern: "{name}",
+        name_field: "name",
+        declarative: true,
+        doc: KindDoc { schema: "RuleSpec", tag: "mirror", name: "Rule name" },
+        example: ("kinds-rule", r#"{"path_prefix": "/kinds", "origin": "http://127.0.0.1:9/b"}"#),
+    };
     type Spec = RuleSpec;
 
     fn canonical_name(raw: &str) -> Result<String, FieldError> {
@@ -278,7 +332,7 @@ impl ResourceKind for MirrorRules {
     }
 
     fn shown(body: serde_json::Value) -> serde_json::Value {
-        httpdns_mirror::rule::redacted(body)
+        httpdns_core::model::mirror::redacted(body)
     }
 
     fn has_secrets() -> bool {
@@ -292,10 +346,24 @@ impl ResourceKind for MirrorRules {
 
 impl ResourceKind for ImageStyles {
     const KIND: Kind = Kind::ImageStyle;
+    const INFO: KindInfo = KindInfo {
+        kind: Kind::ImageStyle,
+        section: "image_styles",
+        base: "/admin/v1/mirror/styles",
+        name_pattern: "{name}",
+        name_field: "name",
+        declarative: true,
+        doc: KindDoc {
+            schema: "StyleSpec",
+            tag: "mirror",
+            name: "Style name (1 to 64 letters, digits, -, _, .)",
+        },
+        example: ("kinds-style", r#"{"process": "image/resize,w_100"}"#),
+    };
     type Spec = StyleSpec;
 
     fn canonical_name(raw: &str) -> Result<String, FieldError> {
-        httpdns_mirror::style::validate_style_name(raw).map(|()| raw.to_owned())
+        validate_style_name(raw).map(|()| raw.to_owned())
     }
 
     fn validate(spec: &StyleSpec, _: &Validation) -> Result<(), FieldError> {
@@ -317,6 +385,32 @@ mod tests {
         let at = |k: Kind| KINDS.iter().position(|i| i.kind == k).unwrap();
         // What names what: nodes and domains name pools.
         assert!(at(Kind::Pool) < at(Kind::Node) && at(Kind::Pool) < at(Kind::Domain));
+    }
+
+    /// Each kind's type carries its own info, `each_kind` visits the types in `KINDS` order, and
+    /// each example is a canonical name with a body that parses and validates.
+    #[test]
+    fn every_kind_type_is_declared_with_a_valid_example() {
+        struct Check(Vec<Kind>);
+        impl KindVisitor for Check {
+            fn visit<R: ResourceKind>(&mut self) {
+                assert_eq!(R::INFO.kind, R::KIND);
+                assert_eq!(R::info(), &R::INFO);
+                let (name, body) = R::INFO.example;
+                assert_eq!(R::canonical_name(name).as_deref(), Ok(name), "{}", R::INFO.section);
+                let spec: R::Spec = serde_json::from_str(body).expect(R::INFO.section);
+                R::validate(&spec, &Validation::PERMISSIVE).expect(R::INFO.section);
+                self.0.push(R::KIND);
+            }
+        }
+        let mut seen = Check(Vec::new());
+        each_kind(&mut seen);
+        assert_eq!(seen.0, KINDS.map(|i| i.kind));
+        for kind in Kind::ALL {
+            let mut one = Check(Vec::new());
+            with_kind(kind, &mut one);
+            assert_eq!(one.0, [kind]);
+        }
     }
 
     #[test]

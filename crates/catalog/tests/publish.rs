@@ -163,3 +163,49 @@ async fn one_node_changes_rebuild_that_node_and_answer_as_a_full_build() {
     assert_eq!(answer(&f.catalog.snapshot(), Some("telecom")), ["3.3.3.1"]);
     assert_as_fresh(&f, &live).await;
 }
+
+/// Everything the catalog publishes goes out on a `watch` channel, and a sync has sent what
+/// it changed by the time it returns (the gateway relies on that: a rule is served from the
+/// moment its `PUT` is answered). A channel sends only what changed.
+#[tokio::test]
+async fn a_sync_sends_the_snapshot_targets_rules_and_styles_before_it_returns() {
+    let f = fixture().await;
+    let store = f.catalog.store();
+    let (snapshots, targets, rules, styles) =
+        (f.catalog.snapshots(), f.catalog.targets(), f.catalog.mirror_rules(), f.catalog.image_styles());
+    store.put(Kind::Pool, "edge", r#"{"health_check":{"kind":"tcp","port":80}}"#).await.unwrap();
+    store.put(Kind::Node, "a", &node("1.1.1.1", "edge", "telecom", 5, true)).await.unwrap();
+    store
+        .put(Kind::MirrorRule, "cdn", r#"{"path_prefix":"/x","origin":"https://origin.example"}"#)
+        .await
+        .unwrap();
+    f.catalog.sync().await.unwrap();
+    for (name, changed) in [
+        ("snapshots", snapshots.has_changed()),
+        ("targets", targets.has_changed()),
+        ("mirror_rules", rules.has_changed()),
+    ] {
+        assert!(changed.unwrap(), "{name} sent by the sync");
+    }
+    assert!(!styles.has_changed().unwrap(), "no style changed, none sent");
+    assert!(
+        Arc::ptr_eq(&snapshots.borrow(), &f.catalog.snapshot_full()),
+        "the snapshot in force is the one sent"
+    );
+    assert_eq!(targets.borrow().iter().map(|t| t.node_id.as_str()).collect::<Vec<_>>(), ["a"]);
+    assert_eq!(
+        rules.borrow().iter().map(|(n, r)| (n.as_str(), r.path_prefix.as_str())).collect::<Vec<_>>(),
+        [("cdn", "/x")]
+    );
+
+    // A subscriber that comes later sees the values in force.
+    store.put(Kind::ImageStyle, "thumb", r#"{"process":"image/resize,w_100"}"#).await.unwrap();
+    store.delete(Kind::MirrorRule, "cdn").await.unwrap();
+    f.catalog.sync().await.unwrap();
+    assert!(styles.has_changed().unwrap());
+    assert_eq!(
+        f.catalog.image_styles().borrow().iter().map(|(n, _)| n.as_str()).collect::<Vec<_>>(),
+        ["thumb"]
+    );
+    assert!(f.catalog.mirror_rules().borrow().is_empty(), "a deleted rule is gone from the channel");
+}

@@ -10,7 +10,9 @@
 //! * [`name`]: [`DomainName`], validated and normalised once at the edge.
 //! * [`token`]: lowercase tokens for ISPs, regions and pools.
 //! * [`ip`]: which addresses may ever be served.
-//! * [`model`]: the operator-facing specs of networks, nodes, pools and domains.
+//! * [`model`]: the operator-facing specs of every admin resource: networks, nodes, pools,
+//!   domains, accounts, and the gateway's mirror rules ([`model::mirror`]) and image styles
+//!   ([`model::style`]).
 //! * [`cidr`]: longest-prefix match for operator networks.
 //! * [`proxy_header`]: the PROXY protocol header (v1, v2) that passes on a client's address.
 //! * [`schedule`]: the weighted split, rules by client attributes, the all-down choice.

@@ -13,6 +13,9 @@ use crate::name::DomainName;
 use crate::schedule::{self, Rule, SplitEntry, WhenAllDown};
 use crate::token::Token;
 
+pub mod mirror;
+pub mod style;
+
 /// A validation failure that names the field at fault.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{field}: {message}")]

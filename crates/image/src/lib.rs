@@ -14,11 +14,16 @@
 //!
 //! Pure CPU code: no IO, no async (watermark images are handed in). Rendering is heavy;
 //! callers run it on blocking threads.
+//!
+//! The `codecs` feature (on by default) builds [`variant`] and the codecs it needs; without it
+//! the crate is the grammar alone, which `httpdns-core` validates image styles with.
 
 pub mod process;
+#[cfg(feature = "codecs")]
 pub mod variant;
 
 pub use process::{parse, Action, ImageProcess, OutputFormat, ProcessError, Report};
+#[cfg(feature = "codecs")]
 pub use variant::{
     memory_estimate, probe, render, render_with, Header, Limits, RenderError, Rendered, WatermarkImages,
 };

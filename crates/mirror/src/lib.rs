@@ -18,6 +18,7 @@ pub mod conditional;
 mod copy_headers;
 pub mod error;
 mod fill;
+mod follow;
 mod hot;
 pub mod key;
 pub mod layout;
@@ -32,7 +33,7 @@ mod serve;
 mod sigv4;
 mod slice;
 mod store_io;
-pub mod style;
+mod style;
 mod upstream;
 mod variant;
 
@@ -40,19 +41,26 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use arc_swap::ArcSwap;
+use httpdns_core::model::mirror::RuleSpec;
+use httpdns_core::model::style::StyleSpec;
 use object_store::path::Path;
+use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 pub use metrics::{MirrorMetrics, RuleReport};
 pub use objects::{Objects, ObjectsError, StoredMeta};
-pub use rule::{Rule, RuleSpec, RuleTable};
+pub use rule::{Rule, RuleTable};
 pub use serve::{app, router, HotHits};
-pub use style::StyleSpec;
 pub use variant::ImageSettings;
 
 use fill::Fill;
+use follow::Followed;
 use origin::OriginClient;
+
+/// The mirror rules the catalog publishes (`httpdns_catalog::Catalog::mirror_rules`), by name.
+pub type RuleSpecs = Arc<Vec<(String, RuleSpec)>>;
+/// The image styles the catalog publishes (`httpdns_catalog::Catalog::image_styles`), by name.
+pub type StyleSpecs = Arc<Vec<(String, StyleSpec)>>;
 
 /// A compiled rule with its origin client.
 #[derive(Debug)]
@@ -73,7 +81,8 @@ struct Table {
 
 /// The gateway's shared state. One per process, behind an `Arc`.
 pub struct Mirror {
-    table: ArcSwap<Table>,
+    /// The rule table compiled from the catalog's rules ([`Mirror::follow`]).
+    table: Followed<RuleSpecs, Table>,
     pub objects: Arc<Objects>,
     pub metrics: MirrorMetrics,
     fills: Mutex<HashMap<String, Arc<Fill>>>,
@@ -104,7 +113,7 @@ const MAX_REMEMBERED: usize = 100_000;
 impl Mirror {
     pub fn new(objects: Objects, metrics: MirrorMetrics) -> Self {
         Self {
-            table: ArcSwap::from_pointee(Table::default()),
+            table: Followed::new(Table::default()),
             objects: Arc::new(objects),
             metrics,
             fills: Mutex::default(),
@@ -134,24 +143,34 @@ impl Mirror {
         self
     }
 
-    /// Replaces the image styles (`x-oss-process=style/<name>`).
-    pub fn set_styles(&self, specs: Vec<(String, StyleSpec)>) {
-        self.images.set_styles(specs);
+    /// Follows the catalog's mirror rules and image styles from now on (the current ones at
+    /// once). Each use checks its channel, so what the catalog sent before a request started
+    /// is in force for it.
+    pub fn follow(&self, rules: watch::Receiver<RuleSpecs>, styles: watch::Receiver<StyleSpecs>) {
+        self.table.follow(rules, |specs, old| self.compile(specs, old));
+        self.images.follow_styles(styles);
     }
 
-    /// Replaces the rule table. Rules whose spec did not change keep their origin client
+    /// The rule table in force, compiled again first if the catalog sent new rules.
+    fn table(&self) -> arc_swap::Guard<Arc<follow::Current<RuleSpecs, Table>>> {
+        self.table.load(|specs, old| self.compile(specs, old))
+    }
+
+    /// The rule table of `specs`. Rules whose spec did not change keep their origin client
     /// (connections, primary health).
-    pub fn set_rules(&self, specs: Vec<(String, RuleSpec)>) {
-        let old = self.table.load();
+    fn compile(&self, specs: &RuleSpecs, old: &Table) -> Table {
         let allow_local = self.allow_local_origins;
         // A rule stored while local origins were allowed is not served once they are not.
-        let specs = specs.into_iter().filter(|(name, spec)| match spec.validate_with(allow_local) {
-            Ok(()) => true,
-            Err(e) => {
-                tracing::error!(rule = %name, field = %e.field, error = %e.message, "Skipping a mirror rule.");
-                false
-            }
-        });
+        let specs = specs
+            .iter()
+            .filter(|(name, spec)| match spec.validate_with(allow_local) {
+                Ok(()) => true,
+                Err(e) => {
+                    tracing::error!(rule = %name, field = %e.field, error = %e.message, "Skipping a mirror rule.");
+                    false
+                }
+            })
+            .cloned();
         let rules = RuleTable::new(specs);
         let mut runtimes = HashMap::new();
         for rule in rules.rules() {
@@ -166,7 +185,7 @@ impl Mirror {
             };
             runtimes.insert(rule.name.clone(), runtime);
         }
-        self.table.store(Arc::new(Table { rules, runtimes, next_probe: Mutex::default() }));
+        Table { rules, runtimes, next_probe: Mutex::default() }
     }
 
     /// The names of the image styles in force, sorted.
@@ -176,12 +195,12 @@ impl Mirror {
 
     /// Every rule in force, most specific first.
     pub fn rules(&self) -> Vec<Arc<Rule>> {
-        self.table.load().rules.rules().to_vec()
+        self.table().rules.rules().to_vec()
     }
 
     /// The rule for a raw request path, with the rest of the path.
     fn route(&self, path: &str) -> Option<(Arc<RuleRuntime>, String)> {
-        let table = self.table.load();
+        let table = self.table();
         let (rule, rest) = table.rules.matching(path)?;
         Some((table.runtimes.get(&rule.name)?.clone(), rest.to_owned()))
     }
@@ -297,7 +316,7 @@ impl Mirror {
                 () = shutdown.cancelled() => return,
                 _ = tick.tick() => {}
             }
-            let table = self.table.load_full();
+            let table = arc_swap::Guard::into_inner(self.table());
             let now = Instant::now();
             for runtime in table.runtimes.values() {
                 let rule = &runtime.rule;

@@ -304,7 +304,7 @@ async fn check_hop(rule: &Rule, url: &Url, allow_local: bool) -> Result<(), Fetc
         return Err(FetchError::Forbidden(format!("scheme {}", url.scheme())));
     }
     let trusted = rule.trusted_origins.contains(&url.origin().ascii_serialization());
-    if crate::rule::host_class(url) == OriginClass::Local && !(allow_local && trusted) {
+    if httpdns_core::model::mirror::host_class(url) == OriginClass::Local && !(allow_local && trusted) {
         return Err(FetchError::Forbidden(format!("{} is on this host", url.host_str().unwrap_or(""))));
     }
     let port = url.port_or_known_default().unwrap_or(80);

@@ -14,6 +14,7 @@ use crate::fill::{FillError, STORED_HEADERS};
 use crate::metrics::Outcome;
 use crate::origin::{Ask, FetchError};
 use crate::serve::Request;
+use crate::upstream::PassedHeaders;
 use crate::Mirror;
 
 /// Client headers a proxy passes besides the rule's `headers`.

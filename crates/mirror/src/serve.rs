@@ -19,6 +19,7 @@ use crate::key::ObjectKey;
 use crate::metrics::Outcome;
 use crate::objects::{store_path, Found, StoredMeta};
 use crate::origin::{Ask, FetchError, Validators};
+use crate::upstream::PassedHeaders;
 use crate::{Mirror, RuleRuntime};
 
 /// What the mirror listeners serve: [`router`] behind [`HotHits`].

@@ -33,6 +33,7 @@ use crate::metrics::Outcome;
 use crate::objects::{StoredMeta, CHUNK};
 use crate::origin::{Ask, FetchError};
 use crate::serve::Request;
+use crate::upstream::PassedHeaders;
 use crate::{Mirror, RuleRuntime};
 
 /// Slices fetched at once per object.

@@ -1,53 +1,22 @@
-//! Image styles: named chains (`x-oss-process=style/<name>`), an admin resource like mirror
-//! rules (`/admin/v1/mirror/styles/{name}`). A style's variants are stored under the chain's
+//! Image styles in force: named chains (`x-oss-process=style/<name>`), an admin resource like
+//! mirror rules (`/admin/v1/mirror/styles/{name}`; the spec is
+//! `httpdns_core::model::style::StyleSpec`). A style's variants are stored under the chain's
 //! canonical form, not under the style's name, so changing a style never serves a variant of
 //! its old chain.
 
 use std::collections::HashMap;
 
-use httpdns_core::model::FieldError;
+use httpdns_core::model::style::StyleSpec;
 use httpdns_image::{ImageProcess, ProcessError};
-use serde::{Deserialize, Serialize};
-
-/// One style as stored.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct StyleSpec {
-    /// The chain, as `x-oss-process` takes it: `image/resize,w_200/quality,q_80`.
-    pub process: String,
-}
-
-impl StyleSpec {
-    pub fn validate(&self) -> Result<(), FieldError> {
-        self.compile().map(|_| ()).map_err(|e| FieldError::new("process", e.to_string()))
-    }
-
-    pub fn compile(&self) -> Result<ImageProcess, ProcessError> {
-        httpdns_image::parse(&self.process)
-    }
-}
-
-/// Style names as OSS allows them: 1 to 64 letters, digits, `-`, `_` and `.`.
-pub fn validate_style_name(name: &str) -> Result<(), FieldError> {
-    let ok = (1..=64).contains(&name.len())
-        && name.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
-        && name != "."
-        && name != "..";
-    if ok {
-        Ok(())
-    } else {
-        Err(FieldError::new("name", "must be 1 to 64 letters, digits, '-', '_' or '.'"))
-    }
-}
 
 /// The compiled styles in force. Specs that no longer parse (stored by another version) are
 /// skipped loudly rather than taking the others down.
-pub(crate) fn compile_all(specs: Vec<(String, StyleSpec)>) -> HashMap<String, ImageProcess> {
+pub(crate) fn compile_all(specs: &[(String, StyleSpec)]) -> HashMap<String, ImageProcess> {
     let mut out = HashMap::new();
     for (name, spec) in specs {
         match spec.compile() {
             Ok(ops) => {
-                out.insert(name, ops);
+                out.insert(name.clone(), ops);
             }
             Err(e) => {
                 tracing::error!(style = %name, error = %e, "Skipping an image style that does not parse.")
@@ -73,13 +42,15 @@ pub(crate) fn resolve(
 
 #[cfg(test)]
 mod tests {
+    use httpdns_core::model::style::validate_style_name;
+
     use super::*;
 
     #[test]
     fn styles_resolve_to_their_chain_and_unknown_ones_are_refused() {
         let spec = StyleSpec { process: "image/resize,w_100/quality,q_80".into() };
         spec.validate().unwrap();
-        let styles = compile_all(vec![
+        let styles = compile_all(&[
             ("thumb".into(), spec),
             ("broken".into(), StyleSpec { process: "image/x".into() }),
         ]);

@@ -17,7 +17,6 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use arc_swap::ArcSwap;
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::Response;
 use bytes::Bytes;
@@ -25,17 +24,18 @@ use futures_util::StreamExt;
 use httpdns_flight::SingleFlight;
 use httpdns_image::{ImageProcess, Limits, ProcessError, RenderError, WatermarkImages};
 use object_store::path::Path;
+use tokio::sync::watch;
 
 use crate::copy_headers::value;
 use crate::error::Failure;
 use crate::fill::{self, FillError, FillState};
+use crate::follow::{Current, Followed};
 use crate::key::ObjectKey;
 use crate::metrics::Outcome;
 use crate::objects::{store_path, Found, StoredMeta};
 use crate::origin::FetchError;
 use crate::serve::{full_response, serve_found, Request};
-use crate::style::StyleSpec;
-use crate::{Mirror, RuleRuntime};
+use crate::{Mirror, RuleRuntime, StyleSpecs};
 
 /// How much of an original is read to find its header: most headers fit the first read; JPEGs
 /// with large EXIF or ICC blocks need the second.
@@ -104,7 +104,8 @@ pub(crate) struct Images {
     /// Rendering is CPU-bound: at most this many at once, on blocking threads.
     cpu: tokio::sync::Semaphore,
     flights: SingleFlight<String, RenderResult>,
-    styles: ArcSwap<HashMap<String, ImageProcess>>,
+    /// Compiled from the catalog's styles (`Mirror::follow`).
+    styles: Followed<StyleSpecs, HashMap<String, ImageProcess>>,
 }
 
 impl Images {
@@ -116,7 +117,7 @@ impl Images {
             memory_kib,
             cpu: tokio::sync::Semaphore::new(cpus.max(1)),
             flights: SingleFlight::new(),
-            styles: ArcSwap::from_pointee(HashMap::new()),
+            styles: Followed::new(HashMap::new()),
             settings,
         }
     }
@@ -125,19 +126,24 @@ impl Images {
         &self.settings.limits
     }
 
-    pub(crate) fn set_styles(&self, specs: Vec<(String, StyleSpec)>) {
-        self.styles.store(Arc::new(crate::style::compile_all(specs)));
+    pub(crate) fn follow_styles(&self, specs: watch::Receiver<StyleSpecs>) {
+        self.styles.follow(specs, |specs, _| crate::style::compile_all(specs));
+    }
+
+    /// The styles in force, compiled again first if the catalog sent new ones.
+    fn styles(&self) -> arc_swap::Guard<Arc<Current<StyleSpecs, HashMap<String, ImageProcess>>>> {
+        self.styles.load(|specs, _| crate::style::compile_all(specs))
     }
 
     pub(crate) fn style_names(&self) -> Vec<String> {
-        let mut names: Vec<String> = self.styles.load().keys().cloned().collect();
+        let mut names: Vec<String> = self.styles().keys().cloned().collect();
         names.sort_unstable();
         names
     }
 
     /// The `x-oss-process` value of a request, styles resolved.
     pub(crate) fn process(&self, raw: &str) -> Result<ImageProcess, ProcessError> {
-        crate::style::resolve(raw, &self.styles.load())
+        crate::style::resolve(raw, &self.styles())
     }
 
     /// How long a request waits for a shared render: the memory wait, the render's own time

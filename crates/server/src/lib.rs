@@ -178,7 +178,7 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
     if let Some(cap) = mirror.objects.cap() {
         prometheus.register(cap.collector()).context("registering the store cap's metrics")?;
     }
-    catalog.attach_mirror(mirror.clone()).await;
+    mirror.follow(catalog.mirror_rules(), catalog.image_styles());
     // After the rules are in: a job a crash left running goes on.
     mirror.resume_prefetches();
 
@@ -275,15 +275,14 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
         net.http(&mut tasks, "mirror", config.mirror_addr, mirror_app.clone(), false, &shutdown)?;
     let mirror_tls_addr =
         net.http(&mut tasks, "mirror_tls", config.mirror_tls_addr, mirror_app, true, &shutdown)?;
-    let metrics_addr = net
-        .http(
-            &mut tasks,
-            "metrics",
-            config.metrics_addr,
-            httpdns_api::metrics_router(products.ops.clone()),
-            false,
-            &shutdown,
-        )?;
+    let metrics_addr = net.http(
+        &mut tasks,
+        "metrics",
+        config.metrics_addr,
+        httpdns_api::metrics_router(products.ops.clone()),
+        false,
+        &shutdown,
+    )?;
     tasks.spawn(mirror.clone().run_probes(shutdown.clone()));
     let handler = dns::handler(catalog.clone(), products.answers.engine.clone());
     let dns_addr = match config.dns_addr {

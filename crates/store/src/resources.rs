@@ -7,42 +7,41 @@ use sqlx::{AnyPool, Row};
 
 use crate::StoreError;
 
-/// The kinds of stored resources. Adding a kind needs no migration, but it does need an entry
-/// in `httpdns_catalog::kinds` (where every kind is declared); the enum is exhaustive so that
-/// each `match` over it fails to compile until the new kind is handled.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Kind {
-    Network,
-    Node,
-    Pool,
-    Domain,
-    MirrorRule,
-    Account,
-    /// Image styles of the mirror (`x-oss-process=style/<name>`).
-    ImageStyle,
+/// Declares the stored kinds from one list: the enum, [`Kind::ALL`] (in the list's order) and
+/// each kind's stored name ([`Kind::as_str`]).
+macro_rules! stored_kinds {
+    ($(#[$meta:meta])* pub enum Kind { $($(#[$doc:meta])* $kind:ident => $stored:literal),+ $(,)? }) => {
+        $(#[$meta])*
+        pub enum Kind {
+            $($(#[$doc])* $kind),+
+        }
+
+        impl Kind {
+            pub const ALL: [Kind; [$($stored),+].len()] = [$(Kind::$kind),+];
+
+            pub fn as_str(self) -> &'static str {
+                match self {
+                    $(Kind::$kind => $stored),+
+                }
+            }
+        }
+    };
 }
 
-impl Kind {
-    pub const ALL: [Kind; 7] = [
-        Kind::Network,
-        Kind::Node,
-        Kind::Pool,
-        Kind::Domain,
-        Kind::MirrorRule,
-        Kind::Account,
-        Kind::ImageStyle,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Kind::Network => "network",
-            Kind::Node => "node",
-            Kind::Pool => "pool",
-            Kind::Domain => "domain",
-            Kind::MirrorRule => "mirror_rule",
-            Kind::Account => "account",
-            Kind::ImageStyle => "image_style",
-        }
+stored_kinds! {
+    /// The kinds of stored resources. Adding a kind needs no migration, but it does need an
+    /// entry in `httpdns_catalog::kinds` (where every kind is declared); the enum is exhaustive
+    /// so that each `match` over it fails to compile until the new kind is handled.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+    pub enum Kind {
+        Network => "network",
+        Node => "node",
+        Pool => "pool",
+        Domain => "domain",
+        MirrorRule => "mirror_rule",
+        Account => "account",
+        /// Image styles of the mirror (`x-oss-process=style/<name>`).
+        ImageStyle => "image_style",
     }
 }
 

@@ -29,8 +29,7 @@ use axum::Router;
 use state::AdminState;
 
 pub use auth::require_token;
-use httpdns_catalog::kinds::{Accounts, Domains, ImageStyles, MirrorRules, Networks, Nodes, Pools};
-use httpdns_catalog::ResourceKind;
+use httpdns_catalog::{KindVisitor, ResourceKind};
 
 /// Largest object the admin API writes into the mirror store in one request.
 const MAX_OBJECT_WRITE: usize = 256 << 20;
@@ -74,15 +73,20 @@ fn routes() -> Router<AdminState> {
                 .layer(axum::extract::DefaultBodyLimit::max(MAX_OBJECT_WRITE))
                 .get(mirror::lookup),
         );
-    // One line per kind; its URL comes from `httpdns_catalog::KINDS`. A kind missing here
-    // fails `tests/integration/kinds.rs`.
-    let router = resource::<Networks>(router);
-    let router = resource::<Nodes>(router);
-    let router = resource::<Pools>(router);
-    let router = resource::<Accounts>(router);
-    let router = resource::<MirrorRules>(router);
-    let router = resource::<ImageStyles>(router);
-    resource::<Domains>(router)
+    // Every kind declared in `httpdns_catalog::kinds`, at the URL its `KindInfo` gives
+    // (`tests/integration/kinds.rs` checks each is routed).
+    let mut routes = Resources(Some(router));
+    httpdns_catalog::each_kind(&mut routes);
+    routes.0.expect("the router is put back by every visit")
+}
+
+/// Adds each kind's routes to the router it holds.
+struct Resources(Option<Router<AdminState>>);
+
+impl KindVisitor for Resources {
+    fn visit<R: ResourceKind>(&mut self) {
+        self.0 = self.0.take().map(resource::<R>);
+    }
 }
 
 /// The list route and the `GET`/`PUT`/`DELETE` route of one resource kind.

@@ -3,8 +3,8 @@
 
 use std::time::Duration;
 
-use httpdns_events::EventSettings;
 use httpdns_catalog::LiveSettings;
+use httpdns_events::EventSettings;
 
 use super::{err, ConfigError, EventsFile, LiveFile, MirrorFile};
 
