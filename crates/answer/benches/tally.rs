@@ -21,8 +21,8 @@ fn record(c: &mut Criterion) {
     group.bench_function("1000_names", |b| {
         b.iter(|| {
             i = (i + 1) % names.len();
-            tally.record(black_box(&names[i]), "udp", &view, 7)
-        })
+            tally.record(black_box(&names[i]), "udp", &view, 7);
+        });
     });
     // Another thread counting the same names all along: the shards' locks are contended.
     let shared = Arc::new(DomainTally::default());
@@ -40,8 +40,8 @@ fn record(c: &mut Criterion) {
     group.bench_function("1000_names_two_threads", |b| {
         b.iter(|| {
             i = (i + 1) % names.len();
-            shared.record(black_box(&names[i]), "d", &view, 7)
-        })
+            shared.record(black_box(&names[i]), "d", &view, 7);
+        });
     });
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     other.join().unwrap();

@@ -68,7 +68,7 @@ async fn fresh(f: &Fixture, live: &HashMap<String, LiveNode>) -> Snapshot {
             (Kind::Node, Some(b)) => drop(nodes.insert(c.name, serde_json::from_str(&b).unwrap())),
             (Kind::Node, None) => drop(nodes.remove(&c.name)),
             (Kind::Domain, Some(b)) => {
-                model.domains.push((DomainName::parse(&c.name).unwrap(), serde_json::from_str(&b).unwrap()))
+                model.domains.push((DomainName::parse(&c.name).unwrap(), serde_json::from_str(&b).unwrap()));
             }
             _ => {}
         }

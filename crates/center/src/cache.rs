@@ -310,7 +310,7 @@ impl ConfigCache {
                     }
                 }
                 Err(e) => {
-                    tracing::warn!(error = %e, "Config refresh did not finish in time; serving what is loaded.")
+                    tracing::warn!(error = %e, "Config refresh did not finish in time; serving what is loaded.");
                 }
             }
         }

@@ -19,7 +19,7 @@ pub(crate) fn compile_all(specs: &[(String, StyleSpec)]) -> HashMap<String, Imag
                 out.insert(name.clone(), ops);
             }
             Err(e) => {
-                tracing::error!(style = %name, error = %e, "Skipping an image style that does not parse.")
+                tracing::error!(style = %name, error = %e, "Skipping an image style that does not parse.");
             }
         }
     }

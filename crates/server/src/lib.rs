@@ -254,7 +254,7 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
     let (closing, stop) = (config_cache.clone(), shutdown.clone());
     tasks.spawn(async move {
         stop.cancelled().await;
-        closing.close()
+        closing.close();
     });
     tasks.spawn(config_cache.adoption().clone().run(store.clone(), shutdown.clone()));
     tasks.spawn(httpdns_center::rollout::run(

@@ -393,7 +393,7 @@ mod tests {
                 }
                 Err(ParamError::TooManyNames) => proptest::prop_assert!(plain.split(',').count() > MAX_BATCH),
                 Err(ParamError::BadName { .. }) => {
-                    proptest::prop_assert!(plain.split(',').count() <= MAX_BATCH && want.is_err())
+                    proptest::prop_assert!(plain.split(',').count() <= MAX_BATCH && want.is_err());
                 }
                 Err(e) => proptest::prop_assert!(false, "{e}"),
             }

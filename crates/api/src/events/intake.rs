@@ -57,10 +57,10 @@ async fn accept(
         too_large(max)
     })?;
     let json = decode(headers, &raw, max).inspect_err(|e| {
-        rejected(if e.status == StatusCode::PAYLOAD_TOO_LARGE { "too_large" } else { "invalid" })
+        rejected(if e.status == StatusCode::PAYLOAD_TOO_LARGE { "too_large" } else { "invalid" });
     })?;
     let account = signer(app, query, &json, UNSIGNED).inspect_err(|e| {
-        rejected(if e.status == StatusCode::TOO_MANY_REQUESTS { "rate_limited" } else { "unauthenticated" })
+        rejected(if e.status == StatusCode::TOO_MANY_REQUESTS { "rate_limited" } else { "unauthenticated" });
     })?;
     if account.is_none() && !app.event_limits.allow(peer) {
         rejected("rate_limited");
