@@ -285,7 +285,7 @@ impl Upstream {
                     self.inflight.spawn(key.clone(), move || me.fetch_and_keep(key));
                 }
                 self.count(HIT);
-                return Ok(lookup_of(e, ttl.checked_sub(age).unwrap().as_secs() as u32, false));
+                return Ok(lookup_of(e, ttl.saturating_sub(age).as_secs() as u32, false));
             }
         }
         let waiting = Waiting::enter(&self.waiting);
