@@ -26,7 +26,7 @@ pub struct AnswerMetrics {
 struct ByClient {
     vec: IntCounterVec,
     // Hashed on every answer: foldhash, not std's SipHash.
-    children: std::sync::RwLock<foldhash::HashMap<ClientView, IntCounter>>,
+    children: parking_lot::RwLock<foldhash::HashMap<ClientView, IntCounter>>,
     other: IntCounter,
 }
 
@@ -60,11 +60,9 @@ impl AnswerMetrics {
             vec: by_client_vec.clone(),
             children: Default::default(),
         };
-        for c in [
-            Box::new(by_client_vec) as Box<dyn prometheus::core::Collector>,
-            Box::new(answers),
-            Box::new(hist),
-        ] {
+        let collectors: Vec<Box<dyn prometheus::core::Collector>> =
+            vec![Box::new(by_client_vec), Box::new(answers), Box::new(hist)];
+        for c in collectors {
             registry.register(c).expect("unique metric");
         }
         Self { answers: fast, duration, by_client }
@@ -82,11 +80,11 @@ impl AnswerMetrics {
 
     /// Counts an answer for a client of this carrier and region (`unknown` when unclassified).
     pub fn client_answer(&self, view: &ClientView) {
-        if let Some(c) = self.by_client.children.read().unwrap_or_else(|e| e.into_inner()).get(view) {
+        if let Some(c) = self.by_client.children.read().get(view) {
             c.inc();
             return;
         }
-        let mut children = self.by_client.children.write().unwrap_or_else(|e| e.into_inner());
+        let mut children = self.by_client.children.write();
         if children.len() >= MAX_CLIENT_LABELS && !children.contains_key(view) {
             self.by_client.other.inc();
             return;

@@ -14,8 +14,8 @@
 //! The map is split into shards by name, each behind its own mutex held for one increment,
 //! so front-ends on different threads rarely meet.
 
+use parking_lot::Mutex;
 use std::collections::{BTreeMap, HashMap, VecDeque};
-use std::sync::Mutex;
 
 // The maps on the answer path hash with foldhash (SipHash would be most of a count's cost);
 // their keys are managed names and bounded labels, not what a client chooses.
@@ -94,7 +94,7 @@ impl DomainTally {
     /// (Unix seconds / 60).
     pub fn record(&self, domain: &str, frontend: &'static str, view: &ClientView, minute: u64) {
         let place = place_of(view);
-        let mut guard = self.shards[shard_of(domain)].lock().unwrap_or_else(|e| e.into_inner());
+        let mut guard = self.shards[shard_of(domain)].lock();
         let Shard { minutes, places } = &mut *guard;
         let current = match minutes.back_mut() {
             Some(m) if m.at == minute => m,
@@ -145,7 +145,7 @@ impl DomainTally {
         let mut out = DomainStats::default();
         let mut per_minute: BTreeMap<u64, u64> = BTreeMap::new();
         for i in shards {
-            let shard = self.shards[i].lock().unwrap_or_else(|e| e.into_inner());
+            let shard = self.shards[i].lock();
             for m in shard.minutes.iter().filter(|m| m.at + minutes > now && m.at <= now) {
                 let Some(keys) = m.names.get(domain) else { continue };
                 for ((frontend, place), n) in keys {
@@ -170,7 +170,7 @@ impl DomainTally {
     pub fn busiest(&self, n: usize, minutes: u64, now: u64) -> Vec<(String, u64)> {
         let mut totals: HashMap<String, u64> = HashMap::new();
         for shard in self.shards.iter() {
-            let shard = shard.lock().unwrap_or_else(|e| e.into_inner());
+            let shard = shard.lock();
             for m in shard.minutes.iter().filter(|m| m.at + minutes > now && m.at <= now) {
                 for (name, keys) in &m.names {
                     *totals.entry(name.to_string()).or_default() += keys.values().sum::<u64>();
@@ -280,7 +280,7 @@ mod tests {
         for i in 0..(MAX_NAMES * 2) {
             t.record(&format!("n{i}.example"), "d", &ClientView::default(), 7);
         }
-        let names: usize = t.shards.iter().map(|s| s.lock().unwrap().minutes[0].names.len()).sum();
+        let names: usize = t.shards.iter().map(|s| s.lock().minutes[0].names.len()).sum();
         assert!(names <= MAX_NAMES + SHARDS, "{names}");
         assert!(t.stats(OTHER, 60, 7).total >= MAX_NAMES as u64);
         for i in 0..(MAX_KEYS * 2) {
@@ -297,7 +297,7 @@ mod tests {
             let place = view("telecom", &format!("p{}", i / names));
             t.record(&format!("m{}.example", i % names), "d", &place, 9);
         }
-        let entries: usize = t.shards.iter().map(|s| s.lock().unwrap().minutes.back().unwrap().entries).sum();
+        let entries: usize = t.shards.iter().map(|s| s.lock().minutes.back().unwrap().entries).sum();
         assert!(entries <= MAX_ENTRIES + names, "{entries}");
         assert!(entries >= MAX_ENTRIES, "the cap was reached: {entries}");
         let total: u64 = (0..names).map(|i| t.stats(&format!("m{i}.example"), 1, 9).total).sum();

@@ -208,9 +208,9 @@ impl Metrics {
         for r in UPSTREAM_RESULTS {
             upstream_cache.with_label_values(&[r]);
         }
-        for c in [
-            Box::new(upstream_cache.clone()) as Box<dyn prometheus::core::Collector>,
-            Box::new(config_requests) as Box<dyn prometheus::core::Collector>,
+        let collectors: Vec<Box<dyn prometheus::core::Collector>> = vec![
+            Box::new(upstream_cache.clone()),
+            Box::new(config_requests),
             Box::new(node_reports.clone()),
             Box::new(config_waiters.clone()),
             Box::new(audit_write_errors.clone()),
@@ -218,11 +218,12 @@ impl Metrics {
             Box::new(health_probes.clone()),
             Box::new(health_transitions.clone()),
             Box::new(nodes_by_health.clone()),
-            Box::new(http_requests) as Box<dyn prometheus::core::Collector>,
+            Box::new(http_requests),
             Box::new(http_duration),
             Box::new(geoip_loaded.clone()),
             Box::new(geoip_reload_errors.clone()),
-        ] {
+        ];
+        for c in collectors {
             registry.register(c).expect("unique metric");
         }
         Self {

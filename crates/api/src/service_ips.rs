@@ -15,7 +15,9 @@ use std::collections::HashMap;
 use std::fmt;
 use std::net::{IpAddr, SocketAddr};
 use std::str::FromStr;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
 use std::time::{Duration, Instant};
 
 use arc_swap::ArcSwap;
@@ -129,7 +131,7 @@ impl ServiceIps {
     /// Folds one read of the rows into the alive list, at local time `now` with the wall
     /// clock at `now_ms`. Returns the rows to forget, as `(id, seen_at)`.
     fn observe(&self, rows: Vec<ReplicaRow>, now: Instant, now_ms: i64) -> Vec<(String, i64)> {
-        let mut seen = self.seen.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut seen = self.seen.lock();
         let mut list = self.own.clone();
         let mut present = Vec::with_capacity(rows.len());
         let mut forget = Vec::new();
@@ -274,6 +276,6 @@ mod tests {
         // A deleted row is forgotten.
         ips.observe(vec![], later, wall);
         assert_eq!(*ips.alive(), [a("10.0.0.1")]);
-        assert!(ips.seen.lock().unwrap().is_empty());
+        assert!(ips.seen.lock().is_empty());
     }
 }

@@ -12,6 +12,7 @@ use httpdns_catalog::KINDS;
 
 use super::{Change, Section, StateFile};
 
+#[derive(Debug)]
 pub struct AdminClient {
     http: reqwest::Client,
     base: String,
@@ -19,6 +20,7 @@ pub struct AdminClient {
 }
 
 /// The current state, with the config versions read (for `If-Match`).
+#[derive(Debug)]
 pub struct Current {
     pub state: StateFile,
     pub config_versions: BTreeMap<String, i64>,

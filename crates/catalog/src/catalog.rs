@@ -22,7 +22,9 @@
 //! a read lock).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
 use std::time::{Duration, Instant, SystemTime};
 
 use arc_swap::{ArcSwap, Guard};
@@ -287,7 +289,7 @@ impl Catalog {
     }
 
     pub fn status(&self) -> SyncStatus {
-        self.status.lock().unwrap_or_else(|e| e.into_inner()).clone()
+        self.status.lock().clone()
     }
 
     /// Pulls changes from the store and publishes a new snapshot if there were any. Returns
@@ -300,7 +302,7 @@ impl Catalog {
             Err(e) => {
                 self.metrics.store_up.set(0);
                 self.metrics.store_sync_errors.inc();
-                let mut status = self.status.lock().unwrap_or_else(|p| p.into_inner());
+                let mut status = self.status.lock();
                 status.store_ok = false;
                 status.last_error = Some(e.to_string());
                 return Err(e);
@@ -397,7 +399,7 @@ impl Catalog {
             });
         }
         {
-            let mut status = self.status.lock().unwrap_or_else(|e| e.into_inner());
+            let mut status = self.status.lock();
             status.built_at = httpdns_core::clock::now();
             status.build_duration = took;
         }
@@ -412,7 +414,7 @@ impl Catalog {
 
     /// Records a successful sync: data is loaded and the store answers.
     fn mark_ok(&self) {
-        let mut status = self.status.lock().unwrap_or_else(|e| e.into_inner());
+        let mut status = self.status.lock();
         status.loaded = true;
         status.store_ok = true;
         status.last_error = None;

@@ -161,14 +161,21 @@ pub trait ResourceKind: Send + Sync + 'static {
     }
 }
 
+#[derive(Debug)]
 pub struct Networks;
+#[derive(Debug)]
 pub struct Nodes;
+#[derive(Debug)]
 pub struct Pools;
+#[derive(Debug)]
 pub struct Domains;
+#[derive(Debug)]
 pub struct Accounts;
 /// Rules of the mirroring gateway.
+#[derive(Debug)]
 pub struct MirrorRules;
 /// Named chains for `x-oss-process=style/<name>`.
+#[derive(Debug)]
 pub struct ImageStyles;
 
 impl ResourceKind for Accounts {

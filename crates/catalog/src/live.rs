@@ -1,5 +1,5 @@
+use parking_lot::Mutex;
 use std::collections::HashMap;
-use std::sync::Mutex;
 use std::time::Duration;
 
 use httpdns_core::live::{Feedback, LiveNode};
@@ -71,22 +71,19 @@ impl LiveHub {
     }
 
     pub fn record(&self, key: Key, client: Reporter, ok: bool, connect_ms: Option<f64>) {
-        let mut agg = self.aggregator.lock().unwrap_or_else(|e| e.into_inner());
+        let mut agg = self.aggregator.lock();
         agg.record(key, client, ok, connect_ms, httpdns_core::clock::unix_ms());
     }
 
     /// The current feedback estimate of a key.
     pub fn estimate(&self, key: &Key) -> Option<Estimate> {
-        self.aggregator
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .estimate(key, httpdns_core::clock::unix_ms())
+        self.aggregator.lock().estimate(key, httpdns_core::clock::unix_ms())
     }
 
     /// Loads saved aggregates (from the last day) as the starting point after a restart.
     pub async fn load(&self, store: &Store) -> Result<usize, StoreError> {
         let rows = store.load_feedback(httpdns_core::clock::unix_ms() as i64 - 86_400_000).await?;
-        let mut agg = self.aggregator.lock().unwrap_or_else(|e| e.into_inner());
+        let mut agg = self.aggregator.lock();
         let mut n = 0;
         for r in rows {
             let (Ok(isp), Ok(region)) = (Token::parse(&r.isp), Token::parse(&r.region)) else { continue };
@@ -104,7 +101,7 @@ impl LiveHub {
     /// Saves every current aggregate.
     pub async fn flush(&self, store: &Store) -> Result<usize, StoreError> {
         let rows: Vec<FeedbackRow> = {
-            let mut agg = self.aggregator.lock().unwrap_or_else(|e| e.into_inner());
+            let mut agg = self.aggregator.lock();
             let now = httpdns_core::clock::unix_ms();
             agg.expire(now);
             agg.estimates(now)
@@ -166,7 +163,7 @@ impl LiveHub {
             }
         }
         let feedback: Vec<Feedback> = {
-            let agg = self.aggregator.lock().unwrap_or_else(|e| e.into_inner());
+            let agg = self.aggregator.lock();
             let cfg = *agg.config();
             agg.estimates(now)
                 .into_iter()

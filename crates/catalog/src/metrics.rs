@@ -72,8 +72,8 @@ impl CatalogMetrics {
         for kind in BuildKind::ALL {
             m.snapshot_builds.with_label_values(&[kind.as_str()]);
         }
-        for c in [
-            Box::new(m.snapshot_revision.clone()) as Box<dyn prometheus::core::Collector>,
+        let collectors: Vec<Box<dyn prometheus::core::Collector>> = vec![
+            Box::new(m.snapshot_revision.clone()),
             Box::new(m.snapshot_built.clone()),
             Box::new(m.snapshot_age.clone()),
             Box::new(m.snapshot_build_seconds.clone()),
@@ -82,7 +82,8 @@ impl CatalogMetrics {
             Box::new(m.store_up.clone()),
             Box::new(m.store_sync_errors.clone()),
             Box::new(m.store_corrupt_rows.clone()),
-        ] {
+        ];
+        for c in collectors {
             registry.register(c).expect("unique metric");
         }
         m

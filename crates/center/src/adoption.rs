@@ -9,8 +9,8 @@
 //! two buckets counts once. Memory is bounded: at most [`MAX_SKETCHES`] sketches are held, and
 //! only versions that exist (at most the served one) are counted.
 
+use parking_lot::Mutex;
 use std::collections::{BTreeMap, HashMap};
-use std::sync::Mutex;
 use std::time::Duration;
 
 use httpdns_config::sketch::Sketch;
@@ -60,7 +60,7 @@ impl Adoption {
     /// memory bound is reached by other keys of this bucket.
     pub fn note(&self, module: &str, version: i64, device: &str) {
         let key = (now_bucket(), module.to_owned(), version);
-        let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
+        let mut held = self.held.lock();
         if !held.contains_key(&key) && held.len() >= MAX_SKETCHES {
             return;
         }
@@ -74,7 +74,7 @@ impl Adoption {
     pub async fn flush(&self, store: &Store) -> Result<usize, StoreError> {
         let mut last_prune = self.flushing.lock().await;
         let rows: Vec<SketchRow> = {
-            let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
+            let mut held = self.held.lock();
             held.iter_mut()
                 .filter(|(_, (_, dirty))| *dirty)
                 .map(|((bucket, module, version), (sketch, dirty))| {
@@ -90,7 +90,7 @@ impl Adoption {
         };
         if !rows.is_empty() {
             if let Err(e) = store.save_adoption(&self.replica, &rows).await {
-                let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
+                let mut held = self.held.lock();
                 for r in &rows {
                     if let Some((_, dirty)) = held.get_mut(&(r.bucket, r.module.clone(), r.version)) {
                         *dirty = true;
@@ -100,10 +100,7 @@ impl Adoption {
             }
         }
         let now = now_bucket();
-        self.held
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .retain(|(b, _, _), (_, dirty)| *b >= now - 1 || *dirty);
+        self.held.lock().retain(|(b, _, _), (_, dirty)| *b >= now - 1 || *dirty);
         if now - *last_prune >= 3600 / BUCKET_S {
             store.prune_adoption(now - RETENTION.as_secs() as i64 / BUCKET_S).await?;
             *last_prune = now;

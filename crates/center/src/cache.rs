@@ -43,7 +43,7 @@ pub struct ConfigCache {
     /// its own task (a client hanging up does not cancel it for the others), at most every
     /// [`CLIENT_REFRESH_EVERY`].
     client_refresh: SingleFlight<(), Result<(), String>>,
-    last_client_refresh: std::sync::Mutex<Option<Instant>>,
+    last_client_refresh: parking_lot::Mutex<Option<Instant>>,
     metrics: CenterMetrics,
     corrupt_rows: prometheus::IntCounter,
     /// The policy controller's places, rendered into devices' `resolution`.
@@ -104,7 +104,7 @@ impl ConfigCache {
             modules: ArcSwap::from_pointee(HashMap::new()),
             refresh_lock: tokio::sync::Mutex::new(()),
             client_refresh: SingleFlight::new(),
-            last_client_refresh: std::sync::Mutex::new(None),
+            last_client_refresh: parking_lot::Mutex::new(None),
             metrics,
             corrupt_rows,
             policy,
@@ -286,7 +286,7 @@ impl ConfigCache {
             return served;
         }
         let due = {
-            let mut last = self.last_client_refresh.lock().unwrap_or_else(|e| e.into_inner());
+            let mut last = self.last_client_refresh.lock();
             let due =
                 last.is_none_or(|t| t.elapsed() >= CLIENT_REFRESH_EVERY) || self.client_refresh.contains(&());
             if due {

@@ -146,6 +146,13 @@ pub struct Context<'a, H, C> {
     pub tally: Option<(&'a httpdns_answer::tally::DomainTally, &'static str)>,
 }
 
+impl<H, C> std::fmt::Debug for Context<'_, H, C> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // The health view and the classifier are the caller's; the snapshot says which model.
+        f.debug_struct("Context").field("revision", &self.snapshot.revision()).finish_non_exhaustive()
+    }
+}
+
 impl<H, C> Context<'_, H, C> {
     /// Counts an address question for the domain resource `domain` (see [`crate::tally`]).
     pub(crate) fn count(&self, domain: &str, view: &ClientView) {

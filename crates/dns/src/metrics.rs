@@ -118,6 +118,7 @@ impl DnsMetrics {
 }
 
 /// One thread's counts since its last [`Tally::flush`]; see [`DnsMetrics::tally`].
+#[derive(Debug)]
 pub struct Tally<'a> {
     metrics: &'a DnsMetrics,
     frontend: Frontend,

@@ -4,7 +4,7 @@
 //! No write per event: an event is a map update under a lock taken once per batch; each
 //! replica rewrites its recent minutes' rows every [`EventSettings::flush_interval`].
 
-use std::sync::Mutex;
+use parking_lot::Mutex;
 use std::time::Duration;
 
 use httpdns_store::events::{EventCounts, EventKey};
@@ -272,7 +272,7 @@ impl EventHub {
     /// The unknown values this replica saw most recently, most counted first, as JSON
     /// (`[{"field", "value", "count"}]`) for operators.
     pub fn unknown_values(&self) -> serde_json::Value {
-        self.unknown.lock().unwrap_or_else(|e| e.into_inner()).json()
+        self.unknown.lock().json()
     }
 
     /// Counts values of enumerated fields this server does not know, and keeps a sample.
@@ -280,9 +280,7 @@ impl EventHub {
         let mut sample = None;
         for (field, value) in values {
             self.metrics.unknown_values.with_label_values(&[field]).inc();
-            sample
-                .get_or_insert_with(|| self.unknown.lock().unwrap_or_else(|e| e.into_inner()))
-                .note(field, value);
+            sample.get_or_insert_with(|| self.unknown.lock()).note(field, value);
         }
     }
 
@@ -291,7 +289,7 @@ impl EventHub {
     pub fn record(&self, mut batch: Vec<Counted>) {
         let minute = now_minute();
         {
-            let mut agg = self.aggregator.lock().unwrap_or_else(|e| e.into_inner());
+            let mut agg = self.aggregator.lock();
             for c in &mut batch {
                 (c.key.isp, c.key.region) = agg.labels(&c.key.isp, &c.key.region);
                 agg.add(minute, c.key.clone(), &c.counts);
@@ -321,17 +319,17 @@ impl EventHub {
     /// the store past the retention, at most once an hour.
     pub async fn flush(&self, store: &Store) -> Result<usize, StoreError> {
         let mut last_prune = self.flushing.lock().await;
-        let (rows, reports) = self.aggregator.lock().unwrap_or_else(|e| e.into_inner()).take_dirty_reported();
+        let (rows, reports) = self.aggregator.lock().take_dirty_reported();
         if !rows.is_empty() {
             if let Err(e) = store.save_reported_event_minutes(&self.replica, &rows, &reports).await {
-                self.aggregator.lock().unwrap_or_else(|e| e.into_inner()).failed(&rows);
+                self.aggregator.lock().failed(&rows);
                 self.metrics.flush_errors.inc();
                 return Err(e);
             }
         }
         let now = now_minute();
         {
-            let mut agg = self.aggregator.lock().unwrap_or_else(|e| e.into_inner());
+            let mut agg = self.aggregator.lock();
             agg.forget_before(now - 1);
             let dropped = agg.dropped_minutes;
             self.metrics.minutes_dropped.inc_by(dropped.saturating_sub(self.metrics.minutes_dropped.get()));

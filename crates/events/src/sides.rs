@@ -3,8 +3,8 @@
 //! write per event: counts in memory under one lock per batch, a replica's own rows rewritten
 //! on each flush (the rollout tick's), bounded in memory.
 
+use parking_lot::Mutex;
 use std::collections::HashMap;
-use std::sync::Mutex;
 
 use httpdns_store::rollouts::VersionMinute;
 use httpdns_store::{Store, StoreError};
@@ -90,7 +90,7 @@ impl VersionSides {
             return;
         }
         let minute = crate::now_minute();
-        let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
+        let mut held = self.held.lock();
         for e in events {
             let key = (minute, e.version, e.isp.clone(), e.region.clone());
             if !held.contains_key(&key) && held.len() >= MAX_KEYS {
@@ -108,7 +108,7 @@ impl VersionSides {
     pub async fn flush(&self, store: &Store) -> Result<(), StoreError> {
         let mut last_prune = self.flushing.lock().await;
         let rows: Vec<VersionMinute> = {
-            let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
+            let mut held = self.held.lock();
             held.iter_mut()
                 .filter(|(_, c)| c.dirty)
                 .map(|((minute, version, isp, region), c)| {
@@ -127,7 +127,7 @@ impl VersionSides {
         };
         if !rows.is_empty() {
             if let Err(e) = store.save_version_minutes(&self.replica, &rows).await {
-                let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
+                let mut held = self.held.lock();
                 for r in &rows {
                     if let Some(c) = held.get_mut(&(r.minute, r.version, r.isp.clone(), r.region.clone())) {
                         c.dirty = true;
@@ -137,7 +137,7 @@ impl VersionSides {
             }
         }
         let now = crate::now_minute();
-        self.held.lock().unwrap_or_else(|e| e.into_inner()).retain(|k, c| k.0 >= now - 1 || c.dirty);
+        self.held.lock().retain(|k, c| k.0 >= now - 1 || c.dirty);
         if now - *last_prune >= 60 {
             store.prune_version_minutes(now - RETENTION_MINUTES).await?;
             *last_prune = now;

@@ -66,6 +66,7 @@ impl Verdict {
 }
 
 /// What is known about the reporting client and the name, besides the snapshot.
+#[derive(Debug)]
 pub struct Context<'a> {
     pub client_isp: Option<&'a Token>,
     /// What HTTPDNS answered the device (from the report).

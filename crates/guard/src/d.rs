@@ -78,7 +78,7 @@ impl Guard {
             }
             // An address out of wrong tries is refused before its token is read: otherwise a
             // guesser would still learn which guess is right.
-            if !self.token_misses.peek(peer) {
+            if !self.token_misses.peek(&peer) {
                 return Err(Refusal::new(
                     StatusCode::TOO_MANY_REQUESTS,
                     "Throttled",

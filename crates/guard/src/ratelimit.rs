@@ -1,8 +1,8 @@
 //! Token buckets by key (a client address, an account id).
 
+use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::hash::Hash;
-use std::sync::Mutex;
 use std::time::Instant;
 
 /// Entries kept before idle ones are swept.
@@ -29,10 +29,10 @@ impl<K: Hash + Eq> RateLimiter<K> {
     }
 
     /// Whether `key` has a token left, without taking it.
-    pub fn peek(&self, key: K) -> bool {
+    pub fn peek(&self, key: &K) -> bool {
         let now = Instant::now();
-        let map = self.buckets.lock().unwrap_or_else(|e| e.into_inner());
-        map.get(&key).is_none_or(|(tokens, last)| {
+        let map = self.buckets.lock();
+        map.get(key).is_none_or(|(tokens, last)| {
             (tokens + now.duration_since(*last).as_secs_f64() * self.rate).min(self.burst) >= 1.0
         })
     }
@@ -40,7 +40,7 @@ impl<K: Hash + Eq> RateLimiter<K> {
     /// Takes a token for `key` at `rate` per second with `burst` tokens at most.
     pub fn allow_at(&self, key: K, rate: f64, burst: f64) -> bool {
         let now = Instant::now();
-        let mut map = self.buckets.lock().unwrap_or_else(|e| e.into_inner());
+        let mut map = self.buckets.lock();
         if map.len() >= SWEEP_AT {
             let (burst, rate) = (self.burst, self.rate);
             // A bucket idle long enough to be full again carries no information.

@@ -179,7 +179,7 @@ pub(crate) fn join_or_start(
         Some(_) => format!("revalidate:{location}"),
         None => location.to_string(),
     };
-    let mut fills = mirror.fills.lock().unwrap_or_else(|e| e.into_inner());
+    let mut fills = mirror.fills.lock();
     if let Some(f) = fills.get(&key) {
         return Ok((f.clone(), false));
     }
@@ -240,7 +240,7 @@ impl Job {
         let (key, fill) = (self.key, self.fill);
         tokio::spawn(async move {
             tokio::time::sleep(Duration::from_secs(2)).await;
-            let mut fills = mirror.fills.lock().unwrap_or_else(|e| e.into_inner());
+            let mut fills = mirror.fills.lock();
             if fills.get(&key).is_some_and(|f| Arc::ptr_eq(f, &fill)) {
                 fills.remove(&key);
             }

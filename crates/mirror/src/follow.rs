@@ -7,7 +7,9 @@
 //! `PUT` returns, as when the catalog set the rules itself (`tests/integration/kinds.rs`,
 //! `tests/integration/mirror.rs`).
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
 
 use arc_swap::{ArcSwap, Guard};
 use tokio::sync::watch;
@@ -48,7 +50,7 @@ impl<S: Clone, T> Followed<S, T> {
 
     /// Follows `source` from now on, deriving from its current value at once.
     pub(crate) fn follow(&self, source: watch::Receiver<S>, derive: impl FnOnce(&S, &T) -> T) {
-        let _one = self.derive.lock().unwrap_or_else(|e| e.into_inner());
+        let _one = self.derive.lock();
         self.swap(source, derive);
     }
 
@@ -60,7 +62,7 @@ impl<S: Clone, T> Followed<S, T> {
         }
         drop(current);
         {
-            let _one = self.derive.lock().unwrap_or_else(|e| e.into_inner());
+            let _one = self.derive.lock();
             // Another caller may have derived it while this one waited.
             let current = self.current.load_full();
             if let (true, Some(source)) = (current.stale(), current.source.clone()) {

@@ -38,7 +38,9 @@ mod upstream;
 mod variant;
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
 use std::time::{Duration, Instant};
 
 use httpdns_core::model::mirror::RuleSpec;
@@ -302,8 +304,8 @@ impl Mirror {
                 .iter()
                 .any(|b| key == b || key.strip_prefix(b.as_str()).is_some_and(|rest| rest.starts_with('/')))
         };
-        self.fills.lock().unwrap_or_else(|e| e.into_inner()).retain(|k, _| !under(k));
-        self.slices.lock().unwrap_or_else(|e| e.into_inner()).retain(|k, _| !under(k));
+        self.fills.lock().retain(|k, _| !under(k));
+        self.slices.lock().retain(|k, _| !under(k));
     }
 
     /// Probes the primary origin of every rule with a probe path, each at its interval,
@@ -324,7 +326,7 @@ impl Mirror {
                     continue;
                 }
                 {
-                    let mut next = table.next_probe.lock().unwrap_or_else(|e| e.into_inner());
+                    let mut next = table.next_probe.lock();
                     let due = next.get(&rule.name).is_none_or(|t| *t <= now);
                     if !due {
                         continue;

@@ -242,7 +242,7 @@ pub(crate) fn join_or_start(
     client: &HeaderMap,
 ) -> Result<(Arc<SliceFill>, bool), FillError> {
     let key = location.to_string();
-    let mut fills = mirror.slices.lock().unwrap_or_else(|e| e.into_inner());
+    let mut fills = mirror.slices.lock();
     if let Some(f) = fills.get(&key) {
         return Ok((f.clone(), false));
     }
@@ -318,7 +318,7 @@ impl Job {
         let (mirror, fill) = (job.mirror.clone(), job.fill.clone());
         tokio::spawn(async move {
             tokio::time::sleep(Duration::from_secs(2)).await;
-            let mut fills = mirror.slices.lock().unwrap_or_else(|e| e.into_inner());
+            let mut fills = mirror.slices.lock();
             if fills.get(&key).is_some_and(|f| Arc::ptr_eq(f, &fill)) {
                 fills.remove(&key);
             }

@@ -21,10 +21,6 @@ fn module_of(raw: &str) -> Result<String, ApiError> {
     Ok(raw.to_owned())
 }
 
-fn unavailable(e: httpdns_store::StoreError) -> ApiError {
-    ApiError::unavailable(&e)
-}
-
 /// A rollout failure as this layer's error: the store's is a 503, the rest are internal.
 fn failed(e: RolloutError) -> ApiError {
     match e {
@@ -94,10 +90,10 @@ pub(crate) async fn put(
     let spec: RolloutSpec = parse_body(&body)?;
     spec.validate().map_err(ApiError::invalid)?;
     let store = app.config.store();
-    let cur = store.config_current(&module).await.map_err(unavailable)?;
+    let cur = store.config_current(&module).await.map_err(|e| ApiError::unavailable(&e))?;
     let cur =
         cur.ok_or_else(|| ApiError::not_found(format!("no config module {module:?}: publish it first")))?;
-    let existed = store.rollout_get(&module).await.map_err(unavailable)?.is_some();
+    let existed = store.rollout_get(&module).await.map_err(|e| ApiError::unavailable(&e))?.is_some();
     let row = RolloutRow {
         module: module.clone(),
         previous: cur.version,
@@ -110,7 +106,7 @@ pub(crate) async fn put(
         updated_at: 0,
         version: None,
     };
-    let updated_at = store.rollout_put(&row).await.map_err(unavailable)?;
+    let updated_at = store.rollout_put(&row).await.map_err(|e| ApiError::unavailable(&e))?;
     refresh(&app).await;
     let status = if existed { StatusCode::OK } else { StatusCode::CREATED };
     let row = RolloutRow { updated_at, ..row };
@@ -122,7 +118,7 @@ pub(crate) async fn get(
     Path(raw): Path<String>,
 ) -> Result<Response, ApiError> {
     let module = module_of(&raw)?;
-    let row = app.config.store().rollout_get(&module).await.map_err(unavailable)?;
+    let row = app.config.store().rollout_get(&module).await.map_err(|e| ApiError::unavailable(&e))?;
     let row = row.ok_or_else(|| ApiError::not_found(format!("no rollout of {module:?}")))?;
     Ok(axum::Json(view(&app, &row).await?).into_response())
 }
@@ -136,7 +132,7 @@ async fn act(
 ) -> Result<RolloutRow, ApiError> {
     let module = module_of(raw)?;
     let store = app.config.store();
-    let row = store.rollout_get(&module).await.map_err(unavailable)?;
+    let row = store.rollout_get(&module).await.map_err(|e| ApiError::unavailable(&e))?;
     let mut row = row.ok_or_else(|| ApiError::not_found(format!("no rollout of {module:?}")))?;
     if !from.contains(&row.state.as_str()) {
         return Err(ApiError::new(
@@ -149,7 +145,7 @@ async fn act(
     let spec = spec_of(&row)?;
     row.version = newest(app, &row).await?.map(|(v, _)| v);
     change(&mut row, &spec);
-    if !store.rollout_update(&row).await.map_err(unavailable)? {
+    if !store.rollout_update(&row).await.map_err(|e| ApiError::unavailable(&e))? {
         return Err(ApiError::new(
             StatusCode::CONFLICT,
             "Conflict",
@@ -162,7 +158,7 @@ async fn act(
 
 async fn answer(app: &AdminState, raw: &str) -> Result<Response, ApiError> {
     refresh(app).await;
-    let row = app.config.store().rollout_get(raw).await.map_err(unavailable)?;
+    let row = app.config.store().rollout_get(raw).await.map_err(|e| ApiError::unavailable(&e))?;
     let row = row.ok_or_else(|| ApiError::not_found("the rollout is gone"))?;
     Ok(axum::Json(view(app, &row).await?).into_response())
 }

@@ -17,7 +17,9 @@ pub mod session;
 use std::collections::HashMap;
 use std::net::IpAddr;
 use std::ops::Deref;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
 
 use axum::body::Bytes;
 use axum::extract::{Request, State};
@@ -82,7 +84,7 @@ impl Console {
     /// tried: another port of the same host may have set one too).
     pub fn session(&self, headers: &HeaderMap) -> Option<Session> {
         let now = httpdns_core::clock::unix_s();
-        let revoked = self.revoked.lock().unwrap_or_else(|e| e.into_inner());
+        let revoked = self.revoked.lock();
         cookies(headers, COOKIE)
             .filter_map(|v| self.sessions.verify(v, now))
             .find(|s| !revoked.contains_key(&s.nonce))
@@ -90,7 +92,7 @@ impl Console {
 
     fn revoke(&self, s: &Session) {
         let now = httpdns_core::clock::unix_s();
-        let mut revoked = self.revoked.lock().unwrap_or_else(|e| e.into_inner());
+        let mut revoked = self.revoked.lock();
         revoked.retain(|_, expires| *expires > now);
         if revoked.len() >= MAX_REVOKED {
             // Full of live sessions: the one ending soonest goes (it is closest to harmless).
@@ -109,7 +111,7 @@ impl Console {
 
     /// Whether `peer` still has attempts left, without spending one.
     fn may_attempt(&self, peer: IpAddr) -> bool {
-        self.attempts.peek(attempt_key(peer))
+        self.attempts.peek(&attempt_key(peer))
     }
 }
 
@@ -120,7 +122,7 @@ fn attempt_key(peer: IpAddr) -> IpAddr {
             let s = v6.segments();
             IpAddr::V6(std::net::Ipv6Addr::new(s[0], s[1], s[2], s[3], 0, 0, 0, 0))
         }
-        v4 => v4,
+        v4 @ IpAddr::V4(_) => v4,
     }
 }
 
@@ -320,7 +322,7 @@ async fn check_token(
     // NAT, an attacker) cannot lock it out.
     let console = &app.console;
     let may = match device {
-        Some(d) => console.device_attempts.peek(d.to_owned()),
+        Some(d) => console.device_attempts.peek(&d.to_owned()),
         None => console.may_attempt(peer),
     };
     if !may {

@@ -203,7 +203,7 @@ mod tests {
     const TENCENT4: [&str; 3] = ["2.3.3.4", "2.3.3.5", "2.3.3.6"];
 
     /// The document's form (`[dnspod] document_form = true`).
-    fn check(query: &str, answers: &[NameAnswer], expect: &str) {
+    fn check(query: &str, answers: &[NameAnswer<'_>], expect: &str) {
         let body =
             String::from_utf8(format(&req(query), answers, CIP.parse().unwrap(), FormatOptions::document()))
                 .unwrap();
@@ -211,7 +211,7 @@ mod tests {
     }
 
     /// The default form, the one the official SDKs parse.
-    fn sdk(query: &str, answers: &[NameAnswer], expect: &str) {
+    fn sdk(query: &str, answers: &[NameAnswer<'_>], expect: &str) {
         let body =
             String::from_utf8(format(&req(query), answers, CIP.parse().unwrap(), FormatOptions::default()))
                 .unwrap();

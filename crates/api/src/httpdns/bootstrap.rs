@@ -219,16 +219,16 @@ pub(crate) async fn conf(
     reached: Reached,
     request: Request,
 ) -> Response {
-    let resp = conf_answer(&app, peer, reached, request);
+    let resp = conf_answer(&app, peer, reached, &request);
     app.metrics.http_answer_request(crate::metrics::Route::ServiceIps, resp.status());
     resp
 }
 
-fn conf_answer(app: &HttpdnsState, peer: IpAddr, reached: Reached, request: Request) -> Response {
+fn conf_answer(app: &HttpdnsState, peer: IpAddr, reached: Reached, request: &Request) -> Response {
     if request.method() != Method::GET && request.method() != Method::HEAD {
         return ApiError::new(StatusCode::METHOD_NOT_ALLOWED, "MethodNotAllowed", "use GET").into_response();
     }
-    let secure = crate::peer::is_secure(app, &request);
+    let secure = crate::peer::is_secure(app, request);
     let mut fields = crate::dnspod::fields(request.uri().query(), &[]);
     let snapshot = app.catalog.snapshot();
     let auth = match crate::dnspod::authenticate(app, &snapshot, &mut fields, secure, peer) {
