@@ -597,9 +597,8 @@ async fn fleet_view(t: &Topology) -> Row {
     );
 
     // The shipped rule, evaluated by promtool on the server's counters before and after.
-    let after = crate::promtool::samples(
+    let after = crate::promtool::app_samples(
         &t.http.get(format!("{api}/metrics")).send().await.unwrap().text().await.unwrap(),
-        "httpdns_app_events_total",
     );
     let expected = crate::promtool::fallback_alerts(&after);
     assert!(

@@ -246,13 +246,14 @@ async fn only_signed_events_when_auth_is_required_and_unsigned_ones_are_rate_lim
 }
 
 fn app_series(metrics: &str) -> HashMap<String, f64> {
-    crate::promtool::samples(metrics, "httpdns_app_events_total")
+    crate::promtool::app_samples(metrics)
 }
 
 #[tokio::test]
 async fn the_shipped_1_percent_rules_fire_on_series_the_server_exported() {
     // Six one-minute rounds of real traffic, scraped after each: unicom/shanghai has 3% of its
-    // requests falling back (HTTPDNS_TIMEOUT); telecom/beijing (a signed batch) has none.
+    // requests falling back (HTTPDNS_TIMEOUT); telecom/beijing (a signed batch) has none;
+    // mobile/guangzhou sends a few reports that weigh a million each.
     let tmp = tempfile::tempdir().unwrap();
     let s = server(&Db::Sqlite, tmp.path(), &[]).await;
     s.put_ok("/admin/v1/accounts/7", json!({"secret": "k-secret-key"})).await;
@@ -281,6 +282,21 @@ async fn the_shipped_1_percent_rules_fire_on_series_the_server_exported() {
             })
             .collect();
         let body = batch(&bj);
+        assert_eq!(post(&s, &sign(&body), body, None).await.0, StatusCode::ACCEPTED);
+        // mobile/guangzhou: one failed request and one fallback a round, each signed as sampled
+        // at 1e-6 (a million apiece): weight past every floor, but 6 reports of each in all, so
+        // neither rule may fire for it.
+        let heavy: Vec<Value> = requests(1, "timeout")
+            .into_iter()
+            .chain(fallbacks(1, "HTTPDNS_TIMEOUT"))
+            .map(|mut e| {
+                e["isp"] = json!("mobile");
+                e["region"] = json!("guangzhou");
+                e["sample_rate"] = json!(1e-6);
+                e
+            })
+            .collect();
+        let body = batch(&heavy);
         assert_eq!(post(&s, &sign(&body), body, None).await.0, StatusCode::ACCEPTED);
         scrapes.push(app_series(&s.text("/metrics").await));
     }
@@ -420,8 +436,15 @@ fn the_rule_arithmetic() {
     last.insert(s("dns_fallback", "a", "HTTPDNS_ERROR"), 1.0);
     last.insert(s("request", "b", "ok"), 50.0);
     last.insert(s("dns_fallback", "b", "HTTPDNS_TIMEOUT"), 25.0);
+    // Place c: a million weighted requests, half falling back, from 19 reports: too few.
+    last.insert(s("request", "c", "ok"), 1e6);
+    last.insert(s("dns_fallback", "c", "HTTPDNS_TIMEOUT"), 5e5);
+    let reports = |isp: &str, n: f64| {
+        (format!(r#"httpdns_app_event_reports_total{{event="request",isp="{isp}",region="r"}}"#), n)
+    };
+    last.extend([reports("a", 100.0), reports("b", 50.0), reports("c", 19.0)]);
     let alerts = crate::promtool::fallback_alerts(&last);
-    assert_eq!(alerts.len(), 1, "1% exactly does not fire; 50 requests are too few");
+    assert_eq!(alerts.len(), 1, "1% exactly does not fire; 50 requests are too few; 19 reports are too few");
     assert_eq!(alerts[0].labels["reason"], "HTTPDNS_TIMEOUT");
     assert_eq!(alerts[0].value, 0.02);
 }

@@ -18,6 +18,14 @@ pub(crate) fn samples(metrics: &str, name: &str) -> HashMap<String, f64> {
         .collect()
 }
 
+/// The client events' series the shipped app rules read: the weighted counts and the reports
+/// they rest on.
+pub(crate) fn app_samples(metrics: &str) -> HashMap<String, f64> {
+    let mut all = samples(metrics, "httpdns_app_events_total");
+    all.extend(samples(metrics, "httpdns_app_event_reports_total"));
+    all
+}
+
 /// The labels of a series text `name{a="x",b="y"}` (values without quotes or commas).
 pub(crate) fn labels(series: &str) -> BTreeMap<String, String> {
     let inner = series.split_once('{').map_or("", |(_, r)| r.trim_end_matches('}'));
@@ -156,10 +164,17 @@ pub(crate) fn check(
 /// requests. The same arithmetic as the rule, so promtool checks the shipped expression.
 pub(crate) fn fallback_alerts(last: &HashMap<String, f64>) -> Vec<Expected> {
     let mut requests: BTreeMap<(String, String), f64> = BTreeMap::new();
+    let mut reports: BTreeMap<(String, String), f64> = BTreeMap::new();
     let mut fallbacks: BTreeMap<(String, String, String), f64> = BTreeMap::new();
     for (series, v) in last {
         let l = labels(series);
         let place = (l["isp"].clone(), l["region"].clone());
+        if series.starts_with("httpdns_app_event_reports_total{") {
+            if l["event"] == "request" {
+                *reports.entry(place).or_default() += v;
+            }
+            continue;
+        }
         match l["event"].as_str() {
             "request" => *requests.entry(place).or_default() += v,
             "dns_fallback" => *fallbacks.entry((place.0, place.1, l["reason"].clone())).or_default() += v,
@@ -169,9 +184,11 @@ pub(crate) fn fallback_alerts(last: &HashMap<String, f64>) -> Vec<Expected> {
     fallbacks
         .into_iter()
         .filter_map(|((isp, region, reason), n)| {
-            let r = *requests.get(&(isp.clone(), region.clone()))?;
+            let place = (isp.clone(), region.clone());
+            let r = *requests.get(&place)?;
+            let seen = reports.get(&place).copied().unwrap_or(0.0);
             let value = n / r;
-            (r >= 100.0 && value > 0.01).then(|| Expected {
+            (r >= 100.0 && seen >= 20.0 && value > 0.01).then(|| Expected {
                 labels: [
                     ("severity".to_owned(), "page".to_owned()),
                     ("isp".to_owned(), isp),

@@ -77,6 +77,10 @@ pub fn now_minute() -> i64 {
 pub struct EventMetrics {
     /// Events by type, carrier, region, reason and convergence side (sampled ones weighted).
     pub events: CounterVec,
+    /// Events as received (unweighted) by type, carrier and region: what the weighted counts
+    /// rest on, so alerts can ask for enough real reports (one event sampled at `1e-6` weighs a
+    /// million and is one report).
+    pub reports: IntCounterVec,
     /// Sampled requests by unified host and outcome (weighted).
     pub requests_by_host: CounterVec,
     /// Duration sums and counts by type, carrier and region (mean latencies per region).
@@ -104,6 +108,15 @@ impl EventMetrics {
             &["event", "isp", "region", "reason", "convergence"],
         )
         .unwrap();
+        let reports = IntCounterVec::new(
+            Opts::new(
+                "app_event_reports_total",
+                "Client events as received (unweighted), by event, carrier and region: the reports the weighted app_events_total rests on.",
+            ),
+            &["event", "isp", "region"],
+        )
+        .unwrap();
+        registry.register(Box::new(reports.clone())).expect("event metric registered once");
         let requests_by_host = CounterVec::new(
             Opts::new(
                 "app_requests_by_host_total",
@@ -173,11 +186,13 @@ impl EventMetrics {
         // One zero series of each family, so a replica that has received no event yet still
         // exports them (dashboards and rules find the names; a zero never fires a rule).
         events.with_label_values(&["request", "unknown", "unknown", "ok", "unknown"]);
+        reports.with_label_values(&["request", "unknown", "unknown"]);
         requests_by_host.with_label_values(&["other", "ok"]);
         duration_sum.with_label_values(&["request", "unknown", "unknown"]);
         duration_count.with_label_values(&["request", "unknown", "unknown"]);
         Self {
             events,
+            reports,
             requests_by_host,
             duration_sum,
             duration_count,
@@ -238,12 +253,12 @@ pub struct EventHub {
     /// This process's name in the store's rows (random per start: a restarted replica's rows
     /// are new rows, never a rewrite of the old process's minutes).
     replica: String,
-    // A std mutex: one short update per batch, never held across an await.
+    // A blocking mutex: one short update per batch, never held across an await.
     aggregator: Mutex<Aggregator>,
     pub metrics: EventMetrics,
     // Serialises flushes (the loop, and the admin API's flush before it reads).
     flushing: tokio::sync::Mutex<i64>,
-    /// Unknown values seen by this replica (a std mutex: one short update per batch).
+    /// Unknown values seen by this replica (a blocking mutex: one short update per batch).
     unknown: Mutex<UnknownSample>,
 }
 
@@ -301,6 +316,7 @@ impl EventHub {
                 .events
                 .with_label_values(&[&k.event, &k.isp, &k.region, &k.reason, &k.group])
                 .inc_by(c.counts.count);
+            self.metrics.reports.with_label_values(&[&k.event, &k.isp, &k.region]).inc();
             if k.event == "request" {
                 self.metrics.requests_by_host.with_label_values(&[&k.host, &k.reason]).inc_by(c.counts.count);
             }
