@@ -194,7 +194,10 @@ impl Store {
             .bind(r.counts.count)
             .bind(r.counts.duration_ms_sum)
             .bind(r.counts.duration_count)
-            .bind(*reports)
+            // A row without raw reports stores its count, which is what readers take a NULL
+            // for; never a NULL bind: PostgreSQL keeps the statement prepared with the first
+            // execution's parameter types, and a NULL then a number would not bind.
+            .bind(reports.unwrap_or(r.counts.count))
             .execute(&mut *tx)
             .await?;
         }
