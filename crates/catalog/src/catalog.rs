@@ -144,7 +144,7 @@ pub struct Catalog {
     registry: Arc<HealthRegistry>,
     feeds: Feeds,
     state: tokio::sync::Mutex<ModelState>,
-    // A std mutex: held only to copy or replace a small struct, never across an await.
+    // A blocking mutex: held only to copy or replace a small struct, never across an await.
     status: Mutex<SyncStatus>,
     metrics: CatalogMetrics,
 }

@@ -51,7 +51,7 @@ impl Default for LiveSettings {
 #[derive(Debug)]
 pub struct LiveHub {
     settings: LiveSettings,
-    // A std mutex: short updates per report, never held across an await.
+    // A blocking mutex: short updates per report, never held across an await.
     aggregator: Mutex<Aggregator>,
 }
 

@@ -33,7 +33,7 @@ type Key = (i64, String, i64);
 #[derive(Debug)]
 pub struct Adoption {
     replica: String,
-    // A std mutex: one short update per POST, never held across an await.
+    // A blocking mutex: one short update per POST, never held across an await.
     held: Mutex<HashMap<Key, (Sketch, bool)>>,
     // Serialises flushes (the loop and the admin read's).
     flushing: tokio::sync::Mutex<i64>,

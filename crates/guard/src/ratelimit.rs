@@ -12,7 +12,7 @@ const SWEEP_AT: usize = 50_000;
 pub struct RateLimiter<K> {
     rate: f64,
     burst: f64,
-    // A std mutex: a map update per request, never held across an await.
+    // A blocking mutex: a map update per request, never held across an await.
     buckets: Mutex<HashMap<K, (f64, Instant)>>,
 }
 

@@ -95,7 +95,7 @@ impl NodeState {
 /// Every node's state by id.
 #[derive(Debug, Default)]
 pub struct HealthRegistry {
-    // A std mutex: taken when a snapshot is published or checks are rescheduled, never on the
+    // A blocking mutex: taken when a snapshot is published or checks are rescheduled, never on the
     // answer path and never across an await.
     states: Mutex<HashMap<String, Arc<NodeState>>>,
 }

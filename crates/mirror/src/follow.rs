@@ -18,8 +18,8 @@ use tokio::sync::watch;
 pub(crate) struct Followed<S, T> {
     current: ArcSwap<Current<S, T>>,
     /// Held while deriving, so one caller derives and the others then see its result.
-    // A std mutex: never held across an await; a panic in `derive` leaves nothing half-done
-    // (the value is swapped whole afterwards), so a poisoned lock is taken over as is.
+    // Never held across an await; a panic in `derive` leaves nothing half-done (the value is
+    // swapped whole afterwards), and parking_lot's lock does not poison.
     derive: Mutex<()>,
 }
 
