@@ -9,14 +9,13 @@
 use std::net::IpAddr;
 
 use hickory_proto::op::{Message, Query, ResponseCode};
-use hickory_proto::rr::rdata::{A, AAAA, CNAME};
+use hickory_proto::rr::rdata::CNAME;
 use hickory_proto::rr::{Name, RData, Record, RecordType};
 use httpdns_core::model::DomainSpec;
-use httpdns_core::schedule::NO_ATTRS;
-use httpdns_core::snapshot::{client_seed, NodeHealth};
+use httpdns_core::snapshot::NodeHealth;
 use httpdns_core::{ClientView, Family};
 
-use crate::answer::{Context, Filled};
+use crate::answer::{engine_records, Context, Filled};
 
 // The engine's bound on a chain of aliases followed inside the snapshot, so `/d` and DNS end
 // a loop an operator made at the same length.
@@ -65,24 +64,13 @@ pub(crate) fn fill<'s, H: NodeHealth, C: Fn(IpAddr) -> (ClientView, u8)>(
     }
     let (view, bits) = (ctx.classify)(client);
     // The chain ends in a domain with addresses: the engine's step chooses them, as for `/d`.
-    let found = httpdns_answer::family(
-        ctx.snapshot,
-        ctx.health,
-        domain,
-        family,
-        &view,
-        &NO_ATTRS,
-        client_seed(client),
-    );
-    let httpdns_answer::Found::Managed(a) = found else { return done(ttl, None) };
-    for ip in a.ips {
-        let rdata = match ip {
-            IpAddr::V4(v4) => RData::A(A(v4)),
-            IpAddr::V6(v6) => RData::AAAA(AAAA(v6)),
-        };
-        response.add_answer(Record::from_rdata(owner.clone(), a.ttl, rdata));
+    let Some((records, found_ttl)) = engine_records(ctx, domain, family, &view, client, &owner) else {
+        return done(ttl, None);
+    };
+    for record in records {
+        response.add_answer(record);
     }
-    done(ttl.min(a.ttl), Some(bits))
+    done(ttl.min(found_ttl), Some(bits))
 }
 
 #[cfg(test)]

@@ -445,22 +445,9 @@ fn fill<H: NodeHealth, C: Fn(IpAddr) -> (ClientView, u8)>(
         let (view, bits) = (ctx.classify)(client);
         scope = Some(bits);
         ctx.count(key, &view);
-        // The engine's step, as `/d` takes it (DNS questions state no app attributes).
-        if let Found::Managed(a) = httpdns_answer::family(
-            ctx.snapshot,
-            ctx.health,
-            domain,
-            family,
-            &view,
-            &NO_ATTRS,
-            client_seed(client),
-        ) {
-            for ip in a.ips {
-                let rdata = match ip {
-                    IpAddr::V4(v4) => RData::A(A(v4)),
-                    IpAddr::V6(v6) => RData::AAAA(AAAA(v6)),
-                };
-                response.add_answer(Record::from_rdata(qname.clone(), a.ttl, rdata));
+        if let Some((records, _)) = engine_records(ctx, domain, family, &view, client, &qname) {
+            for record in records {
+                response.add_answer(record);
                 answered = true;
             }
         }
@@ -470,6 +457,42 @@ fn fill<H: NodeHealth, C: Fn(IpAddr) -> (ClientView, u8)>(
         response.add_authority(soa(&qname, ttl, ctx.snapshot.revision(), policy));
     }
     Filled::Done { code: ResponseCode::NoError, scope, ttl: Some(ttl) }
+}
+
+/// One family of a managed `domain` by the engine's step, as `/d` takes it (DNS questions
+/// state no app attributes), as address records owned by `owner`, with their TTL; `None` when
+/// the engine has no managed answer. The general path and the alias chase both answer this way.
+pub(crate) fn engine_records<H: NodeHealth, C>(
+    ctx: &Context<'_, H, C>,
+    domain: &httpdns_core::model::DomainSpec,
+    family: Family,
+    view: &ClientView,
+    client: IpAddr,
+    owner: &Name,
+) -> Option<(Vec<Record>, u32)> {
+    let Found::Managed(a) = httpdns_answer::family(
+        ctx.snapshot,
+        ctx.health,
+        domain,
+        family,
+        view,
+        &NO_ATTRS,
+        client_seed(client),
+    ) else {
+        return None;
+    };
+    let records = a
+        .ips
+        .into_iter()
+        .map(|ip| {
+            let rdata = match ip {
+                IpAddr::V4(v4) => RData::A(A(v4)),
+                IpAddr::V6(v6) => RData::AAAA(AAAA(v6)),
+            };
+            Record::from_rdata(owner.clone(), a.ttl, rdata)
+        })
+        .collect();
+    Some((records, a.ttl))
 }
 
 /// `bytes` (the serialised `response`) padded to a multiple of [`PADDING_BLOCK`] with an
