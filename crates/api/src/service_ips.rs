@@ -105,10 +105,7 @@ pub const FORGET: Duration = Duration::from_secs(24 * 3600);
 impl ServiceIps {
     /// This replica's announcer; `own` may be empty (it then only lists the others).
     pub fn new(own: Vec<ServiceAddr>) -> Self {
-        let mut id = [0u8; 8];
-        let _ = getrandom::fill(&mut id);
-        let host = std::env::var("HOSTNAME").unwrap_or_default();
-        let id = format!("{host}-{}-{}", std::process::id(), httpdns_auth::hex(&id));
+        let id = httpdns_auth::instance_id();
         Self {
             id,
             alive: ArcSwap::from_pointee(own.clone()),

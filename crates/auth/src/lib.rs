@@ -44,6 +44,17 @@ pub fn hmac_sha256(key: &[u8], message: &[u8]) -> [u8; 32] {
     mac.finalize().into_bytes().into()
 }
 
+/// This process's name among replicas sharing a store (rows it writes as its own, leases it
+/// holds): `HOSTNAME` when set, the process id and 48 random bits, so two processes never
+/// share one, even in containers that all run as pid 1 on hosts of the same name.
+pub fn instance_id() -> String {
+    let mut id = [0u8; 6];
+    // Without randomness the host and the pid still tell replicas on different hosts apart.
+    let _ = getrandom::fill(&mut id);
+    let host = std::env::var("HOSTNAME").unwrap_or_default();
+    format!("{host}-{}-{}", std::process::id(), hex(&id))
+}
+
 /// Lowercase hex.
 pub fn hex(bytes: &[u8]) -> String {
     const DIGITS: &[u8; 16] = b"0123456789abcdef";

@@ -9,12 +9,12 @@
 //! two buckets counts once. Memory is bounded: at most [`MAX_SKETCHES`] sketches are held, and
 //! only versions that exist (at most the served one) are counted.
 
-use parking_lot::Mutex;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use httpdns_config::sketch::Sketch;
 use httpdns_store::adoption::SketchRow;
+use httpdns_store::behind::{Kept, WriteBehind};
 use httpdns_store::{Store, StoreError};
 use tokio_util::sync::CancellationToken;
 
@@ -29,15 +29,41 @@ pub const RETENTION: Duration = Duration::from_secs(7 * 24 * 3600);
 
 type Key = (i64, String, i64);
 
+/// How adoption sketches are written behind to the store: 5-minute buckets, pruned hourly.
+#[derive(Debug)]
+struct Sketches;
+
+impl Kept for Sketches {
+    type Key = Key;
+    type Value = Sketch;
+    type Row = SketchRow;
+    const MAX_KEYS: usize = MAX_SKETCHES;
+    const PRUNE_EVERY: i64 = 3600 / BUCKET_S;
+
+    fn now() -> i64 {
+        now_bucket()
+    }
+
+    fn period(key: &Key) -> i64 {
+        key.0
+    }
+
+    fn row((bucket, module, version): &Key, sketch: &Sketch) -> SketchRow {
+        SketchRow { bucket: *bucket, module: module.clone(), version: *version, registers: sketch.encode() }
+    }
+
+    async fn save(store: &Store, replica: &str, rows: &[SketchRow]) -> Result<(), StoreError> {
+        store.save_adoption(replica, rows).await
+    }
+
+    async fn prune(store: &Store, now: i64) -> Result<u64, StoreError> {
+        store.prune_adoption(now - RETENTION.as_secs() as i64 / BUCKET_S).await
+    }
+}
+
 /// This replica's sketches not yet pruned from memory, and which changed since the last flush.
 #[derive(Debug)]
-pub struct Adoption {
-    replica: String,
-    // A blocking mutex: one short update per POST, never held across an await.
-    held: Mutex<HashMap<Key, (Sketch, bool)>>,
-    // Serialises flushes (the loop and the admin read's).
-    flushing: tokio::sync::Mutex<i64>,
-}
+pub struct Adoption(WriteBehind<Sketches>);
 
 fn now_bucket() -> i64 {
     httpdns_core::clock::unix_s() as i64 / BUCKET_S
@@ -45,13 +71,7 @@ fn now_bucket() -> i64 {
 
 impl Default for Adoption {
     fn default() -> Self {
-        let mut id = [0u8; 6];
-        let _ = getrandom::fill(&mut id);
-        Self {
-            replica: format!("{}-{}", std::process::id(), httpdns_auth::hex(&id)),
-            held: Mutex::new(HashMap::new()),
-            flushing: tokio::sync::Mutex::new(0),
-        }
+        Self(WriteBehind::new(httpdns_auth::instance_id()))
     }
 }
 
@@ -60,52 +80,13 @@ impl Adoption {
     /// memory bound is reached by other keys of this bucket.
     pub fn note(&self, module: &str, version: i64, device: &str) {
         let key = (now_bucket(), module.to_owned(), version);
-        let mut held = self.held.lock();
-        if !held.contains_key(&key) && held.len() >= MAX_SKETCHES {
-            return;
-        }
-        let (sketch, dirty) = held.entry(key).or_default();
-        sketch.add(device);
-        *dirty = true;
+        self.0.update([device], |_| key.clone(), |sketch, device| sketch.add(device));
     }
 
     /// Writes the changed sketches; keeps in memory only the current bucket's (and the last
     /// one's, which may still be written to near its end). Prunes the store hourly.
     pub async fn flush(&self, store: &Store) -> Result<usize, StoreError> {
-        let mut last_prune = self.flushing.lock().await;
-        let rows: Vec<SketchRow> = {
-            let mut held = self.held.lock();
-            held.iter_mut()
-                .filter(|(_, (_, dirty))| *dirty)
-                .map(|((bucket, module, version), (sketch, dirty))| {
-                    *dirty = false;
-                    SketchRow {
-                        bucket: *bucket,
-                        module: module.clone(),
-                        version: *version,
-                        registers: sketch.encode(),
-                    }
-                })
-                .collect()
-        };
-        if !rows.is_empty() {
-            if let Err(e) = store.save_adoption(&self.replica, &rows).await {
-                let mut held = self.held.lock();
-                for r in &rows {
-                    if let Some((_, dirty)) = held.get_mut(&(r.bucket, r.module.clone(), r.version)) {
-                        *dirty = true;
-                    }
-                }
-                return Err(e);
-            }
-        }
-        let now = now_bucket();
-        self.held.lock().retain(|(b, _, _), (_, dirty)| *b >= now - 1 || *dirty);
-        if now - *last_prune >= 3600 / BUCKET_S {
-            store.prune_adoption(now - RETENTION.as_secs() as i64 / BUCKET_S).await?;
-            *last_prune = now;
-        }
-        Ok(rows.len())
+        self.0.flush(store).await
     }
 
     /// Flushes every [`FLUSH_EVERY`] until `shutdown`, then once more.

@@ -267,11 +267,8 @@ const MAX_MINUTES: usize = 60;
 
 impl EventHub {
     pub fn new(settings: EventSettings, registry: &Registry) -> Self {
-        let mut id = [0u8; 6];
-        let _ = getrandom::fill(&mut id);
-        let host = std::env::var("HOSTNAME").unwrap_or_default();
         Self {
-            replica: format!("{host}-{}-{}", std::process::id(), httpdns_auth::hex(&id)),
+            replica: httpdns_auth::instance_id(),
             aggregator: Mutex::new(Aggregator::new(settings.max_label_pairs, MAX_MINUTES)),
             metrics: EventMetrics::new(registry),
             flushing: tokio::sync::Mutex::new(0),

@@ -5,6 +5,8 @@
 //! * [`schema`]: the event types, parsed into values that cannot be invalid (pure).
 //! * [`verdict`]: the LocalDNS map's judgement of a `localdns_compare` report (pure).
 //! * [`aggregate`]: per-minute counts in memory, bounded (pure).
+//! * [`fleet`]: the fleet's rates, alerts, series and LocalDNS verdicts from every replica's
+//!   stored rows (pure), what the admin summaries format.
 //! * [`hub`]: [`EventHub`], the aggregator, its Prometheus series, and the flush of minutes to
 //!   the store.
 //! * [`sides`]: events counted by the config version devices run, what guarded rollouts
@@ -14,6 +16,7 @@
 //! replica rewrites its recent minutes' rows every [`EventSettings::flush_interval`].
 
 pub mod aggregate;
+pub mod fleet;
 pub mod hub;
 pub mod schema;
 pub mod sides;

@@ -3,9 +3,7 @@
 //! write per event: counts in memory under one lock per batch, a replica's own rows rewritten
 //! on each flush (the rollout tick's), bounded in memory.
 
-use parking_lot::Mutex;
-use std::collections::HashMap;
-
+use httpdns_store::behind::{Kept, WriteBehind};
 use httpdns_store::rollouts::VersionMinute;
 use httpdns_store::{Store, StoreError};
 
@@ -41,7 +39,7 @@ pub fn of_event(
     use crate::schema::EventType;
     let version = i64::try_from(e.config_version?).ok()?;
     let (requests, errors, fallbacks) = match e.detail.kind() {
-        EventType::Request => (w, if reason == "ok" || reason == "4xx" { 0.0 } else { w }, 0.0),
+        EventType::Request => (w, if httpdns_store::events::request_failed(reason) { w } else { 0.0 }, 0.0),
         EventType::DnsFallback => (0.0, 0.0, w),
         _ => return None,
     };
@@ -55,31 +53,61 @@ pub fn of_event(
     })
 }
 
+/// One key's sums.
 #[derive(Debug, Default)]
 struct Counts {
     requests: f64,
     errors: f64,
     fallbacks: f64,
-    dirty: bool,
+}
+
+/// How version sides are written behind to the store.
+#[derive(Debug)]
+struct Sides;
+
+impl Kept for Sides {
+    type Key = Key;
+    type Value = Counts;
+    type Row = VersionMinute;
+    const MAX_KEYS: usize = MAX_KEYS;
+    const PRUNE_EVERY: i64 = 60;
+
+    fn now() -> i64 {
+        crate::now_minute()
+    }
+
+    fn period(key: &Key) -> i64 {
+        key.0
+    }
+
+    fn row((minute, version, isp, region): &Key, c: &Counts) -> VersionMinute {
+        VersionMinute {
+            minute: *minute,
+            version: *version,
+            isp: isp.clone(),
+            region: region.clone(),
+            requests: c.requests,
+            errors: c.errors,
+            fallbacks: c.fallbacks,
+        }
+    }
+
+    async fn save(store: &Store, replica: &str, rows: &[VersionMinute]) -> Result<(), StoreError> {
+        store.save_version_minutes(replica, rows).await
+    }
+
+    async fn prune(store: &Store, now: i64) -> Result<u64, StoreError> {
+        store.prune_version_minutes(now - RETENTION_MINUTES).await
+    }
 }
 
 /// See the module documentation.
 #[derive(Debug)]
-pub struct VersionSides {
-    replica: String,
-    held: Mutex<HashMap<Key, Counts>>,
-    flushing: tokio::sync::Mutex<i64>,
-}
+pub struct VersionSides(WriteBehind<Sides>);
 
 impl Default for VersionSides {
     fn default() -> Self {
-        let mut id = [0u8; 6];
-        let _ = getrandom::fill(&mut id);
-        Self {
-            replica: format!("{}-{}", std::process::id(), httpdns_auth::hex(&id)),
-            held: Mutex::new(HashMap::new()),
-            flushing: tokio::sync::Mutex::new(0),
-        }
+        Self(WriteBehind::new(httpdns_auth::instance_id()))
     }
 }
 
@@ -90,58 +118,19 @@ impl VersionSides {
             return;
         }
         let minute = crate::now_minute();
-        let mut held = self.held.lock();
-        for e in events {
-            let key = (minute, e.version, e.isp.clone(), e.region.clone());
-            if !held.contains_key(&key) && held.len() >= MAX_KEYS {
-                continue;
-            }
-            let c = held.entry(key).or_default();
-            c.requests += e.requests;
-            c.errors += e.errors;
-            c.fallbacks += e.fallbacks;
-            c.dirty = true;
-        }
+        self.0.update(
+            events,
+            |e| (minute, e.version, e.isp.clone(), e.region.clone()),
+            |c, e| {
+                c.requests += e.requests;
+                c.errors += e.errors;
+                c.fallbacks += e.fallbacks;
+            },
+        );
     }
 
     /// Writes the changed minutes; keeps only the current and the last minute in memory.
     pub async fn flush(&self, store: &Store) -> Result<(), StoreError> {
-        let mut last_prune = self.flushing.lock().await;
-        let rows: Vec<VersionMinute> = {
-            let mut held = self.held.lock();
-            held.iter_mut()
-                .filter(|(_, c)| c.dirty)
-                .map(|((minute, version, isp, region), c)| {
-                    c.dirty = false;
-                    VersionMinute {
-                        minute: *minute,
-                        version: *version,
-                        isp: isp.clone(),
-                        region: region.clone(),
-                        requests: c.requests,
-                        errors: c.errors,
-                        fallbacks: c.fallbacks,
-                    }
-                })
-                .collect()
-        };
-        if !rows.is_empty() {
-            if let Err(e) = store.save_version_minutes(&self.replica, &rows).await {
-                let mut held = self.held.lock();
-                for r in &rows {
-                    if let Some(c) = held.get_mut(&(r.minute, r.version, r.isp.clone(), r.region.clone())) {
-                        c.dirty = true;
-                    }
-                }
-                return Err(e);
-            }
-        }
-        let now = crate::now_minute();
-        self.held.lock().retain(|k, c| k.0 >= now - 1 || c.dirty);
-        if now - *last_prune >= 60 {
-            store.prune_version_minutes(now - RETENTION_MINUTES).await?;
-            *last_prune = now;
-        }
-        Ok(())
+        self.0.flush(store).await.map(drop)
     }
 }

@@ -80,9 +80,7 @@ impl Controller {
         metrics: PolicyMetrics,
         checks: Checks,
     ) -> Self {
-        let mut id = [0u8; 6];
-        let _ = getrandom::fill(&mut id);
-        let holder = format!("{}-{}", std::process::id(), httpdns_auth::hex(&id));
+        let holder = httpdns_auth::instance_id();
         Self { settings, store, view, metrics, checks, holder }
     }
 

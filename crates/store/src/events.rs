@@ -24,16 +24,22 @@ pub struct PolicyCounts {
     pub latency_count: f64,
 }
 
+/// Whether a `request` event's outcome (its reason) is a failure of the delivery: anything but
+/// `ok` and `4xx`, since a 4xx is the app asking for what is not there. The one place the rule
+/// lives: the policy minutes here, the fleet's figures and the rollouts' sides use it.
+pub fn request_failed(reason: &str) -> bool {
+    reason != "ok" && reason != "4xx"
+}
+
 impl PolicyCounts {
-    /// What an event row adds: `request` events are requests (errors unless `ok` or `4xx`: a
-    /// 4xx is the app asking for what is not there, not the delivery failing), `dns_fallback`
-    /// events are fallbacks; the rest add nothing.
+    /// What an event row adds: `request` events are requests (errors by [`request_failed`]),
+    /// `dns_fallback` events are fallbacks; the rest add nothing.
     pub fn of(key: &EventKey, c: &EventCounts) -> Self {
         match key.event.as_str() {
             "request" => Self {
                 requests: c.count,
                 reports: c.count,
-                errors: if key.reason != "ok" && key.reason != "4xx" { c.count } else { 0.0 },
+                errors: if request_failed(&key.reason) { c.count } else { 0.0 },
                 fallbacks: 0.0,
                 latency_ms_sum: c.duration_ms_sum,
                 latency_count: c.duration_count,

@@ -7,6 +7,7 @@
 //!   features) as a validated JSON body under `(kind, name)`.
 //! * [`Kind`]: the closed set of resource kinds.
 //! * [`teams`]: named admin tokens with roles, and the audit log of every change.
+//! * [`behind`]: rows a replica counts in memory and writes behind, bounded, nothing lost.
 //!
 //! # Revisions
 //!
@@ -21,6 +22,7 @@
 
 pub mod adoption;
 pub mod backup;
+pub mod behind;
 pub mod config;
 mod error;
 pub mod events;

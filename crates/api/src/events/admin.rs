@@ -5,7 +5,6 @@
 //! before). This replica writes its own minutes first, so what it received is in the answer;
 //! the others' are at most one flush interval behind.
 
-use std::collections::BTreeMap;
 use std::time::Duration;
 
 use axum::extract::{RawQuery, State};
@@ -16,6 +15,7 @@ use serde_json::{json, Value};
 use crate::admin::state::AdminState;
 use crate::error::ApiError;
 use crate::query::{pairs as query_pairs, window as parse_window};
+use httpdns_events::fleet::{self, rate, round, Figures};
 use httpdns_events::now_minute;
 use httpdns_events::schema::{EventType, FallbackReason};
 use httpdns_events::verdict::Verdict;
@@ -56,80 +56,15 @@ async fn rows(
     Ok((rows, replicas, from, to))
 }
 
-pub(super) fn round(x: f64) -> f64 {
-    (x * 1000.0).round() / 1000.0
-}
-
-fn rate(part: f64, whole: f64) -> f64 {
-    if whole > 0.0 {
-        round(part / whole)
-    } else {
-        0.0
-    }
-}
-
-#[derive(Default)]
-struct Rates {
-    requests: f64,
-    /// Request and fallback events as received (unweighted).
-    reports: f64,
-    errors: f64,
-    fallbacks: f64,
-    errors_by: BTreeMap<String, f64>,
-    fallbacks_by: BTreeMap<String, f64>,
-}
-
-impl Rates {
-    fn add(&mut self, k: &EventKey, c: &EventCounts, reports: f64) {
-        if k.event == EventType::Request.as_str() || k.event == EventType::DnsFallback.as_str() {
-            self.reports += reports;
-        }
-        if k.event == EventType::Request.as_str() {
-            self.requests += c.count;
-            // A 4xx is the app asking for what is not there, not the delivery failing.
-            if k.reason != "ok" && k.reason != "4xx" {
-                self.errors += c.count;
-                *self.errors_by.entry(k.reason.clone()).or_default() += c.count;
-            }
-        } else if k.event == EventType::DnsFallback.as_str() {
-            self.fallbacks += c.count;
-            *self.fallbacks_by.entry(k.reason.clone()).or_default() += c.count;
+/// A place's or side's figures with the fields that name it.
+fn figures_with(f: &Figures, name: &[(&str, &str)]) -> Value {
+    let mut v = serde_json::to_value(f).unwrap_or_default();
+    if let Value::Object(m) = &mut v {
+        for (k, n) in name {
+            m.insert((*k).into(), json!(n));
         }
     }
-
-    fn top(by: &BTreeMap<String, f64>) -> Value {
-        by.iter().max_by(|a, b| a.1.total_cmp(b.1)).map_or(Value::Null, |(r, _)| Value::from(r.as_str()))
-    }
-
-    fn json(&self, settings: &httpdns_events::EventSettings) -> serde_json::Map<String, Value> {
-        let (error_rate, fallback_rate) =
-            (rate(self.errors, self.requests), rate(self.fallbacks, self.requests));
-        // As the shipped rules judge: each reason's own share of the requests, unrounded.
-        // Weighted requests and real reports both: one event claiming to stand for a million
-        // is one report.
-        let judged =
-            self.requests >= settings.alert_min_requests && self.reports >= settings.alert_min_reports;
-        let over = |by: &BTreeMap<String, f64>| -> Vec<Value> {
-            by.iter()
-                .filter(|(_, n)| judged && **n / self.requests > settings.alert_rate)
-                .map(|(r, _)| Value::from(r.as_str()))
-                .collect()
-        };
-        let (errors_over, fallbacks_over) = (over(&self.errors_by), over(&self.fallbacks_by));
-        let mut m = serde_json::Map::new();
-        m.insert("requests".into(), json!(round(self.requests)));
-        m.insert("reports".into(), json!(round(self.reports)));
-        m.insert("errors".into(), json!(round(self.errors)));
-        m.insert("error_rate".into(), json!(error_rate));
-        m.insert("top_error".into(), Self::top(&self.errors_by));
-        m.insert("fallbacks".into(), json!(round(self.fallbacks)));
-        m.insert("fallback_rate".into(), json!(fallback_rate));
-        m.insert("top_fallback_reason".into(), Self::top(&self.fallbacks_by));
-        m.insert("alert".into(), json!(!errors_over.is_empty() || !fallbacks_over.is_empty()));
-        m.insert("alert_errors".into(), Value::Array(errors_over));
-        m.insert("alert_fallback_reasons".into(), Value::Array(fallbacks_over));
-        m
-    }
+    v
 }
 
 pub(crate) async fn summary(
@@ -148,13 +83,9 @@ pub(crate) async fn summary(
     };
     let (rows, replicas, from, to) = rows(&app, minutes, event.map(EventType::as_str)).await?;
 
-    let mut by_place: BTreeMap<(String, String), Rates> = BTreeMap::new();
-    let mut by_side: BTreeMap<String, Rates> = BTreeMap::new();
     let events: Vec<Value> = rows
         .iter()
-        .map(|(k, c, reports)| {
-            by_place.entry((k.isp.clone(), k.region.clone())).or_default().add(k, c, *reports);
-            by_side.entry(k.group.clone()).or_default().add(k, c, *reports);
+        .map(|(k, c, _)| {
             json!({
                 "event": k.event, "isp": k.isp, "region": k.region, "reason": k.reason,
                 "host": if k.host.is_empty() { Value::Null } else { Value::from(k.host.as_str()) },
@@ -163,27 +94,12 @@ pub(crate) async fn summary(
             })
         })
         .collect();
-    let mut rates: Vec<Value> = by_place
+    let fleet::Summary { places, sides } = fleet::summarize(&rows, settings);
+    let rates: Vec<Value> = places
         .iter()
-        .map(|((isp, region), r)| {
-            let mut m = r.json(settings);
-            m.insert("isp".into(), json!(isp));
-            m.insert("region".into(), json!(region));
-            Value::Object(m)
-        })
+        .map(|((isp, region), f)| figures_with(f, &[("isp", isp), ("region", region)]))
         .collect();
-    // The worst places first: what an operator reads first.
-    let worst =
-        |v: &Value| v["error_rate"].as_f64().unwrap_or(0.0).max(v["fallback_rate"].as_f64().unwrap_or(0.0));
-    rates.sort_by(|a, b| worst(b).total_cmp(&worst(a)));
-    let sides: Vec<Value> = by_side
-        .iter()
-        .map(|(side, r)| {
-            let mut m = r.json(settings);
-            m.insert("convergence".into(), json!(side));
-            Value::Object(m)
-        })
-        .collect();
+    let sides: Vec<Value> = sides.iter().map(|(side, f)| figures_with(f, &[("convergence", side)])).collect();
     let reasons: Vec<&str> = FallbackReason::ALL.iter().map(|r| r.as_str()).collect();
     Ok(axum::Json(json!({
         "window": window,
@@ -211,33 +127,23 @@ pub(crate) async fn localdns_map(
     let get = |k: &str| pairs.iter().find(|(n, _)| n == k).map(|(_, v)| v.as_str());
     let (window, minutes) = parse_window(get("window"), "1h", app.events.settings().retention)?;
     let (rows, replicas, from, to) = rows(&app, minutes, Some(EventType::LocalDnsCompare.as_str())).await?;
-    let mut places: BTreeMap<(String, String), BTreeMap<&'static str, f64>> = BTreeMap::new();
-    for (k, c, _) in &rows {
-        let Some(v) = Verdict::ALL.into_iter().find(|v| v.as_str() == k.reason) else { continue };
-        *places.entry((k.isp.clone(), k.region.clone())).or_default().entry(v.as_str()).or_default() +=
-            c.count;
-    }
-    let mut map: Vec<Value> = places
+    let map: Vec<Value> = fleet::localdns_places(&rows)
         .into_iter()
-        .map(|((isp, region), counts)| {
-            let reports: f64 = counts.values().sum();
+        .map(|((isp, region), verdicts)| {
             let mut m = serde_json::Map::new();
             m.insert("isp".into(), json!(isp));
             m.insert("region".into(), json!(region));
-            m.insert("reports".into(), json!(round(reports)));
+            m.insert("reports".into(), json!(round(verdicts.reports)));
             for v in Verdict::ALL {
-                let n = counts.get(v.as_str()).copied().unwrap_or(0.0);
+                let n = verdicts.count(v);
                 m.insert(v.as_str().into(), json!(round(n)));
                 if v != Verdict::Consistent {
-                    m.insert(format!("{}_rate", v.as_str()), json!(rate(n, reports)));
+                    m.insert(format!("{}_rate", v.as_str()), json!(rate(n, verdicts.reports)));
                 }
             }
             Value::Object(m)
         })
         .collect();
-    let bad =
-        |v: &Value| 1.0 - rate(v["consistent"].as_f64().unwrap_or(0.0), v["reports"].as_f64().unwrap_or(0.0));
-    map.sort_by(|a, b| bad(b).total_cmp(&bad(a)));
     Ok(axum::Json(json!({
         "window": window, "from": from * 60, "to": to * 60 + 59, "replicas": replicas,
         "verdicts": Verdict::ALL.map(Verdict::as_str), "map": map,

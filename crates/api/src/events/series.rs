@@ -5,16 +5,14 @@
 //! Bounded: at most [`MAX_BUCKETS`] buckets (the step is chosen to fit when not given) and the
 //! [`MAX_TOP`] places with the most events; the rest are summed into `others`.
 
-use std::collections::BTreeMap;
-
 use axum::extract::{RawQuery, State};
 use axum::response::{IntoResponse, Response};
 use serde_json::{json, Value};
 
-use super::admin::round;
 use crate::admin::state::AdminState;
 use crate::error::ApiError;
 use crate::query::{pairs as query_pairs, window as parse_window};
+use httpdns_events::fleet::{self, round, Series, SERIES_FIELDS};
 use httpdns_events::now_minute;
 use httpdns_events::schema::EventType;
 
@@ -28,54 +26,17 @@ const STEPS: [i64; 7] = [1, 5, 15, 60, 180, 360, 1440];
 pub(crate) const MAX_TOP: usize = 20;
 const DEFAULT_TOP: usize = 5;
 
-/// One place's figures: totals and one value per bucket.
-#[derive(Clone)]
-struct Series {
-    totals: [f64; 4],
-    buckets: Vec<[f64; 4]>,
-}
-
-const REQUESTS: usize = 0;
-const ERRORS: usize = 1;
-const FALLBACKS: usize = 2;
-const SWITCHES: usize = 3;
-const FIELDS: [&str; 4] = ["requests", "errors", "fallbacks", "host_switches"];
-
-impl Series {
-    fn new(n: usize) -> Self {
-        Self { totals: [0.0; 4], buckets: vec![[0.0; 4]; n] }
+/// A place's (or the others') totals and series, into `m`.
+fn series_json(s: &Series, m: &mut serde_json::Map<String, Value>) {
+    for (f, name) in SERIES_FIELDS.iter().enumerate() {
+        m.insert((*name).into(), json!(round(s.totals[f])));
     }
-
-    fn add(&mut self, bucket: usize, field: usize, n: f64) {
-        self.totals[field] += n;
-        if let Some(b) = self.buckets.get_mut(bucket) {
-            b[field] += n;
-        }
-    }
-
-    fn merge(&mut self, other: &Series) {
-        for (i, b) in other.buckets.iter().enumerate() {
-            for (f, n) in b.iter().enumerate() {
-                self.add(i, f, *n);
-            }
-        }
-    }
-
-    fn volume(&self) -> f64 {
-        self.totals[REQUESTS] + self.totals[FALLBACKS] + self.totals[SWITCHES]
-    }
-
-    fn json(&self, m: &mut serde_json::Map<String, Value>) {
-        for (f, name) in FIELDS.iter().enumerate() {
-            m.insert((*name).into(), json!(round(self.totals[f])));
-        }
-        let series: serde_json::Map<String, Value> = FIELDS
-            .iter()
-            .enumerate()
-            .map(|(f, name)| ((*name).to_owned(), self.buckets.iter().map(|b| json!(round(b[f]))).collect()))
-            .collect();
-        m.insert("series".into(), Value::Object(series));
-    }
+    let series: serde_json::Map<String, Value> = SERIES_FIELDS
+        .iter()
+        .enumerate()
+        .map(|(f, name)| ((*name).to_owned(), s.buckets.iter().map(|b| json!(round(b[f]))).collect()))
+        .collect();
+    m.insert("series".into(), Value::Object(series));
 }
 
 fn step_error() -> ApiError {
@@ -121,54 +82,32 @@ pub(crate) async fn series(
     // Whole buckets ending with the current minute: the first may reach before the window.
     let to = now_minute();
     let from = to - (n as i64) * step + 1;
-    let (request, fallback, switch) =
-        (EventType::Request.as_str(), EventType::DnsFallback.as_str(), EventType::HostSwitch.as_str());
     let rows = store
-        .event_buckets(from, to, step, [request, fallback, switch])
+        .event_buckets(
+            from,
+            to,
+            step,
+            [EventType::Request.as_str(), EventType::DnsFallback.as_str(), EventType::HostSwitch.as_str()],
+        )
         .await
         .map_err(|e| ApiError::unavailable(&e))?;
-
-    let mut places: BTreeMap<(String, String), Series> = BTreeMap::new();
-    for r in &rows {
-        let Ok(bucket) = usize::try_from(r.bucket) else { continue };
-        let s = places.entry((r.isp.clone(), r.region.clone())).or_insert_with(|| Series::new(n));
-        if r.event == request {
-            s.add(bucket, REQUESTS, r.count);
-            // As the summary counts errors: a 4xx is the app asking for what is not there.
-            if r.reason != "ok" && r.reason != "4xx" {
-                s.add(bucket, ERRORS, r.count);
-            }
-        } else if r.event == fallback {
-            s.add(bucket, FALLBACKS, r.count);
-        } else if r.event == switch {
-            s.add(bucket, SWITCHES, r.count);
-        }
-    }
-    let mut ranked: Vec<((String, String), Series)> = places.into_iter().collect();
-    ranked.sort_by(|a, b| b.1.volume().total_cmp(&a.1.volume()).then_with(|| a.0.cmp(&b.0)));
-    let rest = if ranked.len() > top { ranked.split_off(top) } else { Vec::new() };
-    let shown: Vec<Value> = ranked
+    let fleet::Chart { shown, others } = fleet::series(&rows, n, top);
+    let shown: Vec<Value> = shown
         .iter()
         .map(|((isp, region), s)| {
             let mut m = serde_json::Map::new();
             m.insert("isp".into(), json!(isp));
             m.insert("region".into(), json!(region));
-            s.json(&mut m);
+            series_json(s, &mut m);
             Value::Object(m)
         })
         .collect();
-    let others = if rest.is_empty() {
-        Value::Null
-    } else {
-        let mut sum = Series::new(n);
-        for (_, s) in &rest {
-            sum.merge(s);
-        }
+    let others = others.map_or(Value::Null, |(places, sum)| {
         let mut m = serde_json::Map::new();
-        m.insert("places".into(), json!(rest.len()));
-        sum.json(&mut m);
+        m.insert("places".into(), json!(places));
+        series_json(&sum, &mut m);
         Value::Object(m)
-    };
+    });
     let t: Vec<i64> = (0..n as i64).map(|b| (from + b * step) * 60).collect();
     Ok(axum::Json(json!({
         "window": window,
