@@ -18,6 +18,7 @@ use reqwest::Method;
 use serde_json::{json, Value};
 
 use crate::support::{env, Db, Process, TOKEN};
+use httpdns_mirror::prefetch::JOB_CONCURRENCY;
 
 /// An origin that serves `body(path)` (or 404), records every request's headers, answers
 /// `Range` and `If-None-Match`, and can be told to fail every request or to wait first.
@@ -39,6 +40,27 @@ struct RecorderInner {
     /// The object's entity tag (`"v1"` unless changed).
     etag: Option<String>,
     seen: Vec<(String, HeaderMap)>,
+    /// Requests being answered now, and the most there ever were at once.
+    in_flight: usize,
+    max_in_flight: usize,
+}
+
+/// Counts a request in flight until it is answered.
+struct InFlight(Recorder);
+
+impl InFlight {
+    fn enter(rec: &Recorder) -> Self {
+        let mut inner = rec.inner.lock();
+        inner.in_flight += 1;
+        inner.max_in_flight = inner.max_in_flight.max(inner.in_flight);
+        Self(rec.clone())
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0.inner.lock().in_flight -= 1;
+    }
 }
 
 pub(crate) struct RunningRecorder {
@@ -92,12 +114,18 @@ impl RunningRecorder {
     pub(crate) fn requests(&self) -> usize {
         self.rec.inner.lock().seen.len()
     }
+
+    /// The most requests the origin was answering at once (bodies sent whole after the delay).
+    pub(crate) fn max_in_flight(&self) -> usize {
+        self.rec.inner.lock().max_in_flight
+    }
 }
 
 async fn recorded(State(rec): State<Recorder>, method: Method, uri: Uri, mut headers: HeaderMap) -> Response {
     // The method goes with the headers seen, under a name no client sends.
     headers.insert("x-seen-method", method.as_str().parse().unwrap());
     let range = headers.get("range").and_then(|v| v.to_str().ok()).unwrap_or("").to_owned();
+    let _in_flight = InFlight::enter(&rec);
     let (object, mut fail, delay, name, throttle, etag) = {
         let mut inner = rec.inner.lock();
         inner.seen.push((uri.path().to_owned(), headers.clone()));
@@ -584,16 +612,38 @@ async fn prefetch_fills_a_thousand_keys_with_progress_through_a_kill() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     assert!(seen_done.windows(2).all(|w| w[0] <= w[1]), "{seen_done:?}");
+    // Live traffic is not queued behind the job: a viewer's miss goes to the origin at once.
+    origin.put("/live.bin", b"live".to_vec());
+    let asked = Instant::now();
+    let (s, h, body) = gw.get("/pf/live.bin", &[]).await;
+    assert_eq!((s, x_cache(&h), body.as_slice()), (StatusCode::OK, "MISS", &b"live"[..]));
+    assert!(
+        asked.elapsed() < Duration::from_secs(2),
+        "a live miss took {:?} during the prefetch",
+        asked.elapsed()
+    );
     gw.process.child.kill().unwrap();
     gw.process.child.wait().unwrap();
     let before_restart = origin.requests();
     assert!(before_restart < 1000, "killed before the end ({before_restart} fetched)");
 
+    let shown_before_kill = *seen_done.last().unwrap();
     gw.restart(&[]);
+    // Progress goes on from the last save (every 50 paths), not from 0, and never goes back.
+    let (_, resumed) = gw.admin(Method::GET, &progress_url, None).await;
+    let resumed_at = resumed["done"].as_u64().unwrap();
+    assert!(
+        resumed_at + 50 >= shown_before_kill,
+        "resumed at {resumed_at} after {shown_before_kill} shown before the kill"
+    );
     let deadline = Instant::now() + Duration::from_secs(60);
+    let mut previous = resumed_at;
     let last = loop {
         let (s, p) = gw.admin(Method::GET, &progress_url, None).await;
         assert_eq!(s, StatusCode::OK, "the job survived the kill");
+        let done = p["done"].as_u64().unwrap();
+        assert!(done >= previous, "progress went back from {previous} to {done}");
+        previous = done;
         if p["state"] == "done" {
             break p;
         }
@@ -607,12 +657,38 @@ async fn prefetch_fills_a_thousand_keys_with_progress_through_a_kill() {
     );
     assert_eq!(last["resumed"], 1);
     // What was filled before the kill was not fetched again (a few fills in flight were).
-    let total = origin.requests();
+    let total = origin.requests() - 1;
     assert!((1000..=1000 + 2 * 8).contains(&total), "{total} origin requests for 1,000 keys");
+    // The job's bound on the origin: four fills at a time (and the live miss beside them).
+    let most = origin.max_in_flight();
+    assert!((2..=JOB_CONCURRENCY + 1).contains(&most), "{most} origin requests at once");
     for i in (0..1000).step_by(37) {
         let (s, h, body) = gw.get(&format!("/pf/{i}.bin"), &[]).await;
         assert_eq!((s, x_cache(&h)), (StatusCode::OK, "HIT"), "/pf/{i}.bin");
         assert_eq!(body, format!("object {i}").into_bytes());
     }
-    assert_eq!(origin.requests(), total);
+    assert_eq!(origin.requests(), total + 1);
+
+    // Paths the origin does not have are counted and named; stored ones are not fetched again.
+    let (s, started) = gw
+        .admin(
+            Method::POST,
+            "/admin/v1/mirror/prefetch",
+            Some(json!({"paths": ["/pf/1.bin", "/pf/nowhere.bin", "/pf/2.bin"]})),
+        )
+        .await;
+    assert_eq!(s, StatusCode::ACCEPTED, "{started}");
+    let url = format!("/admin/v1/mirror/prefetch/{}", started["id"].as_str().unwrap());
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let p = loop {
+        let (_, p) = gw.admin(Method::GET, &url, None).await;
+        if p["state"] == "done" {
+            break p;
+        }
+        assert!(Instant::now() < deadline, "the second job did not finish: {p}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!((p["done"].as_u64(), p["failed"].as_u64()), (Some(2), Some(1)), "{p}");
+    assert_eq!(p["errors"][0][0], "/pf/nowhere.bin", "{p}");
+    assert_eq!(origin.requests(), total + 2, "only the missing path went to the origin");
 }

@@ -188,6 +188,61 @@ async fn a_slow_body_flood_leaves_every_front_end_answering() {
     assert!(!log_has(&f.p, "Too many open files"), "the process ran out of descriptors");
 }
 
+/// Writes a POST's head announcing a 100,000-byte body to `addr`, then a byte every `dribble`
+/// (or nothing more): how long until the server closes the connection (or answers), from the
+/// head.
+async fn body_cut_after(addr: SocketAddr, dribble: Option<Duration>) -> Duration {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut conn = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let head = format!(
+        "POST /app/events HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n{{\"events\": ["
+    );
+    conn.write_all(head.as_bytes()).await.unwrap();
+    let started = Instant::now();
+    let mut buf = [0u8; 512];
+    loop {
+        assert!(started.elapsed() < Duration::from_secs(20), "the connection was never cut");
+        let wait = dribble.unwrap_or(Duration::from_secs(20));
+        match tokio::time::timeout(wait, conn.read(&mut buf)).await {
+            // Closed, reset, or answered: cut either way.
+            Ok(_) => return started.elapsed(),
+            Err(_) => {
+                if conn.write_all(b" ").await.is_err() {
+                    return started.elapsed();
+                }
+            }
+        }
+    }
+}
+
+/// The two timers of a request body on the binary (the flood above holds its connections
+/// for less than either): a body that stops is cut after the gap
+/// (`HTTPDNS_BODY_TIMEOUT_MS`), one that dribbles a byte before every gap ends is cut at the
+/// deadline (`HTTPDNS_BODY_DEADLINE_MS`), and both are counted as `body_timeout` closes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_body_is_cut_at_its_gap_or_at_its_deadline() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let Some(f) = flooded(&[("HTTPDNS_BODY_TIMEOUT_MS", "1000"), ("HTTPDNS_BODY_DEADLINE_MS", "5000")]).await
+    else {
+        return;
+    };
+    let (stalled, dribbled) =
+        tokio::join!(body_cut_after(f.api, None), body_cut_after(f.api, Some(Duration::from_millis(300))));
+    eprintln!("body stopped: cut after {stalled:?}; body dribbled: cut after {dribbled:?}");
+    // The gap (1 s) and the reaper's tick (250 ms); well before the deadline.
+    assert!(stalled >= Duration::from_millis(900) && stalled < Duration::from_millis(3500), "{stalled:?}");
+    // A byte every 300 ms never lets the gap pass: the deadline (5 s) cuts it.
+    assert!(dribbled >= Duration::from_millis(4900) && dribbled < Duration::from_secs(8), "{dribbled:?}");
+    let metrics =
+        client().get(format!("http://{}/metrics", f.api)).send().await.unwrap().text().await.unwrap();
+    let cut: f64 = metrics
+        .lines()
+        .filter(|l| l.starts_with("httpdns_connections_closed_total") && l.contains("body_timeout"))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum();
+    assert!(cut >= 2.0, "both counted as body_timeout closes: {cut}");
+}
+
 /// 5,000 connections that each make one request and then sit idle, on the API (3,000) and the
 /// mirror (1,000), and 1,000 DNS over TCP connections that ask once and idle: a fresh probe is
 /// never the one reset to make room (idle ones go first).

@@ -40,6 +40,16 @@ impl Section {
         }
     }
 
+    /// A body as reads show it: secrets replaced. Plans compare and print these, never the
+    /// bodies a file holds: a file may hold a mirror rule's real `secret_access_key` where
+    /// the server shows `<redacted>`.
+    pub fn shown(self, body: &Value) -> Value {
+        match self {
+            Section::Resource(kind) => httpdns_catalog::shown(kind, body.clone()),
+            Section::Config => body.clone(),
+        }
+    }
+
     /// The admin URL of one entry (a CIDR's `/` percent-encoded).
     pub fn path(self, name: &str) -> String {
         match self {
@@ -56,7 +66,8 @@ pub enum Change {
         name: String,
         spec: Value,
     },
-    /// `fields`: the top-level fields that differ, with the current and the wanted value.
+    /// `fields`: the top-level fields that differ, with the current and the wanted value as
+    /// reads show them (secrets replaced); `spec` is the whole wanted body, secrets included.
     Update {
         kind: Section,
         name: String,
@@ -121,15 +132,21 @@ pub fn plan(current: &StateFile, wanted: &StateFile, prune: bool) -> Vec<Change>
     let mut changes = Vec::new();
     for ((kind, have), (_, need)) in cur.iter().zip(want.iter()) {
         for (name, spec) in need {
-            match have.get(name) {
-                None => changes.push(Change::Create { kind: *kind, name: name.clone(), spec: spec.clone() }),
-                Some(old) if old != spec => changes.push(Change::Update {
+            let Some(old) = have.get(name) else {
+                changes.push(Change::Create { kind: *kind, name: name.clone(), spec: spec.clone() });
+                continue;
+            };
+            // Secrets are write-only: compared and printed as reads show them. A new secret
+            // alone is no change (S3 keys rotate as pairs, with a new `access_key_id`); with
+            // any other change the whole spec, secret included, is written.
+            let (old, new) = (kind.shown(old), kind.shown(spec));
+            if old != new {
+                changes.push(Change::Update {
                     kind: *kind,
                     name: name.clone(),
                     spec: spec.clone(),
-                    fields: field_diff(old, spec),
-                }),
-                Some(_) => {}
+                    fields: field_diff(&old, &new),
+                });
             }
         }
     }
@@ -163,6 +180,7 @@ fn field_diff(old: &Value, new: &Value) -> Vec<(String, Value, Value)> {
 #[cfg(test)]
 mod tests {
     use httpdns_catalog::kinds::{Domains, Networks, Nodes};
+    use httpdns_core::model::mirror::REDACTED;
 
     use super::super::{Format, StateFile};
     use super::*;
@@ -204,6 +222,29 @@ domains:
         );
         // Without prune nothing is deleted.
         assert_eq!(plan(&a, &want, false).len(), 2);
+    }
+
+    #[test]
+    fn secrets_are_neither_printed_nor_compared() {
+        let rule = |secret: &str, ttl: u32| {
+            format!(
+                r#"{{"mirror_rules": {{"private": {{"path_prefix": "/p", "origin": "https://b.example.com",
+                "ttl_s": {ttl}, "origin_auth": {{"kind": "s3", "access_key_id": "AKIAEXAMPLE",
+                "secret_access_key": "{secret}", "region": "us-east-1"}}}}}}}}"#
+            )
+        };
+        let state = |secret: &str, ttl: u32| StateFile::parse(&rule(secret, ttl), Format::Json).unwrap();
+        // The server shows `<redacted>`; the file holds the secret: no change, applied again and again.
+        let server = state(REDACTED, 60);
+        assert!(plan(&server, &state("wJalrXUtnFEMI/K7MDENG", 60), false).is_empty());
+        // Another field changed: the update prints no secret and writes it whole.
+        let changes = plan(&server, &state("wJalrXUtnFEMI/K7MDENG", 120), false);
+        assert_eq!(changes.len(), 1);
+        let printed = changes[0].to_string();
+        assert!(!printed.contains("wJalrXUtnFEMI"), "{printed}");
+        assert!(printed.contains("ttl_s: 60 -> 120"), "{printed}");
+        let Change::Update { spec, .. } = &changes[0] else { panic!("an update: {printed}") };
+        assert_eq!(spec["origin_auth"]["secret_access_key"], "wJalrXUtnFEMI/K7MDENG");
     }
 
     #[test]

@@ -107,6 +107,20 @@ pub fn with_kind(kind: Kind, visitor: &mut impl KindVisitor) {
     each_kind(&mut Only { kind, visitor });
 }
 
+/// A body of `kind` as reads show it ([`ResourceKind::shown`]: secrets replaced), for code that
+/// holds the kind as a value (`apply`'s plan, which must print and compare bodies without them).
+pub fn shown(kind: Kind, body: serde_json::Value) -> serde_json::Value {
+    struct Shown(Option<serde_json::Value>);
+    impl KindVisitor for Shown {
+        fn visit<R: ResourceKind>(&mut self) {
+            self.0 = self.0.take().map(R::shown);
+        }
+    }
+    let mut v = Shown(Some(body));
+    with_kind(kind, &mut v);
+    v.0.unwrap_or_default()
+}
+
 /// What validation may allow, from the server's settings.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Validation {

@@ -28,7 +28,7 @@ pub use catalog::{Catalog, RuleSpecs, Specs, StyleSpecs, SyncStatus};
 /// Defined in `httpdns_live` (below the catalog, for the answer path); built and published here.
 pub use httpdns_live::Published;
 pub use kinds::{
-    each_kind, info, with_kind, Kind, KindDoc, KindInfo, KindVisitor, ResourceKind, Validation, KINDS,
+    each_kind, info, shown, with_kind, Kind, KindDoc, KindInfo, KindVisitor, ResourceKind, Validation, KINDS,
 };
 pub use live::{LiveHub, LiveSettings};
 pub use metrics::CatalogMetrics;

@@ -388,3 +388,37 @@ impl EventHub {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_unknown_sample_keeps_the_most_counted_and_is_bounded() {
+        let hub = EventHub::new(EventSettings::default(), &Registry::new());
+        // A value seen often, then more distinct ones than the sample holds.
+        let often = [("fallback_reason", "HTTPDNS_5XX".to_owned())];
+        for _ in 0..5 {
+            hub.note_unknown(&often);
+        }
+        let many: Vec<(&'static str, String)> =
+            (0..UNKNOWN_SAMPLE + 8).map(|i| ("reason", format!("NEW_{i}"))).collect();
+        hub.note_unknown(&many);
+        let sample = hub.unknown_values();
+        let list = sample.as_array().unwrap();
+        assert_eq!(list.len(), UNKNOWN_SAMPLE, "bounded");
+        assert_eq!(
+            list[0],
+            serde_json::json!({"field": "fallback_reason", "value": "HTTPDNS_5XX", "count": 5})
+        );
+        // New values replace the least counted, never the value seen most: the newest is in.
+        let last = format!("NEW_{}", UNKNOWN_SAMPLE + 7);
+        assert!(list.iter().any(|e| e["value"] == last.as_str()), "{sample}");
+        // Every value is counted in the series, sampled or not.
+        let counted: u64 = ["fallback_reason", "reason"]
+            .iter()
+            .map(|f| hub.metrics.unknown_values.with_label_values(&[f]).get())
+            .sum();
+        assert_eq!(counted, 5 + UNKNOWN_SAMPLE as u64 + 8);
+    }
+}

@@ -53,6 +53,13 @@ pub struct JobFile {
     /// The first failures (path and why), for the operator.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub errors: Vec<(String, String)>,
+    /// Every path before this index has finished, and so have those at `finished_after`: a
+    /// resumed job runs only the others, with `done` and `failed` as saved, so its progress
+    /// goes on from the last save instead of from 0 and no path is counted twice.
+    #[serde(default)]
+    pub next: u64,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub finished_after: Vec<u64>,
     pub paths: Vec<String>,
 }
 
@@ -83,6 +90,27 @@ struct Live {
     file: Mutex<JobFile>,
     done: AtomicU64,
     failed: AtomicU64,
+    /// Paths finished either way: each finish takes its own number, so exactly one in every
+    /// [`SAVE_EVERY`] saves.
+    finished: AtomicU64,
+    mark: Mutex<Mark>,
+}
+
+/// The lowest path not finished yet, and which later ones have (a few: fills run
+/// [`JOB_CONCURRENCY`] at a time).
+#[derive(Default)]
+struct Mark {
+    next: u64,
+    finished: std::collections::BTreeSet<u64>,
+}
+
+impl Mark {
+    fn finish(&mut self, index: u64) {
+        self.finished.insert(index);
+        while self.finished.remove(&self.next) {
+            self.next += 1;
+        }
+    }
 }
 
 const MAX_ERRORS: usize = 20;
@@ -138,8 +166,11 @@ fn save(dir: &std::path::Path, job: &JobFile) -> std::io::Result<()> {
 impl Live {
     fn snapshot(&self) -> JobFile {
         let mut f = self.file.lock().clone();
+        let mark = self.mark.lock();
         f.done = self.done.load(Ordering::Relaxed);
         f.failed = self.failed.load(Ordering::Relaxed);
+        f.next = mark.next;
+        f.finished_after = mark.finished.iter().copied().collect();
         f
     }
 }
@@ -227,6 +258,8 @@ impl Mirror {
             finished_ms: None,
             resumed: 0,
             errors: Vec::new(),
+            next: 0,
+            finished_after: Vec::new(),
             paths,
         };
         if let Some(dir) = self.prefetch.dir() {
@@ -253,7 +286,7 @@ impl Mirror {
             };
             if job.state == JobState::Running {
                 tracing::info!(job = %job.id, done = job.done, total = job.total, "Resuming a prefetch job.");
-                let job = JobFile { done: 0, failed: 0, errors: Vec::new(), resumed: job.resumed + 1, ..job };
+                let job = JobFile { resumed: job.resumed + 1, ..job };
                 self.run_job(job);
             }
         }
@@ -266,32 +299,46 @@ impl Mirror {
 
     fn run_job(self: &Arc<Self>, job: JobFile) {
         let paths = job.paths.clone();
-        let live =
-            Arc::new(Live { file: Mutex::new(job), done: AtomicU64::new(0), failed: AtomicU64::new(0) });
+        let mark = Mark { next: job.next, finished: job.finished_after.iter().copied().collect() };
+        let (start, skip) = (mark.next, mark.finished.clone());
+        let live = Arc::new(Live {
+            done: AtomicU64::new(job.done),
+            failed: AtomicU64::new(job.failed),
+            finished: AtomicU64::new(job.done + job.failed),
+            mark: Mutex::new(mark),
+            file: Mutex::new(job),
+        });
         let id = live.file.lock().id.clone();
         self.prefetch.live.lock().insert(id, live.clone());
         let mirror = self.clone();
         tokio::spawn(async move {
             let local = Arc::new(Semaphore::new(JOB_CONCURRENCY));
             let mut tasks = tokio::task::JoinSet::new();
-            for path in paths {
+            let todo = (0u64..).zip(paths).skip(start as usize).filter(|(i, _)| !skip.contains(i));
+            for (index, path) in todo {
                 let Ok(own) = local.clone().acquire_owned().await else { break };
                 let Ok(global) = mirror.prefetch.global.clone().acquire_owned().await else { break };
                 let (mirror, live) = (mirror.clone(), live.clone());
                 tasks.spawn(async move {
                     let result = mirror.prefetch_one(&path).await;
                     drop((own, global));
-                    match result {
-                        Ok(()) => live.done.fetch_add(1, Ordering::Relaxed),
-                        Err(why) => {
-                            let mut f = live.file.lock();
-                            if f.errors.len() < MAX_ERRORS {
-                                f.errors.push((path, why));
+                    {
+                        // Under the mark's lock, as a snapshot reads them: a path the save
+                        // marks finished is in its counts.
+                        let mut mark = live.mark.lock();
+                        mark.finish(index);
+                        match result {
+                            Ok(()) => live.done.fetch_add(1, Ordering::Relaxed),
+                            Err(why) => {
+                                let mut f = live.file.lock();
+                                if f.errors.len() < MAX_ERRORS {
+                                    f.errors.push((path, why));
+                                }
+                                live.failed.fetch_add(1, Ordering::Relaxed)
                             }
-                            live.failed.fetch_add(1, Ordering::Relaxed)
-                        }
-                    };
-                    let finished = live.done.load(Ordering::Relaxed) + live.failed.load(Ordering::Relaxed);
+                        };
+                    }
+                    let finished = live.finished.fetch_add(1, Ordering::Relaxed) + 1;
                     if finished % SAVE_EVERY == 0 {
                         mirror.prefetch.persist(&live);
                     }

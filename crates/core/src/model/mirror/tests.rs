@@ -49,11 +49,36 @@ fn bad_specs_name_their_field() {
             serde_json::json!({"path_prefix": "/i", "origin": "http://a", "probe_path": "health"}),
             "probe_path",
         ),
+        // Slices: 1 MiB to 1 GiB, and only where copies are kept.
+        (
+            serde_json::json!({"path_prefix": "/i", "origin": "http://a", "slice_bytes": (1 << 20) - 1}),
+            "slice_bytes",
+        ),
+        (
+            serde_json::json!({"path_prefix": "/i", "origin": "http://a", "slice_bytes": (1u64 << 30) + 1}),
+            "slice_bytes",
+        ),
+        (
+            serde_json::json!({"path_prefix": "/i", "origin": "http://a", "slice_bytes": 1 << 20, "store": false}),
+            "slice_bytes",
+        ),
     ];
     for (body, field) in cases {
         let s: RuleSpec = serde_json::from_value(body.clone()).unwrap();
         let e = s.validate().expect_err(&body.to_string());
         assert_eq!(e.field, field, "{body}");
+    }
+}
+
+#[test]
+fn slices_at_the_bounds_are_valid() {
+    for n in [1u64 << 20, 1 << 30] {
+        let s: RuleSpec = serde_json::from_value(
+            serde_json::json!({"path_prefix": "/v", "origin": "http://a", "slice_bytes": n}),
+        )
+        .unwrap();
+        s.validate().unwrap();
+        assert_eq!(s.slice_bytes, Some(n));
     }
 }
 
