@@ -270,12 +270,14 @@ async fn an_idle_keep_alive_flood_never_resets_a_newcomer() {
 
 /// 2,100 HTTP/1.1 clients that ask for a 4 MiB copy (streamed from its file) and never read:
 /// each holds its connection and the file, which the caps count as two units, so the process
-/// stays inside its descriptors and every probe is answered. The clients the server spares are
+/// stays inside its descriptors, every probe is answered, and memory stays bounded during the
+/// flood and comes back after it. The clients the server spares are
 /// replaced at up to 1,000 a second (two floods of 500): clients that hold, not a churn.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn clients_that_never_read_cannot_exhaust_descriptors() {
     let _one = ONE_AT_A_TIME.lock().await;
     let Some(f) = flooded(&[]).await else { return };
+    let baseline = rss_kib(&f.p);
     // Two floods of 1,050 from 100 addresses each.
     let floods: Vec<_> = (30..32)
         .map(|net| {
@@ -293,6 +295,32 @@ async fn clients_that_never_read_cannot_exhaust_descriptors() {
     assert_all_answered("never-reading clients", &seen);
     assert!(!log_has(&f.p, "Too many open files"), "the process ran out of descriptors");
     assert!(seen.most_descriptors < DESCRIPTORS as usize - 256, "{} descriptors", seen.most_descriptors);
+    // Memory comes back once the clients are gone, as after the slowloris flood (a few
+    // requests a second go on, as in service).
+    let probe = client();
+    let mut after = rss_kib(&f.p);
+    let mut trend = vec![after];
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while after > baseline + 32 * 1024 && Instant::now() < deadline {
+        for _ in 0..5 {
+            let _ = probe.get(format!("http://{}/healthz", f.api)).send().await;
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        after = rss_kib(&f.p);
+        trend.push(after);
+    }
+    eprintln!(
+        "never-reading clients: RSS baseline {baseline} KiB, peak {} KiB, after {trend:?}",
+        seen.peak_rss_kib
+    );
+    // 2,100 stalled downloads hold one 64 KiB chunk and hyper's buffers each: about 110 MiB.
+    // Chunks read into buffers of the blocking threads' heaps peaked at 348 to 810 MiB.
+    assert!(
+        seen.peak_rss_kib <= baseline + 256 * 1024,
+        "RSS peaked at {} KiB during the flood, {baseline} KiB before",
+        seen.peak_rss_kib
+    );
+    assert!(after <= baseline + 32 * 1024, "RSS {after} KiB after the flood, {baseline} KiB before");
 }
 
 /// HTTP/2 from one address: 9 connections of 128 streams for the 4 MiB copy, the client's

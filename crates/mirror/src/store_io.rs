@@ -114,13 +114,33 @@ fn decode_meta(json: &[u8], size: u64, json_len: u64) -> Result<StoredMeta, &'st
 /// fresh megabyte per response was mostly page faults and zeroing (a third of the 1 MiB hit
 /// path's time in a profile).
 pub(crate) fn pread(file: &std::fs::File, at: u64, len: u64) -> std::io::Result<Bytes> {
-    if len <= INLINE_READ {
-        let mut buf = vec![0u8; len as usize];
-        return file.read_exact_at(&mut buf, at).map(|()| Bytes::from(buf));
+    ReadBuf::new(len).fill(file, at)
+}
+
+/// Where a read lands: a buffer of its own up to [`INLINE_READ`], else one from the pool.
+enum ReadBuf {
+    Inline(Vec<u8>),
+    Pooled(Pooled),
+}
+
+impl ReadBuf {
+    fn new(len: u64) -> Self {
+        if len <= INLINE_READ {
+            ReadBuf::Inline(vec![0u8; len as usize])
+        } else {
+            ReadBuf::Pooled(Pooled::take(len as usize))
+        }
     }
-    let mut buf = Pooled::take(len as usize);
-    file.read_exact_at(&mut buf.0, at)?;
-    Ok(Bytes::from_owner(buf))
+
+    fn fill(self, file: &std::fs::File, at: u64) -> std::io::Result<Bytes> {
+        match self {
+            ReadBuf::Inline(mut buf) => file.read_exact_at(&mut buf, at).map(|()| Bytes::from(buf)),
+            ReadBuf::Pooled(mut buf) => {
+                file.read_exact_at(&mut buf.0, at)?;
+                Ok(Bytes::from_owner(buf))
+            }
+        }
+    }
 }
 
 /// A read buffer that goes back to a small pool when the last `Bytes` of it is dropped
@@ -159,9 +179,15 @@ impl Drop for Pooled {
     }
 }
 
-/// [`pread`] on a blocking thread.
+/// [`pread`] on a blocking thread, into a buffer allocated here, on the runtime's thread.
+///
+/// Not on the blocking thread: what a thread allocates stays in its allocator heap until every
+/// block of it is freed, and blocking threads come and go (up to 512 in a burst, gone after
+/// 10 s idle). A chunk a stalled download holds for minutes would pin a dying thread's pages;
+/// the never-reading flood (docs/reliability.md) left 168 MiB so after its clients had gone.
 pub(crate) async fn pread_blocking(file: Arc<std::fs::File>, at: u64, len: u64) -> std::io::Result<Bytes> {
-    tokio::task::spawn_blocking(move || pread(&file, at, len))
+    let buf = ReadBuf::new(len);
+    tokio::task::spawn_blocking(move || buf.fill(&file, at))
         .await
         .unwrap_or_else(|e| Err(std::io::Error::other(e.to_string())))
 }
