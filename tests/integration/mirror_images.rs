@@ -206,6 +206,15 @@ async fn mirror_styles_watermarks_and_reports_end_to_end() {
     let mut logo_png = Vec::new();
     logo.write_to(&mut std::io::Cursor::new(&mut logo_png), image::ImageFormat::Png).unwrap();
     origin.origin.put("/bucket/marks/logo.png", logo_png, "image/png");
+    let mut gif = Vec::new();
+    {
+        let mut encoder = image::codecs::gif::GifEncoder::new(&mut gif);
+        for red in [0u8, 120, 240] {
+            let frame = image::RgbaImage::from_pixel(8, 8, image::Rgba([red, 0, 0, 255]));
+            encoder.encode_frame(image::Frame::new(frame)).unwrap();
+        }
+    }
+    origin.origin.put("/bucket/anim.gif", gif, "image/gif");
     let tmp = tempfile::tempdir().unwrap();
     let mut e = env(tmp.path(), &Db::Sqlite);
     e.insert("HTTPDNS_MIRROR_ADDR".into(), "127.0.0.1:0".into());
@@ -238,6 +247,11 @@ async fn mirror_styles_watermarks_and_reports_end_to_end() {
     let styled = get("/img/photo.png?x-oss-process=style/thumb".into()).await;
     assert_eq!(styled.status(), 200);
     assert_eq!(styled.headers()["content-type"], "image/webp");
+    // `format,auto` is chosen per request, from `Accept`: a stored style cannot hold it.
+    let (status, body) = server
+        .put("/admin/v1/mirror/styles/auto", json!({"process": "image/resize,w_100/format,auto"}))
+        .await;
+    assert_eq!((status.as_u16(), body["field"].as_str()), (400, Some("process")), "{body}");
     assert_eq!(dimensions(&styled.bytes().await.unwrap()), (100, 75));
     // The style's variant is the chain's: the same chain spelled out is a stored hit.
     let spelled = get("/img/photo.png?x-oss-process=image/format,webp/resize,w_100".into()).await;
@@ -282,12 +296,23 @@ async fn mirror_styles_watermarks_and_reports_end_to_end() {
         (v["ImageWidth"]["value"].as_str(), v["Format"]["value"].as_str()),
         (Some("400"), Some("png"))
     );
+    // An animated GIF's frames are counted.
+    let info = get("/img/anim.gif?x-oss-process=image/info".into()).await;
+    assert_eq!(info.status(), 200);
+    let v: serde_json::Value = info.json().await.unwrap();
+    assert_eq!(
+        (v["FrameCount"]["value"].as_str(), v["Format"]["value"].as_str()),
+        (Some("3"), Some("gif")),
+        "{v}"
+    );
     let hue = get("/img/photo.png?x-oss-process=image/average-hue".into()).await;
     assert!(hue.json::<serde_json::Value>().await.unwrap()["RGB"].as_str().unwrap().starts_with("0x"));
 
     // Bad parameters name themselves; errors from the render name theirs.
     for (query, field) in [
         ("image/blur,r_51,s_1", "r"),
+        // The campaign's case: the value is named, not the action.
+        ("image/blur,r_0", "r"),
         ("image/crop,x_400", "x"),
         ("image/rotate,361", "rotate"),
         ("image/format,avif", "format"),

@@ -326,6 +326,7 @@ async fn soak_normal_traffic_beside_hostile_clients() {
     // Normal traffic: every front-end, kept-alive and fresh connections, checked answers.
     let mut failures: Vec<String> = Vec::new();
     let mut served = 0u64;
+    let mut retried = 0u64;
     let mut rss = Vec::new();
     let kept = httpdns_test_support::http::client_builder().timeout(Duration::from_secs(5)).build().unwrap();
     let fresh = httpdns_test_support::http::client_builder()
@@ -345,7 +346,15 @@ async fn soak_normal_traffic_beside_hostile_clients() {
             ("config", format!("{}/app/config-center/module-config?module=cdn", p.base), "cdn.example.com"),
         ];
         for (what, url, expect) in checks {
-            match c.get(&url).send().await {
+            let mut sent = c.get(&url).send().await;
+            // A kept-alive connection the server closed as the request went out: a client
+            // retries an idempotent request on a fresh one (RFC 9112 §9.3.1; OkHttp and the
+            // browsers do), so this one does too, once, and counts it.
+            if i % 2 == 0 && sent.as_ref().is_err_and(reused_connection_lost) {
+                retried += 1;
+                sent = c.get(&url).send().await;
+            }
+            match sent {
                 Ok(r) if r.status() == 200 => match r.text().await {
                     Ok(body) if body.contains(expect) => served += 1,
                     other => failures.push(format!("{what}: {other:?}")),
@@ -382,16 +391,40 @@ async fn soak_normal_traffic_beside_hostile_clients() {
         served,
         &failures[..failures.len().min(10)]
     );
+    // A kept connection lost under the request is rare (the server closes idle ones only to
+    // make room, and idle ones first): one in a thousand would be a regression.
+    assert!(
+        retried * 1000 <= served,
+        "{retried} requests retried on lost kept-alive connections of {served}"
+    );
     // Flat memory: the last third of the run peaks no higher than the first third (plus slack
     // for caches that were still filling).
     let third = (rss.len() / 3).max(1);
     let early = *rss[..third].iter().max().unwrap();
     let late = *rss[rss.len() - third..].iter().max().unwrap();
     eprintln!(
-        "soak: {seconds} s, {served} normal requests, 0 failed; RSS KiB every 5 s: {rss:?}; slowloris: {flood}; upstream queries: {}",
+        "soak: {seconds} s, {served} normal requests, 0 failed ({retried} retried on a lost kept-alive connection); RSS KiB every 5 s: {rss:?}; slowloris: {flood}; upstream queries: {}",
         upstream.queries()
     );
     assert!(late <= early + 24 * 1024, "memory grew: {early} KiB early, {late} KiB late: {rss:?}");
+}
+
+/// Whether a request failed because its kept-alive connection was reset or closed under it,
+/// before any answer: what a client retries once on a new connection.
+fn reused_connection_lost(e: &reqwest::Error) -> bool {
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(s) = source {
+        if let Some(io) = s.downcast_ref::<std::io::Error>() {
+            if matches!(io.kind(), std::io::ErrorKind::ConnectionReset | std::io::ErrorKind::BrokenPipe) {
+                return true;
+            }
+        }
+        if s.downcast_ref::<hyper::Error>().is_some_and(hyper::Error::is_incomplete_message) {
+            return true;
+        }
+        source = s.source();
+    }
+    false
 }
 
 /// One A query over UDP; whether it was answered with an address.

@@ -49,7 +49,8 @@ class HttpDns private constructor(b: Builder) : AutoCloseable {
         .retryOnConnectionFailure(false).build()
     private val account: Account? = b.accountId?.let { Account(it, b.accountSecret ?: "", b.aesKey) }
     internal val service: Service
-    private val resolver: Resolver
+    // Internal, not private: the module's tests wait on its cache rather than on time.
+    internal val resolver: Resolver
     private val config: ConfigStore?
     internal val hostPool: HostPool
     internal val netCheck: NetworkCheck
