@@ -91,20 +91,8 @@ impl Adoption {
 
     /// Flushes every [`FLUSH_EVERY`] until `shutdown`, then once more.
     pub async fn run(self: std::sync::Arc<Self>, store: Store, shutdown: CancellationToken) {
-        let mut tick = tokio::time::interval(FLUSH_EVERY);
-        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        loop {
-            tokio::select! {
-                _ = tick.tick() => {}
-                () = shutdown.cancelled() => break,
-            }
-            if let Err(e) = self.flush(&store).await {
-                tracing::warn!(error = %e, "Could not write adoption sketches; kept for the next flush.");
-            }
-        }
-        if let Ok(Err(e)) = tokio::time::timeout(Duration::from_secs(5), self.flush(&store)).await {
-            tracing::warn!(error = %e, "The last flush of adoption sketches failed.");
-        }
+        httpdns_store::behind::flush_every(FLUSH_EVERY, shutdown, "adoption sketches", || self.flush(&store))
+            .await;
     }
 }
 

@@ -369,23 +369,8 @@ impl EventHub {
     /// Flushes every [`EventSettings::flush_interval`] until `shutdown`, then once more (a
     /// clean stop loses nothing).
     pub async fn run(self: std::sync::Arc<Self>, store: Store, shutdown: CancellationToken) {
-        let mut tick = tokio::time::interval(self.settings.flush_interval);
-        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        loop {
-            tokio::select! {
-                _ = tick.tick() => {}
-                () = shutdown.cancelled() => break,
-            }
-            if let Err(e) = self.flush(&store).await {
-                tracing::warn!(error = %e, "Could not write event minutes; kept in memory for the next flush.");
-            }
-        }
-        let bound = Duration::from_secs(5);
-        match tokio::time::timeout(bound, self.flush(&store)).await {
-            Ok(Ok(_)) => {}
-            Ok(Err(e)) => tracing::warn!(error = %e, "The last flush of event minutes failed."),
-            Err(_) => tracing::warn!("The last flush of event minutes timed out."),
-        }
+        let every = self.settings.flush_interval;
+        httpdns_store::behind::flush_every(every, shutdown, "event minutes", || self.flush(&store)).await;
     }
 }
 

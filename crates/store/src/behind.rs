@@ -13,8 +13,10 @@
 use std::collections::HashMap;
 use std::future::Future;
 use std::hash::Hash;
+use std::time::Duration;
 
 use parking_lot::Mutex;
+use tokio_util::sync::CancellationToken;
 
 use crate::{Store, StoreError};
 
@@ -144,5 +146,36 @@ impl<K: Kept> WriteBehind<K> {
 
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+}
+
+/// Calls `flush` every `every` until `shutdown`, then once more within 5 s, so a clean stop
+/// loses nothing. A failed flush is logged (`what` names the rows) and kept for the next.
+pub async fn flush_every<F, Fut>(
+    every: Duration,
+    shutdown: CancellationToken,
+    what: &'static str,
+    mut flush: F,
+) where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<usize, StoreError>>,
+{
+    let mut tick = tokio::time::interval(every);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            // The stop first: no tick's flush starts once it is asked.
+            biased;
+            () = shutdown.cancelled() => break,
+            _ = tick.tick() => {}
+        }
+        if let Err(e) = flush().await {
+            tracing::warn!(error = %e, what, "Could not write rows to the store; kept in memory for the next flush.");
+        }
+    }
+    match tokio::time::timeout(Duration::from_secs(5), flush()).await {
+        Ok(Ok(_)) => {}
+        Ok(Err(e)) => tracing::warn!(error = %e, what, "The last flush before the stop failed."),
+        Err(_) => tracing::warn!(what, "The last flush before the stop timed out."),
     }
 }

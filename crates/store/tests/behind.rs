@@ -101,3 +101,29 @@ async fn a_failed_write_is_kept_for_the_next_flush_and_old_periods_are_forgotten
     b.flush(&second).await.unwrap();
     assert_eq!(stored(&second, now - 10).await, [(1, 3.0), (2, 6.0)]);
 }
+
+#[tokio::test]
+async fn the_loop_flushes_on_its_ticks_and_once_more_at_the_stop() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+    let (ticks, at_stop) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+    let shutdown = tokio_util::sync::CancellationToken::new();
+    let (t, s, stopped) = (ticks.clone(), at_stop.clone(), shutdown.clone());
+    let run = tokio::spawn(httpdns_store::behind::flush_every(
+        std::time::Duration::from_millis(20),
+        shutdown.clone(),
+        "test rows",
+        move || {
+            let counter = if stopped.is_cancelled() { &s } else { &t };
+            counter.fetch_add(1, Ordering::SeqCst);
+            // A failing flush does not end the loop.
+            async { Err::<usize, _>(StoreError::Backup("refused".into())) }
+        },
+    ));
+    while ticks.load(Ordering::SeqCst) < 3 {
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+    shutdown.cancel();
+    run.await.unwrap();
+    assert_eq!(at_stop.load(Ordering::SeqCst), 1, "one last flush at the stop, and no tick's after it");
+}
