@@ -8,7 +8,7 @@ use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use super::support::{env, Admin, Db, Process};
-use super::{dns_over_tcp, release_binary, rss_kib, seed, DESCRIPTORS, ONE_AT_A_TIME};
+use super::{dns_over_tcp, release_binary, rss_kib, rss_settles, seed, DESCRIPTORS, ONE_AT_A_TIME};
 
 /// A large object for the mirror: above what the gateway keeps in memory (1 MiB), so every
 /// response streams from its file.
@@ -297,18 +297,8 @@ async fn clients_that_never_read_cannot_exhaust_descriptors() {
     assert!(seen.most_descriptors < DESCRIPTORS as usize - 256, "{} descriptors", seen.most_descriptors);
     // Memory comes back once the clients are gone, as after the slowloris flood (a few
     // requests a second go on, as in service).
-    let probe = client();
-    let mut after = rss_kib(&f.p);
-    let mut trend = vec![after];
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while after > baseline + 32 * 1024 && Instant::now() < deadline {
-        for _ in 0..5 {
-            let _ = probe.get(format!("http://{}/healthz", f.api)).send().await;
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-        after = rss_kib(&f.p);
-        trend.push(after);
-    }
+    let trend = rss_settles(&f.p, &client(), &format!("http://{}/healthz", f.api), baseline).await;
+    let after = *trend.last().unwrap();
     eprintln!(
         "never-reading clients: RSS baseline {baseline} KiB, peak {} KiB, after {trend:?}",
         seen.peak_rss_kib

@@ -186,17 +186,8 @@ async fn a_slowloris_flood_leaves_every_front_end_answering() {
     // Memory comes back down once the flood's connections are gone, while the server goes on
     // serving (a few requests a second, as in service: the allocator hands freed memory back
     // as its threads run).
-    let mut after = rss_kib(&p);
-    let mut trend = vec![after];
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while after > baseline + 32 * 1024 && Instant::now() < deadline {
-        for _ in 0..5 {
-            let _ = probe.get(format!("{}/healthz", p.base)).send().await;
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-        after = rss_kib(&p);
-        trend.push(after);
-    }
+    let trend = rss_settles(&p, &probe, &format!("{}/healthz", p.base), baseline).await;
+    let after = *trend.last().unwrap();
     eprintln!("RSS after the flood, every 0.5 s: {trend:?}");
     eprintln!("RSS: baseline {baseline} KiB, peak {peak} KiB, after {after} KiB; floods: {stats:?}");
     assert!(after <= baseline + 32 * 1024, "RSS {after} KiB after the flood, {baseline} KiB before");
@@ -221,6 +212,21 @@ async fn dns_over_tcp(addr: std::net::SocketAddr, name: &str) -> bool {
         Ok(Some(m)) => !m.answers.is_empty(),
         _ => false,
     }
+}
+
+/// RSS samples every 0.5 s, while `url` is asked five times between samples (a server in
+/// service), until RSS is within 32 MiB of `baseline` or 30 s have passed; the last is now.
+async fn rss_settles(p: &Process, probe: &reqwest::Client, url: &str, baseline: u64) -> Vec<u64> {
+    let mut trend = vec![rss_kib(p)];
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while trend[trend.len() - 1] > baseline + 32 * 1024 && Instant::now() < deadline {
+        for _ in 0..5 {
+            let _ = probe.get(url).send().await;
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        trend.push(rss_kib(p));
+    }
+    trend
 }
 
 /// The process's resident memory, in KiB.
